@@ -1,0 +1,8 @@
+#!/usr/bin/env node
+// The package's command: the compiled CLI (built by `npm install` through the prepare script).
+import { main } from '../dist/cli.js'
+
+main(process.argv).catch((err) => {
+  process.stderr.write(`mailroom: ${err instanceof Error ? err.message : String(err)}\n`)
+  process.exit(1)
+})

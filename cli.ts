@@ -1,0 +1,244 @@
+import { serve } from '@hono/node-server'
+import { Command, InvalidArgumentError, Option } from 'commander'
+import type { AddressInfo } from 'node:net'
+import { loadConfig, type Config } from './config.js'
+import { isDomain, isEmail } from './relay/addresses.js'
+import { bootstrap, createAccount, createLogger, createOrder, openRuntime, type Runtime } from './runtime.js'
+import type { MailOrder } from './storage/store.js'
+import { createHttpApp } from './transports/http.js'
+
+const positiveInt = (name: string) => (value: string) => {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError(`${name} must be a positive integer`)
+  return Number(value)
+}
+
+const senderPattern = (value: string) => {
+  const v = value.trim().toLowerCase()
+  if (v.startsWith('@') ? !isDomain(v.slice(1)) : !isEmail(v)) throw new InvalidArgumentError(`"${value}" is not an address or @domain`)
+  return v
+}
+
+const collect = (value: string, previous: string[]) => [...previous, senderPattern(value)]
+
+const orderJson = (o: MailOrder) => ({ id: o.id, username: `mb${o.id}`, status: o.status, comment: o.comment, senders: o.senders })
+
+/** Runs an admin action against the data directory, printing JSON or text. */
+async function withRuntime<T>(json: boolean, action: (rt: Runtime) => Promise<T>, text: (result: T) => string): Promise<void> {
+  const config = loadConfig()
+  // Admin commands keep stdout for their own output.
+  const rt = openRuntime(config, { logger: createLogger({ logLevel: json ? 'silent' : 'warn' }, 2) })
+  try {
+    const result = await action(rt)
+    process.stdout.write(json ? JSON.stringify(result) + '\n' : text(result) + '\n')
+  } finally {
+    await rt.close()
+  }
+}
+
+async function ownedOrder(rt: Runtime, id: number): Promise<MailOrder> {
+  const order = await rt.store.orders.get(id)
+  if (!order) throw new Error(`no mail order ${id}`)
+  return order
+}
+
+async function existingAccount(rt: Runtime, id: number): Promise<void> {
+  if (!(await rt.store.accounts.get(id))) throw new Error(`no account ${id}`)
+}
+
+export function buildCli(): Command {
+  const program = new Command('mailroom')
+    .description('A self-hosted mail relay: REST, MCP and SMTP submission in front of one durable sending pipeline.')
+    .showHelpAfterError()
+  const json = () => new Option('--json', 'print JSON for scripts')
+
+  program
+    .command('serve')
+    .description('Run the service: HTTP (REST) on MAILROOM_HTTP_HOST:MAILROOM_HTTP_PORT over the data directory')
+    .action(async () => {
+      await runServer(loadConfig())
+    })
+
+  const account = program.command('account').description('Manage accounts and their API keys')
+  account
+    .command('create')
+    .description('Create an account and its first API key (shown once)')
+    .option('--name <name>', 'account name', 'account')
+    .addOption(json())
+    .action((o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => {
+          const { account, apiKey } = await createAccount(rt, o.name)
+          return { id: account.id, apiKey }
+        },
+        (r) => `account ${r.id} created\nAPI key (shown once): ${r.apiKey}`,
+      ),
+    )
+  account
+    .command('list')
+    .description('List accounts')
+    .addOption(json())
+    .action((o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => (await rt.store.accounts.list()).map((a) => ({ id: a.id, name: a.name, currency: a.currency, billingDay: a.billingDay })),
+        (rows) => rows.map((a) => `${a.id}\t${a.name}`).join('\n') || 'no accounts',
+      ),
+    )
+  const key = account.command('key').description('Create, list and revoke API keys')
+  key
+    .command('create')
+    .description('Create another API key for an account (shown once)')
+    .requiredOption('--account <id>', 'account id', positiveInt('--account'))
+    .addOption(json())
+    .action((o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => {
+          await existingAccount(rt, o.account)
+          const { info, key } = await rt.store.apiKeys.create(o.account, rt.clock())
+          return { id: info.id, account: o.account, apiKey: key }
+        },
+        (r) => `key ${r.id} created for account ${r.account}\nAPI key (shown once): ${r.apiKey}`,
+      ),
+    )
+  key
+    .command('list')
+    .description("List an account's keys (prefixes only)")
+    .requiredOption('--account <id>', 'account id', positiveInt('--account'))
+    .addOption(json())
+    .action((o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => (await rt.store.apiKeys.list(o.account)).map((k) => ({ id: k.id, prefix: k.prefix, revoked: k.revokedAt !== null })),
+        (rows) => rows.map((k) => `${k.id}\t${k.prefix}…\t${k.revoked ? 'revoked' : 'active'}`).join('\n') || 'no keys',
+      ),
+    )
+  key
+    .command('revoke')
+    .description('Revoke a key by its id or its prefix (from `key list`)')
+    .argument('<key>', 'key id or prefix')
+    .addOption(json())
+    .action((k: string, o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => {
+          const revoked = await rt.store.apiKeys.revoke(/^\d+$/.test(k) ? Number(k) : k, rt.clock())
+          if (!revoked) throw new Error(`no active key ${k}`)
+          return { revoked: k }
+        },
+        (r) => `key ${r.revoked} revoked`,
+      ),
+    )
+
+  const order = program.command('order').description('Manage mail orders (sending credentials)')
+  order
+    .command('create')
+    .description('Create an active mail order; prints its SMTP username and password')
+    .requiredOption('--account <id>', 'account id', positiveInt('--account'))
+    .option('--comment <text>', 'a note shown in listings')
+    .option('--sender <addr|@domain>', 'authorized sender (repeatable); none = any sender', collect, [])
+    .addOption(json())
+    .action((o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => {
+          await existingAccount(rt, o.account)
+          const { order, password } = await createOrder(rt, o.account, o.comment ?? null, o.sender)
+          return { id: order.id, username: `mb${order.id}`, password, status: order.status }
+        },
+        (r) => `mail order ${r.id} created\nSMTP username: ${r.username}\nSMTP password: ${r.password}`,
+      ),
+    )
+  order
+    .command('cancel')
+    .description('Cancel a mail order: it can no longer send; its history stays')
+    .argument('<id>', 'mail order id', positiveInt('id'))
+    .addOption(json())
+    .action((id: number, o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => {
+          await ownedOrder(rt, id)
+          await rt.store.orders.setStatus(id, 'canceled')
+          return { id, status: 'canceled' }
+        },
+        (r) => `mail order ${r.id} canceled`,
+      ),
+    )
+  order
+    .command('list')
+    .description("List an account's mail orders")
+    .requiredOption('--account <id>', 'account id', positiveInt('--account'))
+    .addOption(json())
+    .action((o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => (await rt.store.orders.list(o.account)).map(orderJson),
+        (rows) => rows.map((r) => `${r.id}\t${r.username}\t${r.status}\t${r.senders.join(',') || '(any sender)'}\t${r.comment ?? ''}`).join('\n') || 'no orders',
+      ),
+    )
+
+  const sender = program.command('sender').description("Manage a mail order's authorized senders")
+  for (const [name, description] of [
+    ['allow', 'Authorize a sender address or @domain for an order'],
+    ['revoke', 'Remove an authorized sender from an order'],
+  ] as const) {
+    sender
+      .command(name)
+      .description(description)
+      .requiredOption('--order <id>', 'mail order id', positiveInt('--order'))
+      .argument('<sender>', 'address or @domain', senderPattern)
+      .addOption(json())
+      .action((pattern: string, o) =>
+        withRuntime(
+          !!o.json,
+          async (rt) => {
+            await ownedOrder(rt, o.order)
+            const changed = name === 'allow' ? await rt.store.orders.addSender(o.order, pattern) : await rt.store.orders.removeSender(o.order, pattern)
+            if (name === 'revoke' && !changed) throw new Error(`${pattern} is not an authorized sender of order ${o.order}`)
+            return orderJson(await ownedOrder(rt, o.order))
+          },
+          (r) => `order ${r.id} senders: ${r.senders.join(', ') || '(any sender)'}`,
+        ),
+      )
+  }
+  return program
+}
+
+/** `mailroom serve`: opens the data directory, bootstraps an empty one, serves HTTP until a signal. */
+export async function runServer(config: Config): Promise<void> {
+  const logger = createLogger(config)
+  const rt = openRuntime(config, { logger })
+  const first = await bootstrap(rt)
+  const app = createHttpApp(rt)
+  const server = serve({ fetch: app.fetch, hostname: config.http.host, port: config.http.port })
+  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject))
+  const port = (server.address() as AddressInfo).port
+  const base = config.http.port === 0 ? `http://${config.http.host}:${port}` : config.publicUrl
+  logger.info({ host: config.http.host, port, dataDir: config.dataDir }, 'HTTP listening')
+  if (first) {
+    process.stdout.write(
+      [
+        '',
+        'mailroom: first start. Created an account with one mail order:',
+        `  API key (shown only now): ${first.apiKey}`,
+        `  SMTP username:            mb${first.order.id}`,
+        `  SMTP password:            ${first.password}`,
+        `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${base}/mail`,
+        '',
+      ].join('\n') + '\n',
+    )
+  }
+  const stop = () => {
+    logger.info('shutting down')
+    server.close(() => void rt.close().then(() => process.exit(0)))
+    setTimeout(() => process.exit(0), 5000).unref()
+  }
+  process.once('SIGINT', stop)
+  process.once('SIGTERM', stop)
+}
+
+export async function main(argv: string[]): Promise<void> {
+  await buildCli().parseAsync(argv)
+}

@@ -1,0 +1,63 @@
+/**
+ * The one error type of mailroom. A tool, the relay or the store throws it with an HTTP-style
+ * code; each door renders it in its own way: an HTTP status with `{code, message}`, an MCP tool
+ * result with `isError: true`, or an SMTP reply.
+ */
+export class MailroomError extends Error {
+  readonly code: number
+  /** The SMTP reply for this refusal, when it happens inside an SMTP session (e.g. `550 5.7.1`). */
+  readonly smtp?: { code: number; enhanced: string }
+  /** Extra response headers (e.g. Retry-After for 429). */
+  readonly headers?: Record<string, string>
+
+  constructor(
+    code: number,
+    message: string,
+    options: { smtp?: { code: number; enhanced: string }; headers?: Record<string, string> } = {},
+  ) {
+    super(message)
+    this.name = 'MailroomError'
+    this.code = code
+    this.smtp = options.smtp
+    this.headers = options.headers
+  }
+
+  toJSON(): ErrorBody {
+    return { code: this.code, message: this.message }
+  }
+}
+
+export interface ErrorBody {
+  code: number
+  message: string
+}
+
+/** Status codes we answer with, and the SMTP reply each maps to when no specific one was given. */
+export const ERROR_CODES = {
+  400: { name: 'invalid input', smtp: { code: 550, enhanced: '5.5.2' } },
+  401: { name: 'API key is missing or invalid', smtp: { code: 535, enhanced: '5.7.8' } },
+  404: { name: 'not found', smtp: { code: 550, enhanced: '5.1.0' } },
+  413: { name: 'request body too large', smtp: { code: 552, enhanced: '5.3.4' } },
+  415: { name: 'unsupported content type', smtp: { code: 554, enhanced: '5.6.0' } },
+  429: { name: 'rate limited', smtp: { code: 421, enhanced: '4.7.0' } },
+  500: { name: 'internal error', smtp: { code: 451, enhanced: '4.3.0' } },
+} as const
+
+export type ErrorCode = keyof typeof ERROR_CODES
+
+export const badInput = (message: string, smtp?: MailroomError['smtp']) => new MailroomError(400, message, { smtp })
+export const notFound = (message: string) => new MailroomError(404, message)
+export const unauthorized = () => new MailroomError(401, ERROR_CODES[401].name)
+
+/** Any thrown value as a MailroomError; unknown errors become a 500 `internal error`. */
+export function asMailroomError(err: unknown): MailroomError {
+  if (err instanceof MailroomError) return err
+  return new MailroomError(500, ERROR_CODES[500].name)
+}
+
+/** The SMTP reply line for an error, e.g. `550 5.7.1 sender blocked`. */
+export function smtpReply(err: MailroomError): { code: number; message: string } {
+  const known = ERROR_CODES[err.code as ErrorCode]
+  const smtp = err.smtp ?? known?.smtp ?? ERROR_CODES[500].smtp
+  return { code: smtp.code, message: `${smtp.enhanced} ${err.message}` }
+}

@@ -1,0 +1,42 @@
+import addressparser from 'nodemailer/lib/addressparser'
+import { badInput } from '../errors.js'
+
+export interface Mailbox {
+  name: string
+  address: string
+}
+
+// RFC 5321 §4.1.2 mailbox, restricted to what relays accept in practice: a dot-atom or quoted
+// local part and a domain with at least one dot (or a bracketed address literal).
+const EMAIL = /^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"[^"\r\n]+")@(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}|\[[0-9A-Fa-f:.]+\])$/
+const DOMAIN = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}$/
+
+export const isEmail = (s: string) => s.length <= 254 && EMAIL.test(s)
+export const isDomain = (s: string) => s.length <= 253 && DOMAIN.test(s)
+
+/** An RFC 822 address string (bare or `Name <a@b>`, comma-separated) as mailboxes; groups are flattened. */
+export function parseAddressString(value: string): Mailbox[] {
+  return addressparser(value, { flatten: true }).map((a) => ({ name: a.name ?? '', address: (a.address ?? '').trim() }))
+}
+
+/**
+ * A contract address field (a string, a contact object, or an array of either) as checked
+ * mailboxes. `field` names the input in the error message.
+ */
+export function toMailboxes(field: string, value: string | { email: string; name?: string } | (string | { email: string; name?: string })[]): Mailbox[] {
+  const items = Array.isArray(value) ? value : [value]
+  const boxes = items.flatMap((item) => (typeof item === 'string' ? parseAddressString(item) : [{ name: item.name ?? '', address: item.email.trim() }]))
+  for (const box of boxes) {
+    if (!isEmail(box.address)) throw badInput(`${field}: "${box.address || String(value)}" is not a valid email address`)
+  }
+  return boxes
+}
+
+/** Recipients without repeats (case-insensitive), first spelling kept. */
+export function uniqueAddresses(addresses: string[]): string[] {
+  const seen = new Set<string>()
+  return addresses.filter((a) => {
+    const key = a.toLowerCase()
+    return seen.has(key) ? false : (seen.add(key), true)
+  })
+}

@@ -1,0 +1,104 @@
+import type { Logger } from 'pino'
+import type { Config } from '../config.js'
+import { MailroomError, badInput } from '../errors.js'
+import type { MailOrder, Store } from '../storage/store.js'
+import { findDenyRule, senderAuthorized } from './deny-rules.js'
+import { createTxidGenerator } from './txid.js'
+
+export interface Submission {
+  order: MailOrder
+  envFrom: string
+  recipients: string[]
+  /** The From header address, also checked against the authorized senders when it differs. */
+  headerFrom: string | null
+  replyTo: string | null
+  subject: string | null
+  messageId: string | null
+  raw: Buffer
+  origin: string
+  /** ESMTPSA, ESMTPA or HTTP */
+  transtype: string
+  /** feeder (SMTP) or api */
+  interface: 'feeder' | 'api'
+  /** A transaction id taken earlier with newTxid() (API sends put it in the Message-ID). */
+  txid?: string
+}
+
+export interface Relay {
+  newTxid(): string
+  /** Authorized senders and sender deny rules; throws a MailroomError with the SMTP reply to use. */
+  checkSender(order: MailOrder, envFrom: string, headerFrom?: string | null): Promise<void>
+  /** Recipient deny rules. */
+  checkRecipient(order: MailOrder, recipient: string): Promise<void>
+  /**
+   * The one sending pipeline of every door: checks, then the message and its log rows are
+   * committed to the durable queue. Resolves with the transaction id only after the commit.
+   */
+  submit(submission: Submission): Promise<string>
+}
+
+export interface RelayDeps {
+  store: Store
+  config: Pick<Config, 'maxMessageSize' | 'maxRecipients'>
+  logger: Logger
+  clock: () => number
+}
+
+const DENIED = { code: 550, enhanced: '5.7.1' }
+
+export function createRelay({ store, config, logger, clock }: RelayDeps): Relay {
+  const newTxid = createTxidGenerator()
+
+  const relay: Relay = {
+    newTxid: () => newTxid(clock()),
+
+    async checkSender(order, envFrom, headerFrom) {
+      if (order.status !== 'active') throw new MailroomError(404, `mail order ${order.id} is canceled`, { smtp: { code: 535, enhanced: '5.7.8' } })
+      for (const address of new Set([envFrom, headerFrom ?? envFrom])) {
+        if (!senderAuthorized(order.senders, address)) {
+          throw badInput(`from: ${address} is not an authorized sender of mail order mb${order.id} (allowed: ${order.senders.join(', ')})`, { code: 553, enhanced: '5.7.1' })
+        }
+      }
+      const rule = findDenyRule(await store.rules.list([order.id]), 'sender', envFrom)
+      if (rule) throw badInput(`from: sender ${envFrom} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
+    },
+
+    async checkRecipient(order, recipient) {
+      const rule = findDenyRule(await store.rules.list([order.id]), 'recipient', recipient)
+      if (rule) throw badInput(`to: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
+    },
+
+    async submit(s) {
+      if (s.raw.length > config.maxMessageSize) {
+        throw new MailroomError(413, `the message is ${s.raw.length} bytes; the limit is ${config.maxMessageSize}`, { smtp: { code: 552, enhanced: '5.3.4' } })
+      }
+      if (s.recipients.length === 0) throw badInput('to: the message has no recipients')
+      if (s.recipients.length > config.maxRecipients) {
+        throw badInput(`to: ${s.recipients.length} recipients; the limit is ${config.maxRecipients} per message`, { code: 452, enhanced: '4.5.3' })
+      }
+      await relay.checkSender(s.order, s.envFrom, s.headerFrom)
+      for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt)
+      const txid = s.txid ?? relay.newTxid()
+      await store.mail.enqueue({
+        txid,
+        accountId: s.order.accountId,
+        orderId: s.order.id,
+        envFrom: s.envFrom,
+        recipients: s.recipients,
+        headerFrom: s.headerFrom,
+        replyTo: s.replyTo,
+        subject: s.subject,
+        messageId: s.messageId,
+        origin: s.origin,
+        transtype: s.transtype,
+        interface: s.interface,
+        sendingZone: 'default',
+        raw: s.raw,
+        time: clock(),
+      })
+      logger.info({ txid, order: s.order.id, rcpts: s.recipients.length, size: s.raw.length, via: s.interface }, 'message queued')
+      return txid
+    },
+  }
+  return relay
+}

@@ -1,0 +1,61 @@
+import { pino, type Logger } from 'pino'
+import type { Config } from './config.js'
+import { createRelay } from './relay/pipeline.js'
+import { openDataDir } from './storage/sqlite.js'
+import type { Account, MailOrder, Store } from './storage/store.js'
+import type { Services } from './tools/define.js'
+
+export interface Runtime extends Services {
+  close(): Promise<void>
+}
+
+/** Logs go to stderr when stdout is reserved (stdio MCP, --json output); else to stdout. */
+export function createLogger(config: Pick<Config, 'logLevel'>, destination: 1 | 2 = 1): Logger {
+  return pino({ level: config.logLevel, base: { pid: process.pid } }, pino.destination({ fd: destination, sync: destination === 2 }))
+}
+
+/** Wires the services around a store. */
+export function createServices(store: Store, config: Config, options: { logger: Logger; clock?: () => number }): Services {
+  const clock = options.clock ?? Date.now
+  const relay = createRelay({ store, config, logger: options.logger, clock })
+  return { store, relay, config, logger: options.logger, clock }
+}
+
+/** Opens the data directory (creating and migrating the database) and wires the services. */
+export function openRuntime(config: Config, options: { logger: Logger; clock?: () => number }): Runtime {
+  const store = openDataDir(config.dataDir)
+  return { ...createServices(store, config, options), close: () => store.close() }
+}
+
+/** A new account with one API key; the key is returned in full only here. */
+export async function createAccount(services: Services, name: string): Promise<{ account: Account; apiKey: string }> {
+  const now = services.clock()
+  const { pricing } = services.config
+  const account = await services.store.accounts.create({
+    name,
+    currency: pricing.currency,
+    priceBase: pricing.base,
+    pricePerMessage: pricing.perMessage,
+    // Cycles start on the day the account was made; days past the 28th would skip short months.
+    billingDay: Math.min(new Date(now).getUTCDate(), 28),
+    createdAt: now,
+  })
+  const { key } = await services.store.apiKeys.create(account.id, now)
+  return { account, apiKey: key }
+}
+
+export async function createOrder(services: Services, accountId: number, comment: string | null, senders: string[]): Promise<{ order: MailOrder; password: string }> {
+  return services.store.orders.create({ accountId, comment, senders, now: services.clock() })
+}
+
+/**
+ * On the first start with an empty database: an account with one active mail order, so the
+ * service can be used at once. Returns what must be shown to the operator, once.
+ */
+export async function bootstrap(services: Services): Promise<{ apiKey: string; order: MailOrder; password: string } | null> {
+  if ((await services.store.accounts.list()).length > 0) return null
+  const { account, apiKey } = await createAccount(services, 'default')
+  const { order, password } = await createOrder(services, account.id, 'created on first start', [])
+  services.logger.info({ account: account.id, order: order.id }, 'first start: created the default account')
+  return { apiKey, order, password }
+}

@@ -1,0 +1,196 @@
+import { sql } from 'drizzle-orm'
+import { blob, index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+
+// Times are epoch milliseconds unless a column name says otherwise.
+
+export const accounts = sqliteTable('accounts', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  name: text('name').notNull(),
+  currency: text('currency').notNull(),
+  priceBase: real('price_base').notNull(),
+  pricePerMessage: real('price_per_message').notNull(),
+  /** Day of the month (1..28) on which a billing cycle starts. */
+  billingDay: integer('billing_day').notNull(),
+  createdAt: integer('created_at').notNull(),
+})
+
+export const apiKeys = sqliteTable(
+  'api_keys',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    accountId: integer('account_id').notNull().references(() => accounts.id),
+    /** The first characters of the key, shown in listings so a key can be recognised. */
+    prefix: text('prefix').notNull(),
+    /** SHA-256 of the whole key, hex. The key itself is never stored. */
+    hash: text('hash').notNull(),
+    createdAt: integer('created_at').notNull(),
+    revokedAt: integer('revoked_at'),
+  },
+  (t) => [uniqueIndex('api_keys_hash').on(t.hash), index('api_keys_account').on(t.accountId)],
+)
+
+export const mailOrders = sqliteTable(
+  'mail_orders',
+  {
+    // One global sequence: the SMTP username is mb<id>.
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    accountId: integer('account_id').notNull().references(() => accounts.id),
+    status: text('status', { enum: ['active', 'canceled'] }).notNull(),
+    comment: text('comment'),
+    /** AES-256-GCM with the server secret of the data directory; see storage/secrets.ts. */
+    passwordEnc: text('password_enc').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('mail_orders_account').on(t.accountId, t.status)],
+)
+
+export const orderSenders = sqliteTable(
+  'order_senders',
+  {
+    orderId: integer('order_id').notNull().references(() => mailOrders.id),
+    /** `user@example.com` or `@example.com`, lower case. */
+    pattern: text('pattern').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.orderId, t.pattern] })],
+)
+
+export const denyRules = sqliteTable(
+  'deny_rules',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    orderId: integer('order_id').notNull().references(() => mailOrders.id),
+    type: text('type', { enum: ['domain', 'email', 'startswith', 'destination'] }).notNull(),
+    /** Lower case: rules match case-insensitively. */
+    data: text('data').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [uniqueIndex('deny_rules_unique').on(t.orderId, t.type, t.data)],
+)
+
+/**
+ * One row per accepted message. The log's message-level filters are answered from the
+ * (order_id, column) indexes; SQLite appends the rowid to each, so a filtered page comes out
+ * already in chronological order.
+ */
+export const messages = sqliteTable(
+  'messages',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    txid: text('txid').notNull(),
+    accountId: integer('account_id').notNull().references(() => accounts.id),
+    orderId: integer('order_id').notNull().references(() => mailOrders.id),
+    envFrom: text('env_from').notNull(),
+    headerFrom: text('header_from'),
+    replyTo: text('reply_to'),
+    subject: text('subject'),
+    messageId: text('message_id'),
+    origin: text('origin').notNull(),
+    transtype: text('transtype').notNull(),
+    interface: text('interface').notNull(),
+    sendingZone: text('sending_zone').notNull(),
+    bodySize: integer('body_size').notNull(),
+    /** The envelope recipients, comma-separated (the `to` of groupby=message). */
+    rcptTo: text('rcpt_to').notNull(),
+    /** Epoch seconds of acceptance. */
+    time: integer('time').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [
+    uniqueIndex('messages_txid').on(t.txid),
+    index('messages_order').on(t.orderId),
+    index('messages_order_time').on(t.orderId, t.time),
+    index('messages_order_from').on(t.orderId, t.envFrom),
+    index('messages_order_origin').on(t.orderId, t.origin),
+    index('messages_order_subject').on(t.orderId, t.subject),
+    index('messages_order_header_from').on(t.orderId, t.headerFrom),
+    index('messages_order_reply_to').on(t.orderId, t.replyTo),
+    index('messages_account_time').on(t.accountId, t.time),
+  ],
+)
+
+/** The message bytes, apart from the log so that log scans stay small. */
+export const messageBodies = sqliteTable('message_bodies', {
+  messageId: integer('message_id')
+    .primaryKey()
+    .references(() => messages.id),
+  raw: blob('raw', { mode: 'buffer' }).notNull(),
+})
+
+/**
+ * One row per recipient: the delivery log row (`_id` is its id) and the queue entry the delivery
+ * workers claim with a lease.
+ */
+export const deliveries = sqliteTable(
+  'deliveries',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    messageId: integer('message_id')
+      .notNull()
+      .references(() => messages.id),
+    seq: integer('seq').notNull(),
+    recipient: text('recipient').notNull(),
+    domain: text('domain').notNull(),
+    /** queued | deferred | delivered | failed */
+    state: text('state', { enum: ['queued', 'deferred', 'delivered', 'failed'] }).notNull(),
+    delivered: integer('delivered').notNull().default(0),
+    code: integer('code'),
+    response: text('response'),
+    mxHostname: text('mx_hostname'),
+    locked: integer('locked').notNull().default(0),
+    /** Epoch milliseconds of the lease, as text (the contract's type). */
+    lockTime: text('lock_time'),
+    assigned: text('assigned'),
+    attempts: integer('attempts').notNull().default(0),
+    /** When the row may next be tried (epoch ms); null once final. */
+    nextAttemptAt: integer('next_attempt_at'),
+    /** ISO 8601 UTC. */
+    queued: text('queued').notNull(),
+  },
+  (t) => [
+    uniqueIndex('deliveries_message_seq').on(t.messageId, t.seq),
+    index('deliveries_recipient').on(t.recipient, t.messageId),
+    index('deliveries_mx').on(t.mxHostname, t.messageId),
+    index('deliveries_delivered').on(t.delivered, t.messageId),
+    index('deliveries_due')
+      .on(t.nextAttemptAt)
+      .where(sql`next_attempt_at IS NOT NULL`),
+  ],
+)
+
+/** Store 1 of the blocks: one record per message the spam filter flagged. */
+export const blockEvents = sqliteTable(
+  'block_events',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    accountId: integer('account_id').notNull().references(() => accounts.id),
+    rule: text('rule', { enum: ['LOCAL_BL_RCPT', 'MBTRAP', 'SUBJECT'] }).notNull(),
+    envFrom: text('env_from').notNull(),
+    messageId: text('message_id'),
+    subject: text('subject').notNull().default(''),
+    rcptTo: text('rcpt_to').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [
+    index('block_events_account').on(t.accountId, t.rule, t.createdAt),
+    index('block_events_from').on(t.accountId, t.envFrom),
+    index('block_events_created').on(t.createdAt),
+  ],
+)
+
+/**
+ * Stores 2 and 3 of the blocks: `external` = imported from a third-party feed; `internal` =
+ * blocked by our own rules or the operator. `kind` says whether the address is blocked as a
+ * sender or suppressed as a recipient (the local block list).
+ */
+export const blockList = sqliteTable(
+  'block_list',
+  {
+    accountId: integer('account_id').notNull().references(() => accounts.id),
+    source: text('source', { enum: ['external', 'internal'] }).notNull(),
+    kind: text('kind', { enum: ['sender', 'recipient'] }).notNull(),
+    address: text('address').notNull(),
+    reason: text('reason').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.address, t.kind, t.source] })],
+)

@@ -1,0 +1,75 @@
+import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+const SECRET_FILE = 'secret.key'
+const API_KEY_PREFIX = 'mr_'
+/** Characters a generated password is drawn from: no look-alikes (0/O, 1/l/I), nothing that needs quoting. */
+const PASSWORD_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789'
+const PASSWORD_LENGTH = 24
+
+/**
+ * The server secret that encrypts order passwords: 32 random bytes in `<dataDir>/secret.key`,
+ * created on first use with mode 0600. Losing it makes stored passwords unreadable.
+ */
+export function loadOrCreateSecret(dataDir: string): Buffer {
+  const file = join(dataDir, SECRET_FILE)
+  if (!existsSync(file)) {
+    // 'wx' fails if another process created it first; then we read theirs.
+    try {
+      writeFileSync(file, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    }
+  }
+  const secret = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64')
+  if (secret.length !== 32) throw new Error(`${file} is not a 32-byte base64 secret`)
+  return secret
+}
+
+/** AES-256-GCM; the result is `v1:` + base64(iv | tag | ciphertext). */
+export function encrypt(secret: Buffer, plain: string): string {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv('aes-256-gcm', secret, iv)
+  const ct = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()])
+  return 'v1:' + Buffer.concat([iv, cipher.getAuthTag(), ct]).toString('base64')
+}
+
+export function decrypt(secret: Buffer, stored: string): string {
+  if (!stored.startsWith('v1:')) throw new Error('unknown encryption format')
+  const raw = Buffer.from(stored.slice(3), 'base64')
+  const decipher = createDecipheriv('aes-256-gcm', secret, raw.subarray(0, 12))
+  decipher.setAuthTag(raw.subarray(12, 28))
+  return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8')
+}
+
+export function generatePassword(): string {
+  // Rejection sampling keeps every character equally likely.
+  let out = ''
+  while (out.length < PASSWORD_LENGTH) {
+    for (const b of randomBytes(PASSWORD_LENGTH * 2)) {
+      if (b < 256 - (256 % PASSWORD_ALPHABET.length) && out.length < PASSWORD_LENGTH) out += PASSWORD_ALPHABET[b % PASSWORD_ALPHABET.length]
+    }
+  }
+  return out
+}
+
+/** A new API key: `mr_` + 32 random bytes (base64url). Only its hash is stored. */
+export function generateApiKey(): string {
+  return API_KEY_PREFIX + randomBytes(32).toString('base64url')
+}
+
+/** Keys have 256 bits of entropy, so a plain SHA-256 is enough (no slow hash needed). */
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex')
+}
+
+export function apiKeyPrefix(key: string): string {
+  return key.slice(0, API_KEY_PREFIX.length + 6)
+}
+
+export function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}

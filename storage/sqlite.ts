@@ -1,0 +1,209 @@
+import Database from 'better-sqlite3'
+import { and, asc, eq, gte, inArray, isNull, sql } from 'drizzle-orm'
+import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import * as schema from './schema.js'
+import { createMailStore } from './sqlite-mail.js'
+import { apiKeyPrefix, decrypt, encrypt, generateApiKey, generatePassword, hashApiKey, loadOrCreateSecret } from './secrets.js'
+import type { Account, ApiKeyInfo, BlockEvent, DenyRule, MailOrder, Store } from './store.js'
+
+export const DB_FILE = 'mailroom.db'
+
+export type Db = BetterSQLite3Database<typeof schema>
+
+export interface SqliteOptions {
+  /** A database file path, or ':memory:' (tests). */
+  file: string
+  /** The 32-byte secret that encrypts order passwords. */
+  secret: Buffer
+}
+
+/** Opens the store of a data directory: `<dir>/mailroom.db`, `<dir>/secret.key`, created on first use. */
+export function openDataDir(dataDir: string): SqliteStore {
+  mkdirSync(dataDir, { recursive: true })
+  return openSqliteStore({ file: join(dataDir, DB_FILE), secret: loadOrCreateSecret(dataDir) })
+}
+
+export type SqliteStore = Store & { db: Db; sqlite: Database.Database }
+
+export function openSqliteStore(options: SqliteOptions): SqliteStore {
+  const sqlite = new Database(options.file)
+  sqlite.pragma('journal_mode = WAL')
+  // Both `mailroom serve` and the admin command write to one file: wait for each other's locks.
+  sqlite.pragma('busy_timeout = 5000')
+  sqlite.pragma('synchronous = NORMAL')
+  sqlite.pragma('foreign_keys = ON')
+  const db = drizzle(sqlite, { schema })
+  migrate(db, { migrationsFolder: migrationsFolder() })
+  const { secret } = options
+
+  const toOrder = (row: typeof schema.mailOrders.$inferSelect, senders: string[]): MailOrder => ({
+    id: row.id,
+    accountId: row.accountId,
+    status: row.status,
+    comment: row.comment,
+    senders,
+    createdAt: row.createdAt,
+  })
+  const sendersOf = (orderIds: number[]): Map<number, string[]> => {
+    const map = new Map<number, string[]>()
+    if (orderIds.length === 0) return map
+    const rows = db.select().from(schema.orderSenders).where(inArray(schema.orderSenders.orderId, orderIds)).orderBy(asc(schema.orderSenders.pattern)).all()
+    for (const r of rows) map.set(r.orderId, [...(map.get(r.orderId) ?? []), r.pattern])
+    return map
+  }
+  const toKeyInfo = (r: typeof schema.apiKeys.$inferSelect): ApiKeyInfo => ({
+    id: r.id,
+    accountId: r.accountId,
+    prefix: r.prefix,
+    createdAt: r.createdAt,
+    revokedAt: r.revokedAt,
+  })
+
+  const store: SqliteStore = {
+    db,
+    sqlite,
+    accounts: {
+      async create(input) {
+        return db.insert(schema.accounts).values(input).returning().get() as Account
+      },
+      async get(id) {
+        return db.select().from(schema.accounts).where(eq(schema.accounts.id, id)).get()
+      },
+      async list() {
+        return db.select().from(schema.accounts).orderBy(asc(schema.accounts.id)).all()
+      },
+    },
+    apiKeys: {
+      async create(accountId, now) {
+        const key = generateApiKey()
+        const row = db.insert(schema.apiKeys).values({ accountId, prefix: apiKeyPrefix(key), hash: hashApiKey(key), createdAt: now }).returning().get()
+        return { info: toKeyInfo(row), key }
+      },
+      async authenticate(key) {
+        const row = db
+          .select({ accountId: schema.apiKeys.accountId })
+          .from(schema.apiKeys)
+          .where(and(eq(schema.apiKeys.hash, hashApiKey(key)), isNull(schema.apiKeys.revokedAt)))
+          .get()
+        return row?.accountId
+      },
+      async list(accountId) {
+        return db.select().from(schema.apiKeys).where(eq(schema.apiKeys.accountId, accountId)).orderBy(asc(schema.apiKeys.id)).all().map(toKeyInfo)
+      },
+      async revoke(idOrPrefix, now) {
+        const match = typeof idOrPrefix === 'number' ? eq(schema.apiKeys.id, idOrPrefix) : eq(schema.apiKeys.prefix, idOrPrefix)
+        const res = db.update(schema.apiKeys).set({ revokedAt: now }).where(and(match, isNull(schema.apiKeys.revokedAt))).run()
+        return res.changes > 0
+      },
+    },
+    orders: {
+      async create({ accountId, comment, senders, now }) {
+        const password = generatePassword()
+        const order = db.transaction((tx) => {
+          const row = tx.insert(schema.mailOrders).values({ accountId, status: 'active', comment, passwordEnc: encrypt(secret, password), createdAt: now }).returning().get()
+          const unique = [...new Set(senders.map((s) => s.toLowerCase()))].sort()
+          for (const pattern of unique) tx.insert(schema.orderSenders).values({ orderId: row.id, pattern }).run()
+          return toOrder(row, unique)
+        })
+        return { order, password }
+      },
+      async get(id) {
+        const row = db.select().from(schema.mailOrders).where(eq(schema.mailOrders.id, id)).get()
+        return row && toOrder(row, sendersOf([id]).get(id) ?? [])
+      },
+      async list(accountId) {
+        const rows = db.select().from(schema.mailOrders).where(eq(schema.mailOrders.accountId, accountId)).orderBy(asc(schema.mailOrders.id)).all()
+        const senders = sendersOf(rows.map((r) => r.id))
+        return rows.map((r) => toOrder(r, senders.get(r.id) ?? []))
+      },
+      async password(id) {
+        const row = db.select({ enc: schema.mailOrders.passwordEnc }).from(schema.mailOrders).where(eq(schema.mailOrders.id, id)).get()
+        if (!row) throw new Error(`no mail order ${id}`)
+        return decrypt(secret, row.enc)
+      },
+      async setStatus(id, status) {
+        return db.update(schema.mailOrders).set({ status }).where(eq(schema.mailOrders.id, id)).run().changes > 0
+      },
+      async addSender(id, pattern) {
+        return db.insert(schema.orderSenders).values({ orderId: id, pattern: pattern.toLowerCase() }).onConflictDoNothing().run().changes > 0
+      },
+      async removeSender(id, pattern) {
+        const where = and(eq(schema.orderSenders.orderId, id), eq(schema.orderSenders.pattern, pattern.toLowerCase()))
+        return db.delete(schema.orderSenders).where(where).run().changes > 0
+      },
+    },
+    rules: {
+      async list(orderIds) {
+        if (orderIds.length === 0) return []
+        return db.select().from(schema.denyRules).where(inArray(schema.denyRules.orderId, orderIds)).orderBy(asc(schema.denyRules.id)).all() as DenyRule[]
+      },
+      async create({ orderId, type, data, now }) {
+        const value = data.toLowerCase()
+        db.insert(schema.denyRules).values({ orderId, type, data: value, createdAt: now }).onConflictDoNothing().run()
+        const where = and(eq(schema.denyRules.orderId, orderId), eq(schema.denyRules.type, type), eq(schema.denyRules.data, value))
+        return db.select().from(schema.denyRules).where(where).get() as DenyRule
+      },
+      async delete(id, orderIds) {
+        if (orderIds.length === 0) return false
+        return db.delete(schema.denyRules).where(and(eq(schema.denyRules.id, id), inArray(schema.denyRules.orderId, orderIds))).run().changes > 0
+      },
+    },
+    mail: createMailStore(sqlite),
+    blocks: {
+      async events(accountId, rule, since) {
+        const t = schema.blockEvents
+        return db
+          .select({ rule: t.rule, createdAt: t.createdAt, envFrom: t.envFrom, messageId: t.messageId, subject: t.subject, rcptTo: t.rcptTo })
+          .from(t)
+          .where(and(eq(t.accountId, accountId), eq(t.rule, rule), gte(t.createdAt, since)))
+          .orderBy(sql`${t.createdAt} DESC, ${t.id} DESC`)
+          .all() as BlockEvent[]
+      },
+      async subjectPairs(accountId, since, threshold) {
+        const t = schema.blockEvents
+        return db
+          .select({ from: t.envFrom, subject: t.subject })
+          .from(t)
+          .where(and(eq(t.accountId, accountId), eq(t.rule, 'SUBJECT'), gte(t.createdAt, since)))
+          .groupBy(t.envFrom, t.subject)
+          .having(sql`COUNT(*) > ${threshold}`)
+          .orderBy(sql`MAX(${t.createdAt}) DESC`)
+          .all()
+      },
+      async addEvent(accountId, e) {
+        db.insert(schema.blockEvents).values({ accountId, ...e }).run()
+      },
+      async addToList({ accountId, source, kind, address, reason, now }) {
+        db.insert(schema.blockList).values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now }).onConflictDoNothing().run()
+      },
+      async delist(accountId, address) {
+        const lower = address.toLowerCase()
+        return db.transaction((tx) => {
+          const ev = tx
+            .delete(schema.blockEvents)
+            .where(and(eq(schema.blockEvents.accountId, accountId), sql`lower(${schema.blockEvents.envFrom}) = ${lower}`))
+            .run().changes
+          const list = tx
+            .delete(schema.blockList)
+            .where(and(eq(schema.blockList.accountId, accountId), eq(schema.blockList.address, lower)))
+            .run().changes
+          return ev + list
+        })
+      },
+    },
+    async close() {
+      sqlite.close()
+    },
+  }
+  return store
+}
+
+/** The checked-in migrations: beside this module in the source tree, two levels up from dist/storage/. */
+function migrationsFolder(): string {
+  const here = fileURLToPath(new URL('.', import.meta.url))
+  return here.includes(`${join('dist', 'storage')}`) ? join(here, '..', '..', 'storage', 'migrations') : join(here, 'migrations')
+}

@@ -1,0 +1,191 @@
+/**
+ * The storage interface. SQLite (storage/sqlite.ts) is the embedded default; a server database
+ * can implement the same interface. Every method is async so that one can.
+ * Times are epoch milliseconds.
+ */
+
+export type OrderStatus = 'active' | 'canceled'
+export type RuleType = 'domain' | 'email' | 'startswith' | 'destination'
+export type BlockRule = 'LOCAL_BL_RCPT' | 'MBTRAP' | 'SUBJECT'
+
+export interface Account {
+  id: number
+  name: string
+  currency: string
+  priceBase: number
+  pricePerMessage: number
+  /** Day of the month (1..28) on which a billing cycle starts. */
+  billingDay: number
+  createdAt: number
+}
+
+export interface ApiKeyInfo {
+  id: number
+  accountId: number
+  prefix: string
+  createdAt: number
+  revokedAt: number | null
+}
+
+export interface MailOrder {
+  id: number
+  accountId: number
+  status: OrderStatus
+  comment: string | null
+  /** Authorized senders (`user@example.com` or `@example.com`); empty = any sender. */
+  senders: string[]
+  createdAt: number
+}
+
+export interface DenyRule {
+  id: number
+  orderId: number
+  type: RuleType
+  data: string
+  createdAt: number
+}
+
+export interface NewMessage {
+  txid: string
+  accountId: number
+  orderId: number
+  envFrom: string
+  recipients: string[]
+  headerFrom: string | null
+  replyTo: string | null
+  subject: string | null
+  messageId: string | null
+  origin: string
+  transtype: string
+  interface: string
+  sendingZone: string
+  raw: Buffer
+  time: number
+}
+
+export interface LogQuery {
+  orderId: number
+  origin?: string
+  mx?: string
+  from?: string
+  to?: string
+  subject?: string
+  mailid?: string
+  messageId?: string
+  replyto?: string
+  headerfrom?: string
+  delivered?: 0 | 1
+  /** Epoch seconds, inclusive. */
+  startTime?: number
+  endTime?: number
+  skip: number
+  limit: number
+  dir: 'asc' | 'desc'
+  groupby: 'message' | 'recipient'
+}
+
+/** A delivery-log row, named as the contract's MailLogEntry. */
+export interface LogRow {
+  _id: number
+  id: string
+  from: string
+  to: string
+  subject: string | null
+  messageId: string | null
+  created: string
+  time: number
+  user: string
+  transtype: string
+  origin: string
+  interface: string
+  sendingZone: string | null
+  bodySize: number | null
+  seq: number | null
+  delivered: number | null
+  code: number | null
+  recipient: string | null
+  domain: string | null
+  locked: number | null
+  lockTime: string | null
+  assigned: string | null
+  queued: string | null
+  mxHostname: string | null
+  response: string | null
+}
+
+export interface StatsQuery {
+  orderIds: number[]
+  /** Window start (ms), or null for all time. */
+  since: number | null
+  cycleStart: number
+  cycleEnd: number
+  /** How many entries each volume breakdown keeps. */
+  top: number
+}
+
+export interface StatsResult {
+  usage: number
+  received: number
+  sent: number
+  volume: { to: Record<string, number>; from: Record<string, number>; ip: Record<string, number> }
+}
+
+export interface BlockEvent {
+  rule: BlockRule
+  createdAt: number
+  envFrom: string
+  messageId: string | null
+  subject: string
+  rcptTo: string
+}
+
+export interface Store {
+  accounts: {
+    create(input: Omit<Account, 'id'>): Promise<Account>
+    get(id: number): Promise<Account | undefined>
+    list(): Promise<Account[]>
+  }
+  apiKeys: {
+    /** Creates a key and returns it in full: the only time it can be seen. */
+    create(accountId: number, now: number): Promise<{ info: ApiKeyInfo; key: string }>
+    /** The account of an unrevoked key, or undefined. */
+    authenticate(key: string): Promise<number | undefined>
+    list(accountId: number): Promise<ApiKeyInfo[]>
+    /** Revokes by id or by prefix; true when a live key was revoked. */
+    revoke(idOrPrefix: number | string, now: number): Promise<boolean>
+  }
+  orders: {
+    create(input: { accountId: number; comment: string | null; senders: string[]; now: number }): Promise<{ order: MailOrder; password: string }>
+    get(id: number): Promise<MailOrder | undefined>
+    /** Every order of the account, active and canceled, by id. */
+    list(accountId: number): Promise<MailOrder[]>
+    /** The decrypted SMTP password. */
+    password(id: number): Promise<string>
+    setStatus(id: number, status: OrderStatus): Promise<boolean>
+    addSender(id: number, pattern: string): Promise<boolean>
+    removeSender(id: number, pattern: string): Promise<boolean>
+  }
+  rules: {
+    list(orderIds: number[]): Promise<DenyRule[]>
+    /** Returns the existing rule when the same one exists. */
+    create(input: { orderId: number; type: RuleType; data: string; now: number }): Promise<DenyRule>
+    /** Deletes the rule if it belongs to one of orderIds. */
+    delete(id: number, orderIds: number[]): Promise<boolean>
+  }
+  mail: {
+    /** Stores the message, its body and one queued delivery row per recipient, in one transaction. */
+    enqueue(message: NewMessage): Promise<{ rowId: number }>
+    log(query: LogQuery): Promise<{ total: number; rows: LogRow[] }>
+    stats(query: StatsQuery): Promise<StatsResult>
+  }
+  blocks: {
+    events(accountId: number, rule: BlockRule, since: number): Promise<BlockEvent[]>
+    /** `{from, subject}` pairs with more than `threshold` SUBJECT events since `since`. */
+    subjectPairs(accountId: number, since: number, threshold: number): Promise<{ from: string; subject: string }[]>
+    addEvent(accountId: number, event: BlockEvent): Promise<void>
+    addToList(input: { accountId: number; source: 'external' | 'internal'; kind: 'sender' | 'recipient'; address: string; reason: string; now: number }): Promise<void>
+    /** Removes the address from all three stores for the account; returns how many records went. */
+    delist(accountId: number, address: string): Promise<number>
+  }
+  close(): Promise<void>
+}

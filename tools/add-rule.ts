@@ -1,0 +1,53 @@
+import { z } from 'zod'
+import { badInput, notFound } from '../errors.js'
+import { isDomain, isEmail } from '../relay/addresses.js'
+import type { RuleType as RuleTypeName } from '../storage/store.js'
+import { defineTool, JSON_AND_FORM } from './define.js'
+import { activeOrders, ok, resolveOrder } from './common.js'
+import { GenericResponse, RuleType } from './schemas.js'
+
+/** How `data` must look for each rule type. */
+export const RULE_DATA: Record<RuleTypeName, { valid: (s: string) => boolean; expected: string }> = {
+  email: { valid: isEmail, expected: 'a full email address' },
+  destination: { valid: isEmail, expected: 'a full email address' },
+  domain: { valid: isDomain, expected: 'a domain name such as example.com' },
+  startswith: { valid: (s) => /^[A-Za-z0-9+_.-]+$/.test(s), expected: 'a prefix of letters, digits, +, _, . or -' },
+}
+
+const Username = z.string().regex(/^mb\d+$/, 'must be an SMTP username like mb123')
+
+export const addRule = defineTool({
+  name: 'addRule',
+  title: 'Create a deny rule',
+  http: { method: 'POST', path: '/mail/rules', bodyTypes: JSON_AND_FORM },
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  description:
+    'Creates a rule that rejects matching mail before it is queued, for one mail order (`user` = mb<id>, ' +
+    'default the first active order). Types: `email` blocks one sender address, `domain` every sender at a ' +
+    'domain, `startswith` senders whose local part starts with a prefix (letters, digits, + _ . -), ' +
+    '`destination` one recipient address. Matching ignores case. Creating an existing rule returns its id. ' +
+    'Returns `text` = the rule id, the `ruleId` of deleteRule; list rules with getRules.',
+  input: z.object({
+    type: RuleType.describe('What the rule matches: domain, email, startswith or destination.'),
+    data: z.string().trim().min(1).describe('The value matched, read according to type.'),
+    user: Username.optional().describe('SMTP username of an active mail order (mb<id>); default the first active order.'),
+    username: Username.optional().describe('Alias of user.'),
+  }),
+  output: GenericResponse,
+  handler: async (input, ctx) => {
+    const rule = RULE_DATA[input.type]
+    if (!rule.valid(input.data)) throw badInput(`data: "${input.data}" is not ${rule.expected} (type ${input.type})`)
+    if (input.user && input.username && input.user !== input.username) throw badInput('user: user and username name different orders')
+    const user = input.user ?? input.username
+    let orderId: number
+    if (user) {
+      const order = (await activeOrders(ctx)).find((o) => `mb${o.id}` === user)
+      if (!order) throw notFound(`user: ${user} is not an active mail order of this account`)
+      orderId = order.id
+    } else {
+      orderId = (await resolveOrder(ctx, undefined)).id
+    }
+    const created = await ctx.store.rules.create({ orderId, type: input.type, data: input.data, now: ctx.clock() })
+    return ok(String(created.id))
+  },
+})

@@ -1,0 +1,59 @@
+import { badInput, notFound } from '../errors.js'
+import { toMailboxes, type Mailbox } from '../relay/addresses.js'
+import { composeMessage, type ComposeInput } from '../relay/message.js'
+import type { MailOrder } from '../storage/store.js'
+import { accountOf, type ToolContext } from './define.js'
+
+/**
+ * The mail order a call acts on: the given id, which must be an active order of the caller's
+ * account, or else the account's first active order (lowest id). Other accounts' orders are
+ * answered exactly like missing ones.
+ */
+export async function resolveOrder(ctx: ToolContext, id: number | undefined, options: { allowCanceled?: boolean } = {}): Promise<MailOrder> {
+  const accountId = accountOf(ctx)
+  if (id !== undefined) {
+    const order = await ctx.store.orders.get(id)
+    if (!order || order.accountId !== accountId) throw notFound(`id: mail order ${id} not found`)
+    if (order.status !== 'active' && !options.allowCanceled) throw notFound(`id: mail order ${id} is canceled; use an active order`)
+    return order
+  }
+  const first = (await ctx.store.orders.list(accountId)).find((o) => o.status === 'active')
+  if (!first) throw notFound('this account has no active mail order')
+  return first
+}
+
+/** The active orders of the caller's account. */
+export async function activeOrders(ctx: ToolContext): Promise<MailOrder[]> {
+  return (await ctx.store.orders.list(accountOf(ctx))).filter((o) => o.status === 'active')
+}
+
+/** Builds an API send's MIME message and submits it through the one pipeline. */
+export async function sendComposed(ctx: ToolContext, order: MailOrder, input: Omit<ComposeInput, 'txid' | 'date'>): Promise<string> {
+  const txid = ctx.relay.newTxid()
+  const composed = await composeMessage({ ...input, txid, date: new Date(ctx.clock()) })
+  return ctx.relay.submit({
+    order,
+    txid,
+    envFrom: input.from.address,
+    recipients: composed.recipients,
+    headerFrom: input.from.address,
+    replyTo: input.replyTo?.[0]?.address ?? null,
+    subject: input.subject,
+    messageId: composed.messageId,
+    raw: composed.raw,
+    origin: ctx.origin,
+    transtype: 'HTTP',
+    interface: 'api',
+  })
+}
+
+/** Exactly one checked address (the `from` of a send). */
+export function singleAddress(field: string, value: Parameters<typeof toMailboxes>[1]): Mailbox {
+  const boxes = toMailboxes(field, value)
+  if (boxes.length !== 1) throw badInput(`${field}: expected exactly one address, got ${boxes.length}`)
+  return boxes[0]
+}
+
+export const ok = (text: string) => ({ status: 'ok', text })
+
+export const utcDate = (ms: number) => new Date(ms).toISOString().slice(0, 10)

@@ -1,0 +1,66 @@
+import type { Logger } from 'pino'
+import type { z } from 'zod'
+import type { Config } from '../config.js'
+import { unauthorized } from '../errors.js'
+import type { Relay } from '../relay/pipeline.js'
+import type { Store } from '../storage/store.js'
+
+/** What every handler can use; injected, never reached for. */
+export interface Services {
+  store: Store
+  relay: Relay
+  config: Config
+  logger: Logger
+  clock: () => number
+}
+
+/** A handler's context: the services plus who is calling and from where. */
+export interface ToolContext extends Services {
+  /** The authenticated account; null only for public tools. */
+  accountId: number | null
+  /** The client's IP address. */
+  origin: string
+}
+
+export interface ToolAnnotations {
+  readOnlyHint: boolean
+  destructiveHint: boolean
+  idempotentHint: boolean
+  openWorldHint: boolean
+}
+
+export interface HttpBinding {
+  method: 'GET' | 'POST' | 'DELETE'
+  /** OpenAPI-style path; `{name}` segments are path parameters. */
+  path: string
+  /** Request body content types, for POST. */
+  bodyTypes?: string[]
+}
+
+export interface Tool<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> {
+  name: string
+  title: string
+  description: string
+  http: HttpBinding
+  annotations: ToolAnnotations
+  input: I
+  output: O
+  /** No API key needed (pingServer). */
+  public?: boolean
+  handler: (input: z.output<I>, ctx: ToolContext) => Promise<z.input<O>>
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyTool = Tool<any, any>
+
+export function defineTool<I extends z.ZodObject, O extends z.ZodType>(tool: Tool<I, O>): Tool<I, O> {
+  return tool
+}
+
+/** The calling account, for tools that need one. */
+export function accountOf(ctx: ToolContext): number {
+  if (ctx.accountId === null) throw unauthorized()
+  return ctx.accountId
+}
+
+export const JSON_AND_FORM = ['application/json', 'application/x-www-form-urlencoded']

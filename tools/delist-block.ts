@@ -1,0 +1,25 @@
+import { z } from 'zod'
+import { notFound } from '../errors.js'
+import { accountOf, defineTool, JSON_AND_FORM } from './define.js'
+import { ok } from './common.js'
+import { GenericResponse } from './schemas.js'
+
+export const delistBlock = defineTool({
+  name: 'delistBlock',
+  title: 'Delist an address from the block lists',
+  http: { method: 'POST', path: '/mail/blocks/delete', bodyTypes: JSON_AND_FORM },
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  description:
+    '[DESTRUCTIVE] Removes an address from all of this account\'s block stores: the spam-filter records, the ' +
+    'imported external block list and the internal block list, both as a blocked sender and as a suppressed ' +
+    'recipient. Use it after getMailBlocks shows an address that should send (or receive) again. The filter ' +
+    'blocks it again if it offends again. Returns "record deleted"; 404 when the address was on no list.',
+  input: z.object({ email: z.email().describe('The address to delist, e.g. a `from` of getMailBlocks.') }),
+  output: GenericResponse,
+  handler: async ({ email }, ctx) => {
+    const removed = await ctx.store.blocks.delist(accountOf(ctx), email)
+    if (removed === 0) throw notFound(`email: ${email} is not on any block list of this account`)
+    ctx.logger.info({ account: ctx.accountId, removed }, 'address delisted')
+    return ok('record deleted')
+  },
+})

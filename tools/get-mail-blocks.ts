@@ -1,0 +1,35 @@
+import { z } from 'zod'
+import type { BlockEvent } from '../storage/store.js'
+import { accountOf, defineTool } from './define.js'
+import { utcDate } from './common.js'
+import { MailBlocks } from './schemas.js'
+
+const DAY = 86_400_000
+/** How far back each category looks, and the subject repetition threshold (the contract's limits). */
+export const BLOCK_WINDOWS = { local: 5 * DAY, mbtrap: 5 * DAY, subject: 3 * DAY }
+export const SUBJECT_THRESHOLD = 4
+
+const toEntry = (e: BlockEvent) => ({ date: utcDate(e.createdAt), from: e.envFrom, messageId: e.messageId, subject: e.subject, to: e.rcptTo })
+
+export const getMailBlocks = defineTool({
+  name: 'getMailBlocks',
+  title: 'List spam-filter blocks',
+  http: { method: 'GET', path: '/mail/blocks' },
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  description:
+    'Lists what the spam filter stopped for this account, newest first: `local` (messages to recipients on the ' +
+    'local block list, last 5 days), `mbtrap` (messages to trap addresses, last 5 days) and `subject` (senders ' +
+    'that repeated a spam-like subject more than 4 times in 3 days). Use it when sends are rejected as ' +
+    'blocked; pass an entry\'s `from` to delistBlock to lift the block.',
+  input: z.object({}),
+  output: MailBlocks,
+  handler: async (_input, ctx) => {
+    const accountId = accountOf(ctx)
+    const now = ctx.clock()
+    return {
+      local: (await ctx.store.blocks.events(accountId, 'LOCAL_BL_RCPT', now - BLOCK_WINDOWS.local)).map(toEntry),
+      mbtrap: (await ctx.store.blocks.events(accountId, 'MBTRAP', now - BLOCK_WINDOWS.mbtrap)).map(toEntry),
+      subject: await ctx.store.blocks.subjectPairs(accountId, now - BLOCK_WINDOWS.subject, SUBJECT_THRESHOLD),
+    }
+  },
+})

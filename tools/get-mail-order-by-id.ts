@@ -1,0 +1,27 @@
+import { z } from 'zod'
+import { defineTool } from './define.js'
+import { resolveOrder } from './common.js'
+import { MailOrderDetail } from './schemas.js'
+
+export const getMailOrderById = defineTool({
+  name: 'getMailOrderById',
+  title: 'Get one mail order with its SMTP password',
+  http: { method: 'GET', path: '/mail/{id}' },
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  description:
+    'Returns one mail order of the account (id from getMailOrders) with its current SMTP password. Use it when ' +
+    'a mail program must send through the SMTP submission server: log in with `username` (mb<id>) and ' +
+    '`password`. Returns 404 for an id that is not one of the account\'s orders.',
+  input: z.object({ id: z.number().int().positive().describe('Mail order id, from getMailOrders.') }),
+  output: MailOrderDetail,
+  handler: async ({ id }, ctx) => {
+    const order = await resolveOrder(ctx, id, { allowCanceled: true })
+    return {
+      id: order.id,
+      status: order.status,
+      username: `mb${order.id}`,
+      ...(order.comment ? { comment: order.comment } : {}),
+      password: await ctx.store.orders.password(order.id),
+    }
+  },
+})

@@ -1,0 +1,31 @@
+import type { AnyTool } from './define.js'
+import { addRule } from './add-rule.js'
+import { deleteRule } from './delete-rule.js'
+import { delistBlock } from './delist-block.js'
+import { getMailBlocks } from './get-mail-blocks.js'
+import { getMailOrderById } from './get-mail-order-by-id.js'
+import { getMailOrders } from './get-mail-orders.js'
+import { getRules } from './get-rules.js'
+import { getStats } from './get-stats.js'
+import { pingServer } from './ping-server.js'
+import { rawMail } from './raw-mail.js'
+import { sendAdvMail } from './send-adv-mail.js'
+import { sendMail } from './send-mail.js'
+import { viewMailLog } from './view-mail-log.js'
+
+/** Every operation of mailroom. REST routes, MCP tools and documents are all derived from this list. */
+export const TOOLS: readonly AnyTool[] = [
+  pingServer,
+  getMailOrders,
+  getMailOrderById,
+  sendMail,
+  sendAdvMail,
+  rawMail,
+  viewMailLog,
+  getStats,
+  getMailBlocks,
+  delistBlock,
+  getRules,
+  addRule,
+  deleteRule,
+]

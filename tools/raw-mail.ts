@@ -1,0 +1,49 @@
+import { z } from 'zod'
+import { badInput } from '../errors.js'
+import { isEmail } from '../relay/addresses.js'
+import { readHeaders } from '../relay/message.js'
+import { defineTool } from './define.js'
+import { ok, resolveOrder } from './common.js'
+import { GenericResponse, OrderId } from './schemas.js'
+
+export const rawMail = defineTool({
+  name: 'rawMail',
+  title: 'Send a pre-built RFC 822 message unchanged',
+  http: { method: 'POST', path: '/mail/rawsend', bodyTypes: ['application/json', 'multipart/form-data'] },
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  description:
+    'Sends a complete message you built yourself (headers and body) byte for byte, so an existing ' +
+    'DKIM-Signature stays valid. The sender is taken from the From header and the recipients from To, Cc and ' +
+    'Bcc; the message should also have Subject, Date and MIME-Version. Note that the bytes are not changed: a ' +
+    'Bcc header you include is delivered as written. Every call sends real mail. Returns `text` = the ' +
+    'transaction id, the `mailid` of viewMailLog.',
+  input: z.object({
+    raw_email: z.string().min(1).describe('The whole RFC 822 message: headers, a blank line, the body.'),
+    id: OrderId.optional(),
+  }),
+  output: GenericResponse,
+  handler: async (input, ctx) => {
+    const raw = Buffer.from(input.raw_email, 'utf8')
+    const headers = await readHeaders(raw)
+    if (!headers.from) throw badInput('raw_email: the message has no From header')
+    if (!isEmail(headers.from)) throw badInput(`raw_email: From "${headers.from}" is not a valid email address`)
+    if (headers.recipients.length === 0) throw badInput('raw_email: no recipients in the To, Cc or Bcc headers')
+    const bad = headers.recipients.find((r) => !isEmail(r))
+    if (bad) throw badInput(`raw_email: recipient "${bad}" is not a valid email address`)
+    const order = await resolveOrder(ctx, input.id)
+    const txid = await ctx.relay.submit({
+      order,
+      envFrom: headers.from,
+      recipients: headers.recipients,
+      headerFrom: headers.from,
+      replyTo: headers.replyTo,
+      subject: headers.subject,
+      messageId: headers.messageId,
+      raw,
+      origin: ctx.origin,
+      transtype: 'HTTP',
+      interface: 'api',
+    })
+    return ok(txid)
+  },
+})

@@ -1,0 +1,145 @@
+import { z } from 'zod'
+
+// Shared schemas of the contract, named as in the upstream OpenAPI document.
+
+export const GenericResponse = z
+  .object({
+    status: z.string().describe('Always "ok" on success.'),
+    text: z.string().describe('The transaction id of a send, the id of a new rule, or a confirmation.'),
+  })
+  .meta({ id: 'GenericResponse' })
+
+export const OrderId = z.number().int().positive().describe('Mail order id; default the first active order of the account.')
+
+export const MailOrder = z
+  .object({
+    id: z.number().int().describe('Numeric mail order id.'),
+    status: z.enum(['active', 'canceled']).describe('Only active orders can send.'),
+    username: z.string().regex(/^mb\d+$/).describe('SMTP AUTH username, always mb<id>.'),
+    comment: z.string().optional().describe('Note on the order, present when not empty.'),
+  })
+  .meta({ id: 'MailOrder' })
+
+export const MailOrderDetail = MailOrder.extend({
+  password: z.string().describe('Current SMTP AUTH password of the order.'),
+}).meta({ id: 'MailOrderDetail' })
+
+export const EmailAddressName = z
+  .object({
+    email: z.email().describe('The email address.'),
+    name: z.string().optional().describe('Display name.'),
+  })
+  .meta({ id: 'EmailAddressName' })
+
+/** A single address: `a@b`, `Name <a@b>`, or a contact object. */
+export const EmailAddressTypes = z
+  .union([z.string().min(1).describe('An address or "Name <address>".'), EmailAddressName])
+  .meta({ id: 'EmailAddressTypes' })
+
+/** An address list: a comma-separated RFC 822 string, or an array of contact objects. */
+export const EmailAddressesTypes = z
+  .union([z.string().min(1).describe('Comma-separated addresses, bare or "Name <address>".'), z.array(EmailAddressName).min(1)])
+  .meta({ id: 'EmailAddressesTypes' })
+
+export const MailAttachment = z
+  .object({
+    filename: z.string().optional().describe('Name shown to recipients; default "attachment".'),
+    data: z.base64().describe('File content, base64-encoded.'),
+  })
+  .meta({ id: 'MailAttachment' })
+
+/** An epoch-seconds integer or a natural-language date (UTC). */
+export const DateOrTimestamp = z
+  .union([z.number().int().min(0).max(9999999999), z.string().min(1)])
+  .describe('Unix timestamp in seconds, or a date such as 2024-01-15, "yesterday" or "last monday" (UTC).')
+
+export const RuleType = z.enum(['domain', 'email', 'startswith', 'destination'])
+
+export const DenyRuleRecord = z
+  .object({
+    id: z.string().describe('Rule id (numeric text); the ruleId for deleteRule.'),
+    user: z.string().describe('SMTP username of the order the rule belongs to.'),
+    type: RuleType.describe('What the rule matches.'),
+    data: z.string().describe('The value matched.'),
+    created: z.string().describe('Creation time, YYYY-MM-DD HH:MM:SS UTC.'),
+  })
+  .meta({ id: 'DenyRuleRecord' })
+
+const nullable = <T extends z.ZodType>(t: T) => t.nullable()
+
+export const MailLogEntry = z
+  .object({
+    _id: z.number().int().describe('Row id; defines chronological order. Not the mailid.'),
+    id: z.string().describe('Transaction id (18-19 hex characters), the mailid filter.'),
+    from: z.string().describe('Envelope sender.'),
+    to: z.string().describe('Envelope recipient (groupby=message: all recipients, comma-separated).'),
+    subject: nullable(z.string()),
+    messageId: nullable(z.string()),
+    created: z.string().describe('YYYY-MM-DD HH:MM:SS UTC.'),
+    time: z.number().int().describe('Unix time of acceptance, seconds.'),
+    user: z.string().describe('SMTP username mb<id>.'),
+    transtype: z.string().describe('ESMTPSA, ESMTPA or HTTP.'),
+    origin: z.string().describe('Client IP address.'),
+    interface: z.string().describe('feeder (SMTP) or api.'),
+    sendingZone: nullable(z.string()),
+    bodySize: nullable(z.number().int()),
+    seq: nullable(z.number().int()),
+    delivered: nullable(z.number().int()).describe('1 delivered; 0 queued, deferred or failed.'),
+    code: nullable(z.number().int()).describe('Last SMTP reply code from the destination.'),
+    recipient: nullable(z.string()),
+    domain: nullable(z.string()),
+    locked: nullable(z.number().int()),
+    lockTime: nullable(z.string()),
+    assigned: nullable(z.string()),
+    queued: nullable(z.string()),
+    mxHostname: nullable(z.string()),
+    response: nullable(z.string()),
+  })
+  .meta({ id: 'MailLogEntry' })
+
+export const MailLog = z
+  .object({
+    total: z.number().int().describe('Rows matching the filters, after grouping.'),
+    skip: z.number().int(),
+    limit: z.number().int(),
+    emails: z.array(MailLogEntry),
+  })
+  .meta({ id: 'MailLog' })
+
+export const STATS_WINDOWS = ['all', 'billing', 'month', '7d', '24h', 'day', '1h'] as const
+
+const Counts = z.record(z.string(), z.number().int())
+
+export const MailStatsType = z
+  .object({
+    time: z.enum(STATS_WINDOWS).describe('The window of received, sent and volume.'),
+    usage: z.number().int().describe('Messages accepted in the current billing cycle.'),
+    currency: z.string(),
+    cost: z.number().describe('Base price plus per-message charges for the current billing cycle.'),
+    received: z.number().int(),
+    sent: z.number().int(),
+    volume: z
+      .object({ to: Counts, from: Counts, ip: Counts })
+      .describe('Top 500 recipients, envelope senders and client IPs in the window.'),
+  })
+  .meta({ id: 'MailStatsType' })
+
+export const MailBlockEvent = z
+  .object({
+    date: z.string().describe('YYYY-MM-DD (UTC).'),
+    from: z.string().describe('Envelope sender; pass it to delistBlock.'),
+    messageId: nullable(z.string()),
+    subject: z.string(),
+    to: z.string().describe('The recipients of the blocked message.'),
+  })
+  .meta({ id: 'MailBlockClickHouse' })
+
+export const MailBlockSubject = z.object({ from: z.string(), subject: z.string() }).meta({ id: 'MailBlockRspamd' })
+
+export const MailBlocks = z
+  .object({
+    local: z.array(MailBlockEvent).describe('LOCAL_BL_RCPT events of the last 5 days.'),
+    mbtrap: z.array(MailBlockEvent).describe('MBTRAP events of the last 5 days.'),
+    subject: z.array(MailBlockSubject).describe('Senders over the spam-subject threshold in the last 3 days.'),
+  })
+  .meta({ id: 'MailBlocks' })

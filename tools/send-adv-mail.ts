@@ -1,0 +1,46 @@
+import { z } from 'zod'
+import { toMailboxes } from '../relay/addresses.js'
+import { defineTool, JSON_AND_FORM } from './define.js'
+import { ok, resolveOrder, sendComposed, singleAddress } from './common.js'
+import { EmailAddressesTypes, EmailAddressTypes, GenericResponse, MailAttachment, OrderId } from './schemas.js'
+
+export const sendAdvMail = defineTool({
+  name: 'sendAdvMail',
+  title: 'Send an email with Cc, Bcc, names and attachments',
+  http: { method: 'POST', path: '/mail/advsend', bodyTypes: JSON_AND_FORM },
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  description:
+    'Sends an email with full control of the recipients: `to`, `cc`, `bcc` and `replyto` each take a ' +
+    'comma-separated string ("Jane <jane@example.com>, joe@example.com") or an array of {email, name}; `from` ' +
+    'takes one address, "Name <address>" or {email, name} and must be authorized for the mail order. Bcc ' +
+    'recipients get the message but appear in no header. `attachments` is an array of {filename, data} with ' +
+    'base64 data. HTML is detected as in sendMail. Every call sends real mail. Returns `text` = the ' +
+    'transaction id, the `mailid` of viewMailLog.',
+  input: z.object({
+    from: EmailAddressTypes.describe('Sender: an address, "Name <address>" or {email, name}.'),
+    to: EmailAddressesTypes.describe('Recipients: comma-separated string or array of {email, name}.'),
+    subject: z.string().describe('Subject line.'),
+    body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
+    replyto: EmailAddressesTypes.optional().describe('Reply-To addresses.'),
+    cc: EmailAddressesTypes.optional().describe('Cc recipients, visible to everyone.'),
+    bcc: EmailAddressesTypes.optional().describe('Bcc recipients, in no header.'),
+    attachments: z.array(MailAttachment).optional().describe('Files to attach.'),
+    id: OrderId.optional(),
+  }),
+  output: GenericResponse,
+  handler: async (input, ctx) => {
+    // Every address is checked before the order is looked up: a bad body is a 400 first.
+    const mail = {
+      from: singleAddress('from', input.from),
+      to: toMailboxes('to', input.to),
+      cc: input.cc === undefined ? [] : toMailboxes('cc', input.cc),
+      bcc: input.bcc === undefined ? [] : toMailboxes('bcc', input.bcc),
+      replyTo: input.replyto === undefined ? [] : toMailboxes('replyto', input.replyto),
+      subject: input.subject,
+      body: input.body,
+      attachments: input.attachments,
+    }
+    const order = await resolveOrder(ctx, input.id)
+    return ok(await sendComposed(ctx, order, mail))
+  },
+})

@@ -1,0 +1,38 @@
+import { z } from 'zod'
+import { toMailboxes } from '../relay/addresses.js'
+import { defineTool, JSON_AND_FORM } from './define.js'
+import { ok, resolveOrder, sendComposed } from './common.js'
+import { GenericResponse, OrderId } from './schemas.js'
+
+export const sendMail = defineTool({
+  name: 'sendMail',
+  title: 'Send a simple email',
+  http: { method: 'POST', path: '/mail/send', bodyTypes: JSON_AND_FORM },
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  description:
+    'Sends an email to one or more recipients from an authorized sender. `from` also becomes the Reply-To. ' +
+    'A body that contains an HTML tag is sent as HTML (with a plain-text alternative), otherwise as plain text. ' +
+    'Use sendAdvMail for Cc, Bcc, display names, a separate Reply-To or attachments, and rawMail for a message ' +
+    'you built yourself. Every call sends real mail. Returns `text` = the transaction id; pass it as `mailid` ' +
+    'to viewMailLog to follow the delivery.',
+  input: z.object({
+    to: z.union([z.email(), z.array(z.email()).min(1)]).describe('Recipient address, or an array of addresses.'),
+    from: z.email().describe('Sender address; must be authorized for the mail order. Also used as Reply-To.'),
+    subject: z.string().describe('Subject line.'),
+    body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
+    id: OrderId.optional(),
+  }),
+  output: GenericResponse,
+  handler: async (input, ctx) => {
+    const order = await resolveOrder(ctx, input.id)
+    const from = { name: '', address: input.from }
+    const txid = await sendComposed(ctx, order, {
+      from,
+      to: toMailboxes('to', input.to),
+      replyTo: [from],
+      subject: input.subject,
+      body: input.body,
+    })
+    return ok(txid)
+  },
+})

@@ -1,0 +1,90 @@
+import * as chrono from 'chrono-node'
+import { isIP } from 'node:net'
+import { z } from 'zod'
+import { badInput } from '../errors.js'
+import { defineTool } from './define.js'
+import { resolveOrder } from './common.js'
+import { DateOrTimestamp, MailLog, OrderId } from './schemas.js'
+
+export const viewMailLog = defineTool({
+  name: 'viewMailLog',
+  title: 'Search the delivery log',
+  http: { method: 'GET', path: '/mail/log' },
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  description:
+    'Searches the delivery log of one mail order (`id`, default the first active order), newest first. Use it ' +
+    'to check whether a message was delivered: pass the transaction id a send returned as `mailid`. Each row ' +
+    'is one recipient (`groupby=message` gives one row per message) with `delivered` (1 delivered, 0 queued, ' +
+    'deferred or failed), the destination\'s SMTP `code` and `response`, and `mxHostname`. Filters combine; ' +
+    'all are exact except `messageId` (case-insensitive substring). `startDate`/`endDate` take Unix seconds ' +
+    'or dates like "2024-01-15" or "yesterday" (UTC). Page with `skip` and `limit` (1-10000); `total` counts ' +
+    'every matching row.',
+  input: z.object({
+    id: OrderId.optional(),
+    origin: z
+      .string()
+      .refine((s) => isIP(s) !== 0, 'must be an IPv4 or IPv6 address')
+      .optional()
+      .describe('Client IP address the message was submitted from.'),
+    mx: z.string().optional().describe('MX host name delivery was attempted to.'),
+    from: z.email().optional().describe('Envelope sender.'),
+    to: z.email().optional().describe('Envelope recipient.'),
+    subject: z.string().optional().describe('Subject, exact.'),
+    mailid: z.string().min(18).max(19).optional().describe('Transaction id returned by a send.'),
+    messageId: z.string().optional().describe('Part of the Message-ID header, any case.'),
+    replyto: z.email().optional().describe('Reply-To header address.'),
+    headerfrom: z.email().optional().describe('From header address.'),
+    delivered: z.union([z.literal(0), z.literal(1)]).optional().describe('1 delivered; 0 queued, deferred or failed.'),
+    skip: z.number().int().min(0).default(0).describe('Rows to skip.'),
+    limit: z.number().int().min(1).max(10000).default(100).describe('Page size, 1 to 10000.'),
+    startDate: DateOrTimestamp.optional().describe('Only rows accepted at or after this time.'),
+    endDate: DateOrTimestamp.optional().describe('Only rows accepted at or before this time.'),
+    sort: z.enum(['time']).default('time').describe('Always time (row order).'),
+    dir: z.enum(['asc', 'desc']).default('desc').describe('desc = newest first.'),
+    groupby: z.enum(['message', 'recipient']).default('recipient').describe('One row per recipient or per message.'),
+  }),
+  output: MailLog,
+  handler: async (input, ctx) => {
+    const now = ctx.clock()
+    const startTime = input.startDate === undefined ? undefined : toEpochSeconds('startDate', input.startDate, 'start', now)
+    const endTime = input.endDate === undefined ? undefined : toEpochSeconds('endDate', input.endDate, 'end', now)
+    // A canceled order's history stays readable.
+    const order = await resolveOrder(ctx, input.id, { allowCanceled: true })
+    const { total, rows } = await ctx.store.mail.log({
+      orderId: order.id,
+      origin: input.origin,
+      mx: input.mx,
+      from: input.from,
+      to: input.to,
+      subject: input.subject,
+      mailid: input.mailid?.toLowerCase(),
+      messageId: input.messageId,
+      replyto: input.replyto,
+      headerfrom: input.headerfrom,
+      delivered: input.delivered,
+      startTime,
+      endTime,
+      skip: input.skip,
+      limit: input.limit,
+      dir: input.dir,
+      groupby: input.groupby,
+    })
+    return { total, skip: input.skip, limit: input.limit, emails: rows }
+  },
+})
+
+/**
+ * A DateOrTimestamp as epoch seconds. A date without a time of day means the start of that day
+ * for `startDate` and its last second for `endDate`, so `endDate=2024-01-15` includes the 15th.
+ */
+export function toEpochSeconds(field: string, value: number | string, edge: 'start' | 'end', now: number): number {
+  if (typeof value === 'number') return value
+  const parsed = chrono.parse(value, { instant: new Date(now), timezone: 'UTC' }, { forwardDate: false })[0]
+  if (!parsed || parsed.index !== 0) throw badInput(`${field}: "${value}" is not a date or a Unix timestamp`)
+  const start = parsed.start
+  const date = start.date()
+  if (!start.isCertain('hour')) {
+    date.setUTCHours(edge === 'start' ? 0 : 23, edge === 'start' ? 0 : 59, edge === 'start' ? 0 : 59, 0)
+  }
+  return Math.floor(date.getTime() / 1000)
+}

@@ -1,0 +1,44 @@
+import { Hono } from 'hono'
+import { bodyLimit } from 'hono/body-limit'
+import { HTTPException } from 'hono/http-exception'
+import { requestId } from 'hono/request-id'
+import type { ContentfulStatusCode } from 'hono/utils/http-status'
+import { MailroomError, asMailroomError } from '../errors.js'
+import type { Services } from '../tools/define.js'
+import { mountRest } from './rest.js'
+
+/** The whole HTTP surface: REST (and the other HTTP doors as they are mounted) in one Hono app. */
+export function createHttpApp(services: Services): Hono {
+  const app = new Hono()
+  const { logger } = services
+
+  app.use(requestId())
+  app.use(async (c, next) => {
+    const started = performance.now()
+    await next()
+    logger.info(
+      { req: c.get('requestId'), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) },
+      'request',
+    )
+  })
+  app.use(
+    bodyLimit({
+      maxSize: services.config.http.bodyLimit,
+      onError: () => {
+        throw new MailroomError(413, `the request body is larger than ${services.config.http.bodyLimit} bytes`)
+      },
+    }),
+  )
+
+  mountRest(app, services)
+
+  app.notFound((c) => c.json({ code: 404, message: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404))
+  app.onError((err, c) => {
+    // Hono's own refusals (a malformed multipart body, say) keep their 4xx status.
+    const e = err instanceof HTTPException && err.status < 500 ? new MailroomError(err.status, err.message || 'invalid request') : asMailroomError(err)
+    if (e.code === 500) logger.error({ req: c.get('requestId'), err }, 'internal error')
+    for (const [k, v] of Object.entries(e.headers ?? {})) c.header(k, v)
+    return c.json(e.toJSON(), e.code as ContentfulStatusCode)
+  })
+  return app
+}

@@ -1,0 +1,134 @@
+import type { Context, Hono } from 'hono'
+import qs from 'qs'
+import { z } from 'zod'
+import { MailroomError, badInput, unauthorized } from '../errors.js'
+import type { AnyTool, Services, ToolContext } from '../tools/define.js'
+import { PING_TEXT } from '../tools/ping-server.js'
+import { TOOLS } from '../tools/index.js'
+
+/** `/mail/{id}` → `/mail/:id` */
+export const honoPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1')
+
+/** The client's IP address as the socket saw it (IPv4-mapped IPv6 shown as IPv4). */
+export function clientIp(c: Context): string {
+  const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined
+  const ip = env?.incoming?.socket?.remoteAddress ?? '127.0.0.1'
+  return ip.startsWith('::ffff:') ? ip.slice(7) : ip
+}
+
+/** The account of the request's X-API-KEY, or a 401. */
+export async function authenticate(c: Context, services: Services): Promise<number> {
+  const key = c.req.header('x-api-key')
+  const accountId = key ? await services.store.apiKeys.authenticate(key.trim()) : undefined
+  if (accountId === undefined) throw unauthorized()
+  return accountId
+}
+
+/**
+ * Mounts one route per tool, derived from the registry: method and path from the tool, input
+ * assembled from path, query and body, checked by the tool's schema, result rendered as JSON.
+ * Static paths go first so that `/mail/log` is never read as `/mail/{id}`.
+ */
+export function mountRest(app: Hono, services: Services, tools: readonly AnyTool[] = TOOLS): void {
+  const ordered = [...tools].sort((a, b) => paramCount(a.http.path) - paramCount(b.http.path))
+  for (const tool of ordered) {
+    const coerce = coercerFor(tool.input)
+    app.on(tool.http.method, honoPath(tool.http.path), async (c) => {
+      const accountId = tool.public ? null : await authenticate(c, services)
+      const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
+      const input = parseInput(tool, coerce(raw))
+      const ctx: ToolContext = { ...services, accountId, origin: clientIp(c) }
+      const result = await tool.handler(input, ctx)
+      if (result === PING_TEXT && !prefersJson(c)) return c.text(result)
+      return c.json(result)
+    })
+  }
+}
+
+const paramCount = (path: string) => (path.match(/\{/g) ?? []).length
+
+function prefersJson(c: Context): boolean {
+  const accept = c.req.header('accept') ?? ''
+  return accept.includes('application/json') && !accept.includes('text/plain')
+}
+
+function queryOf(c: Context): Record<string, unknown> {
+  const search = new URL(c.req.url).search.slice(1)
+  return search ? qs.parse(search, { depth: 5, arrayLimit: 1000 }) : {}
+}
+
+/** A request body as an object: JSON, a form (bracket notation), or multipart. */
+async function bodyOf(c: Context): Promise<Record<string, unknown>> {
+  const type = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
+  if (type === 'multipart/form-data') {
+    const form = await c.req.parseBody({ all: true })
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(form)) out[k] = v instanceof File ? await v.text() : v
+    return qs.parse(qs.stringify(out), { depth: 5, arrayLimit: 1000 }) as Record<string, unknown>
+  }
+  const text = await c.req.text()
+  if (text.trim() === '') return {}
+  const looksJson = /^\s*[{[]/.test(text)
+  if (type === 'application/json' || type.endsWith('+json') || (looksJson && (type === '' || type === 'application/x-www-form-urlencoded' || type === 'text/plain'))) {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      throw badInput('the request body is not valid JSON')
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw badInput('the request body must be a JSON object')
+    return parsed as Record<string, unknown>
+  }
+  if (type === 'application/x-www-form-urlencoded' || type === '') return qs.parse(text, { depth: 5, arrayLimit: 1000 })
+  throw new MailroomError(415, `content type ${type} is not supported; send application/json, application/x-www-form-urlencoded or multipart/form-data`)
+}
+
+/** Validates with the tool's schema; the 400's message names each bad field. */
+export function parseInput(tool: AnyTool, raw: unknown): unknown {
+  const parsed = tool.input.safeParse(raw)
+  if (parsed.success) return parsed.data
+  throw badInput(formatIssues(parsed.error))
+}
+
+export function formatIssues(error: z.ZodError): string {
+  return error.issues
+    .slice(0, 5)
+    .map((i) => {
+      const path = i.path.join('.') || 'body'
+      const message = i.code === 'invalid_type' && i.input === undefined ? 'is required' : i.message
+      return `${path}: ${message}`
+    })
+    .join('; ')
+}
+
+type JsonSchema = { type?: string | string[]; anyOf?: JsonSchema[]; oneOf?: JsonSchema[]; $ref?: string; properties?: Record<string, JsonSchema>; $defs?: Record<string, JsonSchema> }
+
+/**
+ * Query strings and forms carry only text. This turns the text of fields whose schema takes a
+ * number into numbers (`id=66`, `limit=10`, `startDate=1700000000`) before the schema sees them;
+ * a field that also takes text (a date) is converted only when it is all digits.
+ */
+export function coercerFor(input: z.ZodObject): (raw: Record<string, unknown>) => Record<string, unknown> {
+  const schema = z.toJSONSchema(input, { io: 'input', unrepresentable: 'any' }) as JsonSchema
+  const defs = schema.$defs ?? {}
+  const typesOf = (s: JsonSchema): string[] => {
+    if (s.$ref) return typesOf(defs[s.$ref.split('/').pop()!] ?? {})
+    const own = s.type === undefined ? [] : Array.isArray(s.type) ? s.type : [s.type]
+    return [...own, ...[...(s.anyOf ?? []), ...(s.oneOf ?? [])].flatMap(typesOf)]
+  }
+  const numeric = new Map<string, boolean>()
+  for (const [name, prop] of Object.entries(schema.properties ?? {})) {
+    const types = typesOf(prop)
+    if (types.includes('integer') || types.includes('number')) numeric.set(name, types.includes('string'))
+  }
+  return (raw) => {
+    const out = { ...raw }
+    for (const [name, takesText] of numeric) {
+      const v = out[name]
+      if (typeof v !== 'string') continue
+      if (v.trim() === '') delete out[name]
+      else if (takesText ? /^\d+$/.test(v) : /^-?\d+(\.\d+)?$/.test(v.trim())) out[name] = Number(v)
+    }
+    return out
+  }
+}
