@@ -1,0 +1,69 @@
+import { randomBytes } from 'node:crypto'
+import { pino } from 'pino'
+import { loadConfig, type Config } from '../config.js'
+import { createAccount, createOrder, createServices } from '../runtime.js'
+import { openSqliteStore } from '../storage/sqlite.js'
+import type { Services, ToolContext } from '../tools/define.js'
+import { createHttpApp } from '../transports/http.js'
+
+export const silentLogger = pino({ level: 'silent' })
+
+/** A controllable clock for tests. */
+export function testClock(start = Date.UTC(2026, 10, 22, 12, 0, 0)) {
+  let now = start
+  const clock = () => now
+  return Object.assign(clock, { set: (ms: number) => void (now = ms), advance: (ms: number) => void (now += ms) })
+}
+
+export interface TestEnv {
+  services: Services
+  config: Config
+  clock: ReturnType<typeof testClock>
+  app: ReturnType<typeof createHttpApp>
+  /** An account with one active order (any sender allowed). */
+  accountId: number
+  apiKey: string
+  orderId: number
+  /** A tool context for the account, for calling handlers directly. */
+  ctx: ToolContext
+  /** Another account with its own order, for isolation checks. */
+  newAccount(): Promise<{ accountId: number; apiKey: string; orderId: number; ctx: ToolContext }>
+  close(): Promise<void>
+}
+
+/** Services over an in-memory SQLite store, with one account ready to use. */
+export async function createTestEnv(env: Record<string, string> = {}): Promise<TestEnv> {
+  const config = loadConfig({ MAILROOM_DATA_DIR: '/nonexistent', ...env })
+  const clock = testClock()
+  const store = openSqliteStore({ file: ':memory:', secret: randomBytes(32) })
+  const services = createServices(store, config, { logger: silentLogger, clock })
+  const newAccount = async () => {
+    const { account, apiKey } = await createAccount(services, 'test')
+    const { order } = await createOrder(services, account.id, null, [])
+    const ctx: ToolContext = { ...services, accountId: account.id, origin: '192.0.2.10' }
+    return { accountId: account.id, apiKey, orderId: order.id, ctx }
+  }
+  const first = await newAccount()
+  return { services, config, clock, app: createHttpApp(services), ...first, newAccount, close: () => store.close() }
+}
+
+/** Calls the REST app with an API key and a JSON body (or a raw body with its own content type). */
+export function call(
+  env: Pick<TestEnv, 'app' | 'apiKey'>,
+  method: string,
+  path: string,
+  body?: unknown,
+  options: { apiKey?: string | null; contentType?: string } = {},
+) {
+  const headers: Record<string, string> = {}
+  const key = options.apiKey === undefined ? env.apiKey : options.apiKey
+  if (key !== null) headers['X-API-KEY'] = key
+  let payload: BodyInit | undefined
+  if (body !== undefined) {
+    if (typeof body === 'string' || body instanceof FormData || body instanceof URLSearchParams) payload = body as BodyInit
+    else payload = JSON.stringify(body)
+    if (options.contentType) headers['Content-Type'] = options.contentType
+    else if (!(body instanceof FormData) && !(body instanceof URLSearchParams)) headers['Content-Type'] = 'application/json'
+  }
+  return env.app.request(path, { method, headers, body: payload })
+}
