@@ -1,0 +1,117 @@
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+
+// The CLI as a user runs it: the package's bin, built by `npm test` (npm run build) before vitest.
+const BIN = fileURLToPath(new URL('../bin/mailroom.js', import.meta.url))
+
+describe('mailroom command', () => {
+  let dataDir: string
+  const children: ReturnType<typeof spawn>[] = []
+  const env = () => ({ ...process.env, MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info' })
+  const run = (...args: string[]) => {
+    const r = spawnSync(process.execPath, [BIN, ...args], { env: env(), encoding: 'utf8' })
+    return { status: r.status, stdout: r.stdout, stderr: r.stderr }
+  }
+  const json = (...args: string[]) => {
+    const r = run(...args)
+    expect(r.stderr).toBe('')
+    expect(r.status).toBe(0)
+    return JSON.parse(r.stdout)
+  }
+
+  /** Starts `mailroom serve` and resolves with its base URL and everything it printed so far. */
+  const serve = () =>
+    new Promise<{ base: string; output: () => string }>((resolve, reject) => {
+      const child = spawn(process.execPath, [BIN, 'serve'], { env: env() })
+      children.push(child)
+      let out = ''
+      child.stdout.on('data', (d) => {
+        out += d
+        const m = /"port":(\d+).*HTTP listening/.exec(out)
+        if (m) resolve({ base: `http://127.0.0.1:${m[1]}`, output: () => out })
+      })
+      child.stderr.on('data', (d) => (out += d))
+      child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${out}`)))
+    })
+
+  beforeEach(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'mailroom-cli-'))
+  })
+  afterEach(() => {
+    for (const c of children.splice(0)) c.kill('SIGKILL')
+    rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  it('creates an account and an order whose key and password work against a running server', async () => {
+    const account = json('account', 'create', '--name', 'acme', '--json')
+    expect(account).toEqual({ id: expect.any(Number), apiKey: expect.stringMatching(/^mr_[A-Za-z0-9_-]{43}$/) })
+    const order = json('order', 'create', '--account', String(account.id), '--comment', 'billing', '--sender', '@acme.example', '--json')
+    expect(order).toEqual({ id: expect.any(Number), username: `mb${order.id}`, password: expect.any(String), status: 'active' })
+    expect(order.password.length).toBeGreaterThanOrEqual(20)
+
+    const { base } = await serve()
+    const headers = { 'X-API-KEY': account.apiKey }
+    const detail = await (await fetch(`${base}/mail/${order.id}`, { headers })).json()
+    expect(detail).toEqual({ id: order.id, status: 'active', username: `mb${order.id}`, comment: 'billing', password: order.password })
+
+    // The authorized-sender list set on the command line is enforced by the server.
+    const send = (from: string) =>
+      fetch(`${base}/mail/send`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ from, to: 'x@example.com', subject: 's', body: 'b' }) })
+    expect((await send('someone@other.example')).status).toBe(400)
+    expect((await send('billing@acme.example')).status).toBe(200)
+
+    // The command works on the same data directory while the server runs.
+    json('order', 'cancel', String(order.id), '--json')
+    expect((await send('billing@acme.example')).status).toBe(404)
+    const listed = json('order', 'list', '--account', String(account.id), '--json')
+    expect(listed).toEqual([{ id: order.id, username: `mb${order.id}`, status: 'canceled', comment: 'billing', senders: ['@acme.example'] }])
+
+    // A revoked key stops working at once.
+    const keys = json('account', 'key', 'list', '--account', String(account.id), '--json')
+    json('account', 'key', 'revoke', String(keys[0].id), '--json')
+    expect((await fetch(`${base}/mail`, { headers })).status).toBe(401)
+  })
+
+  it('prints the first-start credentials once, and they work', async () => {
+    const first = await serve()
+    const out = first.output()
+    const key = /API key \(shown only now\): (mr_\S+)/.exec(out)?.[1]
+    expect(key).toBeDefined()
+    expect(out).toMatch(/SMTP username: +mb1/)
+    const curl = /Try it: +curl -H 'X-API-KEY: (\S+)' (\S+)/.exec(out)
+    expect(curl?.[1]).toBe(key)
+    const orders = await (await fetch(`${first.base}/mail`, { headers: { 'X-API-KEY': key! } })).json()
+    expect(orders).toEqual([{ id: 1, status: 'active', username: 'mb1', comment: 'created on first start' }])
+    children.splice(0).forEach((c) => c.kill('SIGKILL'))
+    const second = await serve()
+    expect(second.output()).not.toContain('API key')
+  })
+
+  it('manages authorized senders and refuses bad arguments', () => {
+    const account = json('account', 'create', '--json')
+    const order = json('order', 'create', '--account', String(account.id), '--json')
+    expect(json('sender', 'allow', '--order', String(order.id), 'Boss@Example.com', '--json').senders).toEqual(['boss@example.com'])
+    expect(json('sender', 'revoke', '--order', String(order.id), 'boss@example.com', '--json').senders).toEqual([])
+    expect(run('sender', 'allow', '--order', String(order.id), 'not-an-address').status).not.toBe(0)
+    expect(run('order', 'create', '--account', '999', '--json').stderr).toContain('no account 999')
+    expect(run('order', 'create', '--account', 'abc').stderr).toContain('--account must be a positive integer')
+  })
+
+  it('has --help on every subcommand', () => {
+    for (const args of [[], ['serve'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke']]) {
+      const r = run(...args, '--help')
+      expect(r.status, args.join(' ')).toBe(0)
+      expect(r.stdout).toContain('Usage: mailroom')
+    }
+  })
+
+  it('stops with a message naming a bad setting', () => {
+    const r = spawnSync(process.execPath, [BIN, 'serve'], { env: { ...env(), MAILROOM_HTTP_PORT: 'http' }, encoding: 'utf8' })
+    expect(r.status).toBe(1)
+    expect(r.stderr).toContain('MAILROOM_HTTP_PORT')
+  })
+})
