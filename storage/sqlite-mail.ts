@@ -61,55 +61,9 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     },
 
     async log(q) {
-      const where: string[] = ['m.order_id = ?']
-      const params: unknown[] = [q.orderId]
-      for (const [key, column] of Object.entries(MESSAGE_FILTERS)) {
-        const value = q[key as keyof typeof MESSAGE_FILTERS]
-        if (value !== undefined) where.push(`${column} = ?`), params.push(value)
-      }
-      if (q.messageId !== undefined) {
-        if (q.messageId.length >= TRIGRAM_MIN) {
-          where.push('m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)')
-          params.push(`"${q.messageId.replace(/"/g, '""')}"`)
-        } else {
-          where.push('instr(lower(m.message_id), lower(?)) > 0')
-          params.push(q.messageId)
-        }
-      }
-      if (q.startTime !== undefined) where.push('m.time >= ?'), params.push(q.startTime)
-      if (q.endTime !== undefined) where.push('m.time <= ?'), params.push(q.endTime)
-
-      const dFilters: string[] = []
-      const dParams: unknown[] = []
-      for (const [key, column] of Object.entries(DELIVERY_FILTERS)) {
-        const value = q[key as keyof typeof DELIVERY_FILTERS]
-        if (value !== undefined) dFilters.push(column), dParams.push(value)
-      }
-      const dir = q.dir === 'asc' ? 'ASC' : 'DESC'
-      let from: string
-      let order: string
-      if (q.groupby === 'message') {
-        // One row per message: the first recipient's delivery, `to` = every envelope recipient.
-        from = 'messages m JOIN deliveries d ON d.message_id = m.id AND d.seq = 1'
-        if (dFilters.length) {
-          where.push(`EXISTS (SELECT 1 FROM deliveries x WHERE x.message_id = m.id AND ${dFilters.map((c) => `x.${c} = ?`).join(' AND ')})`)
-          params.push(...dParams)
-        }
-        order = `m.id ${dir}`
-      } else {
-        from = 'messages m JOIN deliveries d ON d.message_id = m.id'
-        for (const c of dFilters) where.push(`d.${c} = ?`)
-        params.push(...dParams)
-        // Row ids grow with (message, seq), so this is _id order, and it lets SQLite walk the
-        // message index instead of sorting.
-        order = `m.id ${dir}, d.seq ${dir}`
-      }
-      const whereSql = where.join(' AND ')
-      const total = (prepare(`SELECT COUNT(*) AS n FROM ${from} WHERE ${whereSql}`).get(...params) as { n: number }).n
-      const columns = logColumns(q.groupby === 'message' ? 'm.rcpt_to' : 'd.recipient')
-      const rows = prepare(
-        `SELECT ${columns} FROM ${from} WHERE ${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`,
-      ).all(...params, q.limit, q.skip) as (LogRow & { createdAt: number; orderId: number })[]
+      const { count, rows: select, params } = buildLogQuery(q)
+      const total = (prepare(count).get(...params) as { n: number }).n
+      const rows = prepare(select).all(...params, q.limit, q.skip) as (LogRow & { createdAt: number; orderId: number })[]
       for (const r of rows) {
         r.created = sqlDateTime(r.createdAt)
         r.user = `mb${r.orderId}`
@@ -143,6 +97,63 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
         },
       }
     },
+  }
+}
+
+/**
+ * The SQL of a log query: `count` for the total, `rows` for the page (its LIMIT and OFFSET
+ * parameters follow `params`). Exported so a test can check that every filter uses an index.
+ */
+export function buildLogQuery(q: LogQuery): { count: string; rows: string; params: unknown[] } {
+  const where: string[] = ['m.order_id = ?']
+  const params: unknown[] = [q.orderId]
+  for (const [key, column] of Object.entries(MESSAGE_FILTERS)) {
+    const value = q[key as keyof typeof MESSAGE_FILTERS]
+    if (value !== undefined) where.push(`${column} = ?`), params.push(value)
+  }
+  if (q.messageId !== undefined) {
+    if (q.messageId.length >= TRIGRAM_MIN) {
+      where.push('m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)')
+      params.push(`"${q.messageId.replace(/"/g, '""')}"`)
+    } else {
+      where.push('instr(lower(m.message_id), lower(?)) > 0')
+      params.push(q.messageId)
+    }
+  }
+  if (q.startTime !== undefined) where.push('m.time >= ?'), params.push(q.startTime)
+  if (q.endTime !== undefined) where.push('m.time <= ?'), params.push(q.endTime)
+
+  const dFilters: string[] = []
+  const dParams: unknown[] = []
+  for (const [key, column] of Object.entries(DELIVERY_FILTERS)) {
+    const value = q[key as keyof typeof DELIVERY_FILTERS]
+    if (value !== undefined) dFilters.push(column), dParams.push(value)
+  }
+  const dir = q.dir === 'asc' ? 'ASC' : 'DESC'
+  let from: string
+  let order: string
+  if (q.groupby === 'message') {
+    // One row per message: the first recipient's delivery, `to` = every envelope recipient.
+    from = 'messages m JOIN deliveries d ON d.message_id = m.id AND d.seq = 1'
+    if (dFilters.length) {
+      where.push(`EXISTS (SELECT 1 FROM deliveries x WHERE x.message_id = m.id AND ${dFilters.map((c) => `x.${c} = ?`).join(' AND ')})`)
+      params.push(...dParams)
+    }
+    order = `m.id ${dir}`
+  } else {
+    from = 'messages m JOIN deliveries d ON d.message_id = m.id'
+    for (const c of dFilters) where.push(`d.${c} = ?`)
+    params.push(...dParams)
+    // Row ids grow with (message, seq), so this is _id order, and it lets SQLite walk the
+    // message index instead of sorting.
+    order = `m.id ${dir}, d.seq ${dir}`
+  }
+  const whereSql = where.join(' AND ')
+  const columns = logColumns(q.groupby === 'message' ? 'm.rcpt_to' : 'd.recipient')
+  return {
+    count: `SELECT COUNT(*) AS n FROM ${from} WHERE ${whereSql}`,
+    rows: `SELECT ${columns} FROM ${from} WHERE ${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`,
+    params,
   }
 }
 
