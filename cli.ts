@@ -6,6 +6,7 @@ import { isDomain, isEmail } from './relay/addresses.js'
 import { bootstrap, createAccount, createLogger, createOrder, openRuntime, type Runtime } from './runtime.js'
 import type { MailOrder } from './storage/store.js'
 import { createHttpApp } from './transports/http.js'
+import { serveStdioLocal, serveStdioRemote } from './transports/stdio.js'
 
 const positiveInt = (name: string) => (value: string) => {
   if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError(`${name} must be a positive integer`)
@@ -53,9 +54,27 @@ export function buildCli(): Command {
 
   program
     .command('serve')
-    .description('Run the service: HTTP (REST) on MAILROOM_HTTP_HOST:MAILROOM_HTTP_PORT over the data directory')
+    .description('Run the service: REST and MCP (/mcp) on MAILROOM_HTTP_HOST:MAILROOM_HTTP_PORT over the data directory')
     .action(async () => {
       await runServer(loadConfig())
+    })
+
+  program
+    .command('stdio')
+    .description('Serve the tools over MCP on stdin/stdout for a desktop assistant, as the account of MAILROOM_API_KEY')
+    .option('--url <url>', 'act as a client of a remote mailroom at this address instead of the local data directory')
+    .action(async (o) => {
+      const config = loadConfig()
+      if (o.url) {
+        await serveStdioRemote(o.url, config.apiKey)
+        return
+      }
+      const rt = openRuntime(config, { logger: createLogger(config, 2) })
+      const server = await serveStdioLocal(rt, config.apiKey).catch(async (err) => {
+        await rt.close()
+        throw err
+      })
+      server.onclose = () => void rt.close()
     })
 
   const account = program.command('account').description('Manage accounts and their API keys')
@@ -232,7 +251,7 @@ export async function runServer(config: Config): Promise<void> {
   }
   const stop = () => {
     logger.info('shutting down')
-    server.close(() => void rt.close().then(() => process.exit(0)))
+    server.close(() => void app.close().then(() => rt.close()).then(() => process.exit(0)))
     setTimeout(() => process.exit(0), 5000).unref()
   }
   process.once('SIGINT', stop)

@@ -47,6 +47,8 @@ export const ConfigSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9.-]+$/, 'expected a host name')
     .default(() => hostname().replace(/[^A-Za-z0-9.-]/g, '-') || 'mailroom'),
+  /** The API key `mailroom stdio` acts with. */
+  MAILROOM_API_KEY: z.string().min(1).optional(),
 })
 
 export type Env = z.output<typeof ConfigSchema>
@@ -60,6 +62,7 @@ export interface Config {
   pricing: { currency: string; base: number; perMessage: number }
   logLevel: Env['MAILROOM_LOG_LEVEL']
   nodeName: string
+  apiKey?: string
 }
 
 export class ConfigError extends Error {}
@@ -84,5 +87,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     pricing: { currency: e.MAILROOM_CURRENCY, base: e.MAILROOM_PRICE_BASE, perMessage: e.MAILROOM_PRICE_PER_MESSAGE },
     logLevel: e.MAILROOM_LOG_LEVEL,
     nodeName: e.MAILROOM_NODE_NAME,
+    apiKey: e.MAILROOM_API_KEY,
   }
 }

@@ -36,6 +36,7 @@ export interface ErrorBody {
 export const ERROR_CODES = {
   400: { name: 'invalid input', smtp: { code: 550, enhanced: '5.5.2' } },
   401: { name: 'API key is missing or invalid', smtp: { code: 535, enhanced: '5.7.8' } },
+  403: { name: 'forbidden', smtp: { code: 550, enhanced: '5.7.1' } },
   404: { name: 'not found', smtp: { code: 550, enhanced: '5.1.0' } },
   413: { name: 'request body too large', smtp: { code: 552, enhanced: '5.3.4' } },
   415: { name: 'unsupported content type', smtp: { code: 554, enhanced: '5.6.0' } },

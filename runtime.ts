@@ -1,3 +1,6 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { pino, type Logger } from 'pino'
 import type { Config } from './config.js'
 import { createRelay } from './relay/pipeline.js'
@@ -59,3 +62,15 @@ export async function bootstrap(services: Services): Promise<{ apiKey: string; o
   services.logger.info({ account: account.id, order: order.id }, 'first start: created the default account')
   return { apiKey, order, password }
 }
+
+/** name and version from the package.json above this module (found from src and from dist/ alike). */
+export const PACKAGE: { name: string; version: string; description: string } = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  for (;;) {
+    const file = join(dir, 'package.json')
+    if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8'))
+    const up = dirname(dir)
+    if (up === dir) throw new Error('package.json not found')
+    dir = up
+  }
+})()

@@ -8,6 +8,7 @@ export const getRules = defineTool({
   name: 'getRules',
   title: 'List deny rules',
   http: { method: 'GET', path: '/mail/rules' },
+  resultKey: 'rules',
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Lists the deny rules of every active mail order of the account. A rule rejects a message before it is ' +

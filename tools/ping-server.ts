@@ -8,6 +8,7 @@ export const pingServer = defineTool({
   title: 'Check that the mail service is up',
   http: { method: 'GET', path: '/ping' },
   public: true,
+  resultKey: 'message',
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Health check. Takes no input and needs no API key. Returns the text "Server is up and running" when the ' +

@@ -7,7 +7,7 @@ export const GenericResponse = z
     status: z.string().describe('Always "ok" on success.'),
     text: z.string().describe('The transaction id of a send, the id of a new rule, or a confirmation.'),
   })
-  .meta({ id: 'GenericResponse' })
+
 
 export const OrderId = z.number().int().positive().describe('Mail order id; default the first active order of the account.')
 
@@ -18,35 +18,35 @@ export const MailOrder = z
     username: z.string().regex(/^mb\d+$/).describe('SMTP AUTH username, always mb<id>.'),
     comment: z.string().optional().describe('Note on the order, present when not empty.'),
   })
-  .meta({ id: 'MailOrder' })
+
 
 export const MailOrderDetail = MailOrder.extend({
   password: z.string().describe('Current SMTP AUTH password of the order.'),
-}).meta({ id: 'MailOrderDetail' })
+})
 
 export const EmailAddressName = z
   .object({
     email: z.email().describe('The email address.'),
     name: z.string().optional().describe('Display name.'),
   })
-  .meta({ id: 'EmailAddressName' })
+
 
 /** A single address: `a@b`, `Name <a@b>`, or a contact object. */
 export const EmailAddressTypes = z
   .union([z.string().min(1).describe('An address or "Name <address>".'), EmailAddressName])
-  .meta({ id: 'EmailAddressTypes' })
+
 
 /** An address list: a comma-separated RFC 822 string, or an array of contact objects. */
 export const EmailAddressesTypes = z
   .union([z.string().min(1).describe('Comma-separated addresses, bare or "Name <address>".'), z.array(EmailAddressName).min(1)])
-  .meta({ id: 'EmailAddressesTypes' })
+
 
 export const MailAttachment = z
   .object({
     filename: z.string().optional().describe('Name shown to recipients; default "attachment".'),
     data: z.base64().describe('File content, base64-encoded.'),
   })
-  .meta({ id: 'MailAttachment' })
+
 
 /** An epoch-seconds integer or a natural-language date (UTC). */
 export const DateOrTimestamp = z
@@ -63,7 +63,7 @@ export const DenyRuleRecord = z
     data: z.string().describe('The value matched.'),
     created: z.string().describe('Creation time, YYYY-MM-DD HH:MM:SS UTC.'),
   })
-  .meta({ id: 'DenyRuleRecord' })
+
 
 const nullable = <T extends z.ZodType>(t: T) => t.nullable()
 
@@ -95,7 +95,7 @@ export const MailLogEntry = z
     mxHostname: nullable(z.string()),
     response: nullable(z.string()),
   })
-  .meta({ id: 'MailLogEntry' })
+
 
 export const MailLog = z
   .object({
@@ -104,7 +104,7 @@ export const MailLog = z
     limit: z.number().int(),
     emails: z.array(MailLogEntry),
   })
-  .meta({ id: 'MailLog' })
+
 
 export const STATS_WINDOWS = ['all', 'billing', 'month', '7d', '24h', 'day', '1h'] as const
 
@@ -122,7 +122,7 @@ export const MailStatsType = z
       .object({ to: Counts, from: Counts, ip: Counts })
       .describe('Top 500 recipients, envelope senders and client IPs in the window.'),
   })
-  .meta({ id: 'MailStatsType' })
+
 
 export const MailBlockEvent = z
   .object({
@@ -132,9 +132,9 @@ export const MailBlockEvent = z
     subject: z.string(),
     to: z.string().describe('The recipients of the blocked message.'),
   })
-  .meta({ id: 'MailBlockClickHouse' })
 
-export const MailBlockSubject = z.object({ from: z.string(), subject: z.string() }).meta({ id: 'MailBlockRspamd' })
+
+export const MailBlockSubject = z.object({ from: z.string(), subject: z.string() })
 
 export const MailBlocks = z
   .object({
@@ -142,4 +142,4 @@ export const MailBlocks = z
     mbtrap: z.array(MailBlockEvent).describe('MBTRAP events of the last 5 days.'),
     subject: z.array(MailBlockSubject).describe('Senders over the spam-subject threshold in the last 3 days.'),
   })
-  .meta({ id: 'MailBlocks' })
+

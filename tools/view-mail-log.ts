@@ -34,7 +34,7 @@ export const viewMailLog = defineTool({
     messageId: z.string().optional().describe('Part of the Message-ID header, any case.'),
     replyto: z.email().optional().describe('Reply-To header address.'),
     headerfrom: z.email().optional().describe('From header address.'),
-    delivered: z.union([z.literal(0), z.literal(1)]).optional().describe('1 delivered; 0 queued, deferred or failed.'),
+    delivered: z.literal([0, 1]).optional().describe('1 delivered; 0 queued, deferred or failed.'),
     skip: z.number().int().min(0).default(0).describe('Rows to skip.'),
     limit: z.number().int().min(1).max(10000).default(100).describe('Page size, 1 to 10000.'),
     startDate: DateOrTimestamp.optional().describe('Only rows accepted at or after this time.'),

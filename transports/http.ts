@@ -1,14 +1,16 @@
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
+import { cors } from 'hono/cors'
 import { HTTPException } from 'hono/http-exception'
 import { requestId } from 'hono/request-id'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import { MailroomError, asMailroomError } from '../errors.js'
 import type { Services } from '../tools/define.js'
+import { mountMcp } from './mcp-http.js'
 import { mountRest } from './rest.js'
 
-/** The whole HTTP surface: REST (and the other HTTP doors as they are mounted) in one Hono app. */
-export function createHttpApp(services: Services): Hono {
+/** The whole HTTP surface in one Hono app: REST, MCP at /mcp, and the documents. */
+export function createHttpApp(services: Services): Hono & { close(): Promise<void> } {
   const app = new Hono()
   const { logger } = services
 
@@ -30,7 +32,19 @@ export function createHttpApp(services: Services): Hono {
     }),
   )
 
+  // Browsers may call the API and MCP from other origins: the API key, never a cookie, authorizes.
+  app.use(
+    cors({
+      origin: '*',
+      allowMethods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+      allowHeaders: ['Content-Type', 'Accept', 'X-API-KEY', 'Mcp-Session-Id', 'Mcp-Protocol-Version', 'Last-Event-ID'],
+      exposeHeaders: ['Mcp-Session-Id', 'Mcp-Protocol-Version'],
+      maxAge: 86400,
+    }),
+  )
+
   mountRest(app, services)
+  const mcp = mountMcp(app, services)
 
   app.notFound((c) => c.json({ code: 404, message: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404))
   app.onError((err, c) => {
@@ -40,5 +54,5 @@ export function createHttpApp(services: Services): Hono {
     for (const [k, v] of Object.entries(e.headers ?? {})) c.header(k, v)
     return c.json(e.toJSON(), e.code as ContentfulStatusCode)
   })
-  return app
+  return Object.assign(app, { close: () => mcp.close() })
 }

@@ -1,0 +1,175 @@
+import { serve, type ServerType } from '@hono/node-server'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import Ajv from 'ajv'
+import { request } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { TOOLS } from '../../tools/index.js'
+import { createTestEnv, type TestEnv } from '../helpers.js'
+
+/** Arguments that make each tool succeed for a fresh test account. */
+function happyArgs(env: TestEnv, ruleId: string): Record<string, Record<string, unknown>> {
+  return {
+    pingServer: {},
+    getMailOrders: {},
+    getMailOrderById: { id: env.orderId },
+    sendMail: { to: 'bob@example.com', from: 'me@example.org', subject: 'hi', body: 'hello' },
+    sendAdvMail: { from: { email: 'me@example.org', name: 'Me' }, to: 'Bob <bob@example.com>', bcc: [{ email: 'audit@example.net' }], subject: 'hi', body: '<p>hello</p>' },
+    rawMail: { raw_email: 'From: me@example.org\r\nTo: bob@example.com\r\nSubject: raw\r\n\r\nbody\r\n' },
+    viewMailLog: { limit: 5 },
+    getStats: { time: 'all' },
+    getMailBlocks: {},
+    delistBlock: { email: 'blocked@example.org' },
+    getRules: {},
+    addRule: { type: 'domain', data: 'spam.example' },
+    deleteRule: { ruleId: Number(ruleId) },
+  }
+}
+
+describe('MCP over Streamable HTTP', () => {
+  let env: TestEnv
+  let server: ServerType
+  let url: URL
+  const clients: Client[] = []
+
+  const connect = async (apiKey: string | null = env.apiKey) => {
+    const client = new Client({ name: 'test', version: '1.0.0' })
+    const headers: Record<string, string> = apiKey ? { 'X-API-KEY': apiKey } : {}
+    await client.connect(new StreamableHTTPClientTransport(url, { requestInit: { headers } }))
+    clients.push(client)
+    return client
+  }
+
+  beforeEach(async () => {
+    env = await createTestEnv()
+    server = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
+    await new Promise((r) => server.once('listening', r))
+    url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`)
+  })
+  afterEach(async () => {
+    for (const c of clients.splice(0)) await c.close().catch(() => {})
+    await env.app.close()
+    await new Promise((r) => server.close(r))
+    await env.close()
+  })
+
+  it('initializes with tools only and a fixed list', async () => {
+    const client = await connect()
+    expect(client.getServerCapabilities()).toEqual({ tools: { listChanged: false } })
+    expect(client.getServerVersion()?.name).toBe('mailroom')
+    const { tools } = await client.listTools()
+    expect(tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
+    for (const t of tools) {
+      expect(t.title, t.name).toBeTruthy()
+      expect(t.description!.length, t.name).toBeGreaterThan(80)
+      expect(Object.keys(t.annotations!).sort()).toEqual(['destructiveHint', 'idempotentHint', 'openWorldHint', 'readOnlyHint', 'title'])
+      expect(t.inputSchema.type).toBe('object')
+      expect(t.outputSchema?.type).toBe('object')
+      expect(t.description!.includes('[DESTRUCTIVE]'), t.name).toBe(t.name === 'delistBlock' || t.name === 'deleteRule')
+    }
+  })
+
+  it('calls every tool once; each structuredContent matches its output schema', async () => {
+    await env.services.store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'sender', address: 'blocked@example.org', reason: 'test', now: env.clock() })
+    const rule = await env.services.store.rules.create({ orderId: env.orderId, type: 'email', data: 'old@example.org', now: env.clock() })
+    const client = await connect()
+    const { tools } = await client.listTools()
+    const ajv = new Ajv({ strict: false })
+    const args = happyArgs(env, String(rule.id))
+    for (const t of tools) {
+      const result = await client.callTool({ name: t.name, arguments: args[t.name] })
+      expect(result.isError, `${t.name}: ${JSON.stringify(result.content)}`).toBeFalsy()
+      const validate = ajv.compile(t.outputSchema!)
+      expect(validate(result.structuredContent), `${t.name}: ${ajv.errorsText(validate.errors)}`).toBe(true)
+      expect(JSON.parse((result.content as { text: string }[])[0].text)).toEqual(result.structuredContent)
+    }
+    // The sends really went into the queue: the transaction id of sendMail is in the log.
+    const sent = await client.callTool({ name: 'sendMail', arguments: args.sendMail })
+    const txid = (sent.structuredContent as { text: string }).text
+    const log = await client.callTool({ name: 'viewMailLog', arguments: { mailid: txid } })
+    expect((log.structuredContent as { total: number; emails: { id: string }[] }).emails[0].id).toBe(txid)
+  })
+
+  it('answers errors as isError results with the REST {code, message}', async () => {
+    const client = await connect()
+    const bad = await client.callTool({ name: 'sendMail', arguments: { to: 'not an address', from: 'me@example.org', subject: 's', body: 'b' } })
+    expect(bad.isError).toBe(true)
+    expect(JSON.parse((bad.content as { text: string }[])[0].text)).toEqual({ code: 400, message: expect.stringContaining('to:') })
+    const missing = await client.callTool({ name: 'getMailOrderById', arguments: { id: 999 } })
+    expect(JSON.parse((missing.content as { text: string }[])[0].text)).toEqual({ code: 404, message: expect.any(String) })
+    const unknown = await client.callTool({ name: 'noSuchTool', arguments: {} })
+    expect(unknown.isError).toBe(true)
+  })
+
+  it('keeps a session: GET stream, DELETE ends it', async () => {
+    const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
+    const rpc = (body: unknown, sessionId?: string) =>
+      fetch(url, { method: 'POST', headers: { ...headers, ...(sessionId ? { 'Mcp-Session-Id': sessionId, 'Mcp-Protocol-Version': '2025-06-18' } : {}) }, body: JSON.stringify(body) })
+    const init = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } })
+    expect(init.status).toBe(200)
+    const sessionId = init.headers.get('mcp-session-id')!
+    expect(sessionId).toMatch(/^[0-9a-f-]{36}$/)
+    await init.body?.cancel()
+    expect((await rpc({ jsonrpc: '2.0', method: 'notifications/initialized' }, sessionId)).status).toBe(202)
+
+    const get = await fetch(url, { headers: { 'X-API-KEY': env.apiKey, 'Mcp-Session-Id': sessionId, Accept: 'text/event-stream', 'Mcp-Protocol-Version': '2025-06-18' } })
+    expect(get.status).toBe(200)
+    expect(get.headers.get('content-type')).toContain('text/event-stream')
+    await get.body?.cancel()
+
+    // Another account's key cannot use this session.
+    const other = await env.newAccount()
+    const foreign = await fetch(url, { method: 'POST', headers: { ...headers, 'X-API-KEY': other.apiKey, 'Mcp-Session-Id': sessionId }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) })
+    expect(foreign.status).toBe(404)
+
+    const list = await rpc({ jsonrpc: '2.0', id: 3, method: 'tools/list' }, sessionId)
+    expect(list.status).toBe(200)
+    expect(await list.text()).toContain('sendAdvMail')
+
+    const del = await fetch(url, { method: 'DELETE', headers: { 'X-API-KEY': env.apiKey, 'Mcp-Session-Id': sessionId, 'Mcp-Protocol-Version': '2025-06-18' } })
+    expect(del.status).toBe(200)
+    expect((await rpc({ jsonrpc: '2.0', id: 4, method: 'tools/list' }, sessionId)).status).toBe(404)
+  })
+
+  it('serves a client that only POSTs, without a session', async () => {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'getMailOrders', arguments: {} } }),
+    })
+    expect(res.status).toBe(200)
+    expect(res.headers.get('mcp-session-id')).toBeNull()
+    const body = await res.json()
+    expect(body.id).toBe(7)
+    expect(body.result.structuredContent).toEqual({ orders: [{ id: env.orderId, status: 'active', username: `mb${env.orderId}` }] })
+  })
+
+  it('refuses a missing or wrong key with 401 before reading JSON-RPC', async () => {
+    for (const key of [undefined, 'mr_wrong']) {
+      const res = await fetch(url, { method: 'POST', headers: { ...(key ? { 'X-API-KEY': key } : {}), 'Content-Type': 'application/json' }, body: 'not json at all' })
+      expect(res.status).toBe(401)
+      expect(await res.json()).toEqual({ code: 401, message: expect.stringContaining('X-API-KEY') })
+    }
+    await expect(connect(null)).rejects.toThrow()
+  })
+
+  it('answers CORS preflight and refuses foreign Origins on loopback', async () => {
+    const pre = await fetch(url, { method: 'OPTIONS', headers: { Origin: 'http://localhost:3000', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-api-key,mcp-session-id' } })
+    expect(pre.status).toBe(204)
+    expect(pre.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('x-api-key')
+    // fetch() will not send a forged Host, so these go through node:http as a browser's would arrive.
+    const post = (headers: Record<string, string>) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request(url, { method: 'POST', headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+          res.resume()
+          resolve(res.statusCode!)
+        })
+        req.on('error', reject)
+        req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }))
+      })
+    expect(await post({ Origin: 'http://evil.example' })).toBe(403)
+    expect(await post({ Host: `attacker.example:${url.port}` })).toBe(403)
+    expect(await post({ Origin: `http://localhost:${url.port}` })).toBe(200)
+  })
+})

@@ -1,0 +1,114 @@
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js'
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import type { Context, Hono } from 'hono'
+import { randomUUID } from 'node:crypto'
+import { MailroomError } from '../errors.js'
+import type { Services } from '../tools/define.js'
+import { createMcpServer, type CallerOf } from './mcp.js'
+import { authenticate, clientIp } from './rest.js'
+
+/** A session nobody used for this long is closed. */
+export const MCP_SESSION_IDLE_MS = 30 * 60_000
+const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '::1', '[::1]']
+
+interface Session {
+  transport: WebStandardStreamableHTTPServerTransport
+  server: Server
+  accountId: number
+  lastSeen: number
+}
+
+const callerOf: CallerOf = (extra) => ({
+  accountId: (extra.authInfo?.extra?.accountId as number | undefined) ?? null,
+  origin: (extra.authInfo?.extra?.origin as string | undefined) ?? '',
+})
+
+const rpcError = (c: Context, status: 400 | 404 | 405, message: string) =>
+  c.json({ jsonrpc: '2.0', error: { code: status === 404 ? -32001 : -32000, message }, id: null }, status)
+
+/**
+ * MCP over Streamable HTTP at /mcp. The API key is checked on every request before any JSON-RPC
+ * is read. Clients that initialize get a session (Mcp-Session-Id; GET for the server's stream;
+ * DELETE to end it), bound to the account that opened it; clients that only POST are served
+ * without one.
+ */
+export function mountMcp(app: Hono, services: Services): { close(): Promise<void> } {
+  const sessions = new Map<string, Session>()
+  const { config, clock } = services
+  const loopback = LOOPBACK_HOSTS.includes(config.http.host)
+  const allowedHosts = new Set([...LOOPBACK_HOSTS, new URL(config.publicUrl).hostname])
+
+  const sweep = setInterval(() => {
+    for (const [id, s] of sessions) if (clock() - s.lastSeen > MCP_SESSION_IDLE_MS) void s.server.close(), sessions.delete(id)
+  }, 60_000)
+  sweep.unref()
+
+  app.all('/mcp', async (c) => {
+    // DNS rebinding protection: a page on another site must not reach a loopback-bound server.
+    if (loopback) {
+      const origin = c.req.header('origin')
+      if (!allowedHosts.has(new URL(c.req.url).hostname) || (origin && origin !== 'null' && !allowedHosts.has(safeHostname(origin)))) {
+        throw new MailroomError(403, 'this Host or Origin is not allowed to reach the MCP endpoint')
+      }
+    }
+    let accountId: number
+    try {
+      accountId = await authenticate(c, services)
+    } catch {
+      throw new MailroomError(401, 'API key is missing or invalid: send it in the X-API-KEY header')
+    }
+    const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: { accountId, origin: clientIp(c) } }
+
+    const sessionId = c.req.header('mcp-session-id')
+    if (sessionId) {
+      const session = sessions.get(sessionId)
+      // Another account's session is answered like a missing one.
+      if (!session || session.accountId !== accountId) return rpcError(c, 404, 'Session not found')
+      session.lastSeen = clock()
+      return session.transport.handleRequest(c.req.raw, { authInfo })
+    }
+    if (c.req.method === 'GET') return rpcError(c, 405, 'Method not allowed: open a session first (initialize), then GET with Mcp-Session-Id')
+    if (c.req.method !== 'POST') return rpcError(c, 400, 'Bad Request: Mcp-Session-Id header is required')
+
+    let body: unknown
+    try {
+      body = await c.req.json()
+    } catch {
+      return c.json({ jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: the body is not JSON' }, id: null }, 400)
+    }
+    const initializing = Array.isArray(body) ? body.some(isInitializeRequest) : isInitializeRequest(body)
+    const server = createMcpServer(services, callerOf)
+    if (initializing) {
+      const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: randomUUID,
+        onsessioninitialized: (id) => void sessions.set(id, { transport, server, accountId, lastSeen: clock() }),
+        onsessionclosed: (id) => void sessions.delete(id),
+      })
+      await server.connect(transport)
+      return transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
+    }
+    // Session-less: one transport for this one request, answered as plain JSON.
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+    await server.connect(transport)
+    const response = await transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
+    void server.close()
+    return response
+  })
+
+  return {
+    async close() {
+      clearInterval(sweep)
+      await Promise.all([...sessions.values()].map((s) => s.server.close()))
+      sessions.clear()
+    },
+  }
+}
+
+function safeHostname(url: string): string {
+  try {
+    return new URL(url).hostname
+  } catch {
+    return ''
+  }
+}

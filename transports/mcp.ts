@@ -1,0 +1,72 @@
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js'
+import { asMailroomError, badInput } from '../errors.js'
+import { PACKAGE } from '../runtime.js'
+import type { AnyTool, Services, ToolContext } from '../tools/define.js'
+import { TOOLS } from '../tools/index.js'
+import { jsonSchemaOf, mcpOutputSchema, structuredResult } from './json-schema.js'
+import { formatIssues } from './rest.js'
+
+export const MCP_PROTOCOL_VERSION = '2025-06-18'
+
+export const MCP_INSTRUCTIONS =
+  'mailroom relays email to real recipients. Send with sendMail (simple), sendAdvMail (cc, bcc, names, ' +
+  'attachments) or rawMail (a message you built). Each send returns a transaction id: pass it as `mailid` to ' +
+  'viewMailLog to see whether each recipient was delivered. getMailOrders lists the sending accounts; ' +
+  'getRules/addRule/deleteRule manage deny rules; getMailBlocks/delistBlock the spam-filter blocks.'
+
+/** Who is calling: resolved per request (HTTP: from its X-API-KEY) or fixed (local stdio). */
+export type Caller = { accountId: number | null; origin: string }
+export type CallerOf = (extra: { authInfo?: { extra?: Record<string, unknown> } }) => Caller
+
+/** The MCP description of a tool: title, description, flat input schema, object output schema, all four hints. */
+export function mcpToolOf(tool: AnyTool): McpTool {
+  return {
+    name: tool.name,
+    title: tool.title,
+    description: tool.description,
+    inputSchema: jsonSchemaOf(tool.input, 'input') as McpTool['inputSchema'],
+    outputSchema: mcpOutputSchema(tool) as McpTool['outputSchema'],
+    annotations: { title: tool.title, ...tool.annotations },
+  }
+}
+
+/** Runs a tool for MCP: its result as structured content (and JSON text), an error as `isError` with `{code, message}`. */
+export async function callTool(tool: AnyTool | undefined, name: string, args: unknown, ctx: ToolContext): Promise<CallToolResult> {
+  try {
+    if (!tool) throw badInput(`name: no tool named ${name}`)
+    const parsed = tool.input.safeParse(args ?? {})
+    if (!parsed.success) throw badInput(formatIssues(parsed.error))
+    const structured = structuredResult(tool, await tool.handler(parsed.data, ctx))
+    return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured }
+  } catch (err) {
+    const e = asMailroomError(err)
+    if (e.code === 500) ctx.logger.error({ err, tool: name }, 'internal error')
+    return { isError: true, content: [{ type: 'text', text: JSON.stringify(e.toJSON()) }] }
+  }
+}
+
+/**
+ * An MCP server over the tool registry, written on the SDK's low-level Server: McpServer would
+ * advertise `listChanged: true` and word input errors its own way, while the contract wants a
+ * fixed tool list and the REST `{code, message}` in every error. Handlers run in process.
+ */
+export function createMcpServer(services: Services, callerOf: CallerOf, tools: readonly AnyTool[] = TOOLS): Server {
+  const server = new Server(
+    { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
+    { capabilities: { tools: { listChanged: false } }, instructions: MCP_INSTRUCTIONS },
+  )
+  const byName = new Map(tools.map((t) => [t.name, t]))
+  const listed = tools.map(mcpToolOf)
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: listed }))
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const { name, arguments: args } = request.params
+    const tool = byName.get(name)
+    const caller = callerOf(extra)
+    if (tool && !tool.public && caller.accountId === null) {
+      return { isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 401, message: 'API key is missing or invalid' }) }] }
+    }
+    return callTool(tool, name, args, { ...services, ...caller })
+  })
+  return server
+}
