@@ -20,6 +20,7 @@ export const addRule = defineTool({
   name: 'addRule',
   title: 'Create a deny rule',
   http: { method: 'POST', path: '/mail/rules', bodyTypes: JSON_AND_FORM },
+  errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Creates a rule that rejects matching mail before it is queued, for one mail order (`user` = mb<id>, ' +

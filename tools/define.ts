@@ -47,6 +47,8 @@ export interface Tool<I extends z.ZodObject = z.ZodObject, O extends z.ZodType =
   output: O
   /** No API key needed (pingServer). */
   public?: boolean
+  /** Refusals the tool can answer besides 401 (and 413/415 for request bodies), for the documents. */
+  errors: (400 | 404)[]
   /** MCP results are objects: an output that is not one is returned as `{[resultKey]: output}`. */
   resultKey?: string
   handler: (input: z.output<I>, ctx: ToolContext) => Promise<z.input<O>>

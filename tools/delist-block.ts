@@ -8,6 +8,7 @@ export const delistBlock = defineTool({
   name: 'delistBlock',
   title: 'Delist an address from the block lists',
   http: { method: 'POST', path: '/mail/blocks/delete', bodyTypes: JSON_AND_FORM },
+  errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   description:
     '[DESTRUCTIVE] Removes an address from all of this account\'s block stores: the spam-filter records, the ' +

@@ -15,6 +15,7 @@ export const getMailBlocks = defineTool({
   name: 'getMailBlocks',
   title: 'List spam-filter blocks',
   http: { method: 'GET', path: '/mail/blocks' },
+  errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Lists what the spam filter stopped for this account, newest first: `local` (messages to recipients on the ' +

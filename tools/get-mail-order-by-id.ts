@@ -7,12 +7,13 @@ export const getMailOrderById = defineTool({
   name: 'getMailOrderById',
   title: 'Get one mail order with its SMTP password',
   http: { method: 'GET', path: '/mail/{id}' },
+  errors: [400, 404],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Returns one mail order of the account (id from getMailOrders) with its current SMTP password. Use it when ' +
     'a mail program must send through the SMTP submission server: log in with `username` (mb<id>) and ' +
     '`password`. Returns 404 for an id that is not one of the account\'s orders.',
-  input: z.object({ id: z.number().int().positive().describe('Mail order id, from getMailOrders.') }),
+  input: z.object({ id: z.number().int().min(1).describe('Mail order id, from getMailOrders.') }),
   output: MailOrderDetail,
   handler: async ({ id }, ctx) => {
     const order = await resolveOrder(ctx, id, { allowCanceled: true })

@@ -7,6 +7,7 @@ export const getMailOrders = defineTool({
   title: 'List mail orders (sending accounts)',
   http: { method: 'GET', path: '/mail' },
   resultKey: 'orders',
+  errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Lists every mail order of the account, active and canceled, by id. A mail order is a sending credential: ' +

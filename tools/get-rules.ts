@@ -9,6 +9,7 @@ export const getRules = defineTool({
   title: 'List deny rules',
   http: { method: 'GET', path: '/mail/rules' },
   resultKey: 'rules',
+  errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Lists the deny rules of every active mail order of the account. A rule rejects a message before it is ' +

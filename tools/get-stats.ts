@@ -12,6 +12,7 @@ export const getStats = defineTool({
   name: 'getStats',
   title: 'Usage, cost and volume statistics',
   http: { method: 'GET', path: '/mail/stats' },
+  errors: [400],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Statistics over all active mail orders of the account. `received` (messages accepted), `sent` ' +

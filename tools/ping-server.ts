@@ -9,6 +9,7 @@ export const pingServer = defineTool({
   http: { method: 'GET', path: '/ping' },
   public: true,
   resultKey: 'message',
+  errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Health check. Takes no input and needs no API key. Returns the text "Server is up and running" when the ' +

@@ -10,6 +10,7 @@ export const rawMail = defineTool({
   name: 'rawMail',
   title: 'Send a pre-built RFC 822 message unchanged',
   http: { method: 'POST', path: '/mail/rawsend', bodyTypes: ['application/json', 'multipart/form-data'] },
+  errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
     'Sends a complete message you built yourself (headers and body) byte for byte, so an existing ' +

@@ -9,7 +9,7 @@ export const GenericResponse = z
   })
 
 
-export const OrderId = z.number().int().positive().describe('Mail order id; default the first active order of the account.')
+export const OrderId = z.number().int().min(1).describe('Mail order id; default the first active order of the account.')
 
 export const MailOrder = z
   .object({

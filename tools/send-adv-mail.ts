@@ -8,6 +8,7 @@ export const sendAdvMail = defineTool({
   name: 'sendAdvMail',
   title: 'Send an email with Cc, Bcc, names and attachments',
   http: { method: 'POST', path: '/mail/advsend', bodyTypes: JSON_AND_FORM },
+  errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
     'Sends an email with full control of the recipients: `to`, `cc`, `bcc` and `replyto` each take a ' +

@@ -8,6 +8,7 @@ export const sendMail = defineTool({
   name: 'sendMail',
   title: 'Send a simple email',
   http: { method: 'POST', path: '/mail/send', bodyTypes: JSON_AND_FORM },
+  errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
     'Sends an email to one or more recipients from an authorized sender. `from` also becomes the Reply-To. ' +

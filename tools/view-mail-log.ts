@@ -10,6 +10,7 @@ export const viewMailLog = defineTool({
   name: 'viewMailLog',
   title: 'Search the delivery log',
   http: { method: 'GET', path: '/mail/log' },
+  errors: [400, 404],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Searches the delivery log of one mail order (`id`, default the first active order), newest first. Use it ' +

@@ -6,6 +6,7 @@ import { requestId } from 'hono/request-id'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import { MailroomError, asMailroomError } from '../errors.js'
 import type { Services } from '../tools/define.js'
+import { mountDocuments } from './documents.js'
 import { mountMcp } from './mcp-http.js'
 import { mountRest } from './rest.js'
 
@@ -44,6 +45,7 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
   )
 
   mountRest(app, services)
+  mountDocuments(app, services.config)
   const mcp = mountMcp(app, services)
 
   app.notFound((c) => c.json({ code: 404, message: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404))

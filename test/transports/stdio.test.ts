@@ -1,0 +1,90 @@
+import { serve, type ServerType } from '@hono/node-server'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterEach, describe, expect, it } from 'vitest'
+import { TOOLS } from '../../tools/index.js'
+import { createTestEnv, type TestEnv } from '../helpers.js'
+
+// `mailroom stdio` as a desktop assistant starts it: the package's bin (built by `npm test`).
+const BIN = fileURLToPath(new URL('../../bin/mailroom.js', import.meta.url))
+
+describe('mailroom stdio', () => {
+  const cleanup: (() => Promise<void> | void)[] = []
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f()
+  })
+
+  const localDataDir = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mailroom-stdio-'))
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
+    const cli = (...args: string[]) => JSON.parse(spawnSync(process.execPath, [BIN, ...args, '--json'], { env: { ...process.env, MAILROOM_DATA_DIR: dir }, encoding: 'utf8' }).stdout)
+    const account = cli('account', 'create')
+    const order = cli('order', 'create', '--account', String(account.id))
+    return { dir, apiKey: account.apiKey as string, orderId: order.id as number }
+  }
+
+  const connect = async (args: string[], env: Record<string, string>) => {
+    const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'stdio', ...args], env: { ...(process.env as Record<string, string>), ...env }, stderr: 'pipe' })
+    const client = new Client({ name: 'desktop', version: '1' })
+    await client.connect(transport)
+    cleanup.push(() => client.close())
+    return client
+  }
+
+  it('serves the tools against the local data directory', async () => {
+    const { dir, apiKey, orderId } = localDataDir()
+    const client = await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey })
+    expect(client.getServerCapabilities()).toEqual({ tools: { listChanged: false } })
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
+    const sent = await client.callTool({ name: 'sendMail', arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 'stdio', body: 'hi' } })
+    expect(sent.isError).toBeFalsy()
+    const txid = (sent.structuredContent as { text: string }).text
+    const log = await client.callTool({ name: 'viewMailLog', arguments: { mailid: txid } })
+    expect(log.structuredContent).toMatchObject({ total: 1, emails: [{ id: txid, user: `mb${orderId}`, subject: 'stdio' }] })
+  })
+
+  it('serves the tools as a client of a remote mailroom (--url)', async () => {
+    const env: TestEnv = await createTestEnv()
+    const server: ServerType = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
+    await new Promise((r) => server.once('listening', r))
+    cleanup.push(() => env.close(), () => env.app.close(), () => new Promise<void>((r) => server.close(() => r())))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const client = await connect(['--url', url], { MAILROOM_API_KEY: env.apiKey })
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
+    const orders = await client.callTool({ name: 'getMailOrders', arguments: {} })
+    expect(orders.structuredContent).toEqual({ orders: [{ id: env.orderId, status: 'active', username: `mb${env.orderId}` }] })
+    const bad = await client.callTool({ name: 'getMailOrderById', arguments: { id: 424242 } })
+    expect(bad.isError).toBe(true)
+    expect(JSON.parse((bad.content as { text: string }[])[0].text)).toMatchObject({ code: 404 })
+  })
+
+  it('writes nothing but JSON-RPC to stdout, and refuses a bad key', async () => {
+    const { dir, apiKey } = localDataDir()
+    const child = spawn(process.execPath, [BIN, 'stdio'], { env: { ...process.env, MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey, MAILROOM_LOG_LEVEL: 'debug' } })
+    cleanup.push(() => void child.kill())
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    const request = (id: number, method: string, params: unknown) => child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n')
+    request(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } })
+    child.stdin.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) + '\n')
+    request(2, 'tools/call', { name: 'sendMail', arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' } })
+    await new Promise<void>((resolve) => {
+      const check = () => (out.split('\n').filter(Boolean).length >= 2 ? resolve() : setTimeout(check, 50))
+      check()
+    })
+    const lines = out.split('\n').filter(Boolean)
+    for (const line of lines) expect(JSON.parse(line).jsonrpc).toBe('2.0')
+    expect(JSON.parse(lines[1]).result.structuredContent.status).toBe('ok')
+
+    const refused = spawnSync(process.execPath, [BIN, 'stdio'], { env: { ...process.env, MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: 'mr_wrong' }, encoding: 'utf8', input: '' })
+    expect(refused.status).toBe(1)
+    expect(refused.stdout).toBe('')
+    expect(refused.stderr).toContain('MAILROOM_API_KEY')
+  })
+})

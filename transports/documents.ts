@@ -1,0 +1,127 @@
+import type { Hono } from 'hono'
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { stringify } from 'yaml'
+import type { Config } from '../config.js'
+import { PACKAGE } from '../runtime.js'
+import { TOOLS } from '../tools/index.js'
+import { MCP_INSTRUCTIONS, MCP_PROTOCOL_VERSION, mcpToolOf } from './mcp.js'
+import { openApiDocument } from './openapi.js'
+
+/** The contract's version of the agent-tool server card. */
+export const SERVER_CARD_VERSION = '1.0.0'
+
+/** The MCP server card: how to reach and authenticate to /mcp, and the tool list. */
+export function serverCard(config: Pick<Config, 'publicUrl'>) {
+  return {
+    version: SERVER_CARD_VERSION,
+    protocolVersion: MCP_PROTOCOL_VERSION,
+    serverInfo: { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
+    description: PACKAGE.description,
+    documentationUrl: `${config.publicUrl}/docs`,
+    transport: { type: 'streamable-http', endpoint: `${config.publicUrl}/mcp` },
+    capabilities: { tools: { listChanged: false } },
+    authentication: { required: true, schemes: ['apiKey'], apiKey: { in: 'header', name: 'X-API-KEY' } },
+    instructions: MCP_INSTRUCTIONS,
+    tools: TOOLS.map(mcpToolOf),
+  }
+}
+
+/** RFC 9728 protected resource metadata. Keys go in X-API-KEY; there is no OAuth server, so no bearer methods. */
+export function protectedResource(config: Pick<Config, 'publicUrl'>, resource: string) {
+  return {
+    resource,
+    resource_name: 'mailroom',
+    resource_documentation: `${config.publicUrl}/docs`,
+    bearer_methods_supported: [],
+    scopes_supported: [],
+  }
+}
+
+/** RFC 9727 API catalog: a linkset that points at the descriptions, documentation and status. */
+export function apiCatalog(config: Pick<Config, 'publicUrl'>) {
+  const u = config.publicUrl
+  return {
+    linkset: [
+      {
+        anchor: `${u}/`,
+        'service-desc': [
+          { href: `${u}/spec/openapi.json`, type: 'application/vnd.oai.openapi+json' },
+          { href: `${u}/spec/openapi.yaml`, type: 'application/vnd.oai.openapi' },
+        ],
+        'service-doc': [{ href: `${u}/docs`, type: 'text/html' }],
+        'service-meta': [{ href: `${u}/.well-known/mcp/server.json`, type: 'application/json' }],
+        status: [{ href: `${u}/ping`, type: 'text/plain' }],
+      },
+    ],
+  }
+}
+
+const SWAGGER_DIR = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'))
+const SWAGGER_ASSETS: Record<string, string> = {
+  'swagger-ui.css': 'text/css; charset=utf-8',
+  'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
+  'favicon-32x32.png': 'image/png',
+}
+const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '../spec/openapi.json', dom_id: '#ui', deepLinking: true, persistAuthorization: true })`
+
+const page = (title: string, body: string, head = '') =>
+  `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
+  `<title>${title}</title>${head}</head><body>${body}</body></html>`
+
+/** `/`, `/docs` (from the local swagger-ui-dist package, no CDN), the OpenAPI documents and the well-known documents. */
+export function mountDocuments(app: Hono, config: Config): void {
+  const openapi = openApiDocument(config)
+  const yaml = stringify(openapi, { aliasDuplicateObjects: false })
+  const card = serverCard(config)
+  const catalogLink = `<${config.publicUrl}/.well-known/api-catalog>; rel="api-catalog"`
+
+  app.get('/spec/openapi.json', (c) => c.json(openapi))
+  app.get('/spec/openapi.yaml', (c) => c.body(yaml, 200, { 'Content-Type': 'application/yaml; charset=utf-8' }))
+  app.get('/.well-known/mcp/server.json', (c) => c.json(card))
+  app.get('/.well-known/mcp/server-card.json', (c) => c.json(card))
+  app.get('/.well-known/oauth-protected-resource', (c) => c.json(protectedResource(config, config.publicUrl)))
+  app.get('/.well-known/oauth-protected-resource/mcp', (c) => c.json(protectedResource(config, `${config.publicUrl}/mcp`)))
+  // GET and HEAD (Hono answers HEAD from the GET route, without the body).
+  app.get('/.well-known/api-catalog', (c) => c.body(JSON.stringify(apiCatalog(config)), 200, { 'Content-Type': 'application/linkset+json', Link: catalogLink }))
+
+  app.get('/docs', (c) => c.redirect('/docs/'))
+  app.get('/docs/', (c) =>
+    c.html(
+      page(
+        'mailroom API',
+        '<div id="ui"></div><script src="swagger-ui-bundle.js"></script><script src="init.js"></script>',
+        '<link rel="stylesheet" href="swagger-ui.css"><link rel="icon" href="favicon-32x32.png">',
+      ),
+    ),
+  )
+  app.get('/docs/init.js', (c) => c.body(DOCS_INIT, 200, { 'Content-Type': 'text/javascript; charset=utf-8' }))
+  app.get('/docs/:asset', (c) => {
+    const type = SWAGGER_ASSETS[c.req.param('asset')]
+    if (!type) return c.notFound()
+    return c.body(readFileSync(join(SWAGGER_DIR, c.req.param('asset'))), 200, { 'Content-Type': type, 'Cache-Control': 'public, max-age=86400' })
+  })
+
+  app.get('/', (c) => {
+    c.header('Link', catalogLink)
+    const links = [
+      ['/docs/', 'Interactive API documentation'],
+      ['/spec/openapi.json', 'OpenAPI (JSON)'],
+      ['/spec/openapi.yaml', 'OpenAPI (YAML)'],
+      ['/mcp', 'MCP endpoint (Streamable HTTP; send X-API-KEY)'],
+      ['/.well-known/mcp/server.json', 'MCP server card'],
+      ['/.well-known/api-catalog', 'API catalog (RFC 9727)'],
+      ['/.well-known/oauth-protected-resource', 'Protected resource metadata (RFC 9728)'],
+      ['/ping', 'Health check'],
+    ]
+    return c.html(
+      page(
+        'mailroom',
+        `<h1>mailroom ${PACKAGE.version}</h1><p>${PACKAGE.description}.</p><ul>` +
+          links.map(([href, text]) => `<li><a href="${href}">${text}</a> <code>${href}</code></li>`).join('') +
+          `</ul><p>Every REST operation is an MCP tool of the same name: ${TOOLS.map((t) => t.name).join(', ')}.</p>`,
+      ),
+    )
+  })
+}

@@ -1,0 +1,87 @@
+import type { Config } from '../config.js'
+import { PACKAGE } from '../runtime.js'
+import type { AnyTool } from '../tools/define.js'
+import { TOOLS } from '../tools/index.js'
+import { jsonSchemaOf, type JsonSchema } from './json-schema.js'
+
+/** The contract's interface version, which our REST surface implements. */
+export const API_VERSION = '1.5.0'
+
+const ERROR_RESPONSES: Record<number, string> = {
+  400: 'Invalid input: the message names the field and what is wrong.',
+  401: 'The X-API-KEY header is missing or the key is invalid.',
+  404: 'No such record, or it belongs to another account.',
+  413: 'The request body (or the message) is too large.',
+  415: 'Unsupported request content type.',
+  500: 'Internal error; the detail is in the server log.',
+}
+
+const pathParams = (path: string) => [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1])
+
+/** One OpenAPI operation of a tool: parameters from its path and query fields, its body, its responses. */
+function operationOf(tool: AnyTool): JsonSchema {
+  const inPath = pathParams(tool.http.path)
+  const hasBody = tool.http.method === 'POST'
+  const shape = tool.input.shape as Record<string, import('zod').ZodType>
+  const parameters = Object.entries(shape)
+    .filter(([name]) => inPath.includes(name) || !hasBody)
+    .map(([name, field]) => {
+      const schema = jsonSchemaOf(field, 'input', 'openapi-3.0')
+      const { description, ...rest } = schema
+      return { name, in: inPath.includes(name) ? 'path' : 'query', required: inPath.includes(name) || !field.safeParse(undefined).success, description, schema: rest }
+    })
+  const op: JsonSchema = {
+    operationId: tool.name,
+    summary: tool.title,
+    description: tool.description,
+    ...(tool.public ? { security: [] } : {}),
+    ...(parameters.length ? { parameters } : {}),
+  }
+  if (hasBody) {
+    const body = jsonSchemaOf(tool.input.omit(Object.fromEntries(inPath.map((p) => [p, true]))), 'input', 'openapi-3.0')
+    op.requestBody = { required: true, content: Object.fromEntries((tool.http.bodyTypes ?? ['application/json']).map((type) => [type, { schema: body }])) }
+  }
+  const output = jsonSchemaOf(tool.output, 'output', 'openapi-3.0')
+  const ok = output.type === 'string' ? { 'text/plain': { schema: output }, 'application/json': { schema: output } } : { 'application/json': { schema: output } }
+  const statuses = [...(tool.public ? [] : [401]), ...tool.errors, ...(hasBody ? [413, 415] : [])].sort()
+  op.responses = {
+    '200': { description: 'OK', content: ok },
+    ...Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/E${s}` }])),
+    default: { $ref: '#/components/responses/E500' },
+  }
+  return op
+}
+
+/** The OpenAPI 3.0.3 document of the REST surface, generated from the tool registry. */
+export function openApiDocument(config: Pick<Config, 'publicUrl'>, tools: readonly AnyTool[] = TOOLS): JsonSchema {
+  const paths: Record<string, Record<string, JsonSchema>> = {}
+  for (const tool of tools) (paths[tool.http.path] ??= {})[tool.http.method.toLowerCase()] = operationOf(tool)
+  const errorMessage = {
+    type: 'object',
+    required: ['code', 'message'],
+    properties: { code: { type: 'integer', format: 'int32', description: 'Equals the HTTP status.' }, message: { type: 'string' } },
+  }
+  return {
+    openapi: '3.0.3',
+    info: {
+      title: 'mailroom',
+      version: API_VERSION,
+      description:
+        `${PACKAGE.description}. Every operation is also an MCP tool of the same name at ${config.publicUrl}/mcp. ` +
+        `Server ${PACKAGE.name} ${PACKAGE.version}.`,
+    },
+    servers: [{ url: config.publicUrl }],
+    security: [{ apiKeyAuth: [] }],
+    paths,
+    components: {
+      securitySchemes: { apiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'The API key of the account.' } },
+      schemas: { ErrorMessage: errorMessage },
+      responses: Object.fromEntries(
+        Object.entries(ERROR_RESPONSES).map(([code, description]) => [
+          `E${code}`,
+          { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorMessage' } } } },
+        ]),
+      ),
+    },
+  }
+}
