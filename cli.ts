@@ -1,12 +1,9 @@
-import { serve } from '@hono/node-server'
 import { Command, InvalidArgumentError, Option } from 'commander'
 import type { AddressInfo } from 'node:net'
 import { loadConfig, type Config } from './config.js'
 import { isDomain, isEmail } from './relay/addresses.js'
 import { bootstrap, createAccount, createLogger, createOrder, openRuntime, type Runtime } from './runtime.js'
 import type { MailOrder } from './storage/store.js'
-import { createHttpApp } from './transports/http.js'
-import { serveStdioLocal, serveStdioRemote } from './transports/stdio.js'
 
 const positiveInt = (name: string) => (value: string) => {
   if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError(`${name} must be a positive integer`)
@@ -65,6 +62,8 @@ export function buildCli(): Command {
     .option('--url <url>', 'act as a client of a remote mailroom at this address instead of the local data directory')
     .action(async (o) => {
       const config = loadConfig()
+      // The doors are loaded only by the commands that open them: admin commands start fast.
+      const { serveStdioLocal, serveStdioRemote } = await import('./transports/stdio.js')
       if (o.url) {
         await serveStdioRemote(o.url, config.apiKey)
         return
@@ -227,6 +226,7 @@ export function buildCli(): Command {
 
 /** `mailroom serve`: opens the data directory, bootstraps an empty one, serves HTTP until a signal. */
 export async function runServer(config: Config): Promise<void> {
+  const [{ serve }, { createHttpApp }] = await Promise.all([import('@hono/node-server'), import('./transports/http.js')])
   const logger = createLogger(config)
   const rt = openRuntime(config, { logger })
   const first = await bootstrap(rt)
