@@ -95,7 +95,7 @@ export async function upstreamErrors(operationId: string, status: number, body: 
   } else if (!listed.content['application/json']?.schema) {
     return [`the upstream document describes no application/json body for ${operationId} ${status}`]
   }
-  const result = api.validateResponse(body, target, target === ERROR_OPERATION ? status : status)
+  const result = api.validateResponse(body, target, status)
   return (result.errors ?? []).map((e) => `${e.instancePath || '(body)'} ${e.message}${e.params ? ' ' + JSON.stringify(e.params) : ''}`)
 }
 
@@ -103,4 +103,16 @@ export async function upstreamErrors(operationId: string, status: number, body: 
 export async function expectMatchesUpstream(operationId: string, status: number, body: unknown): Promise<void> {
   const errors = await upstreamErrors(operationId, status, body)
   expect(errors, `${operationId} ${status} ${JSON.stringify(body).slice(0, 500)} does not match the upstream document`).toEqual([])
+}
+
+/** The schema errors of a body checked against `components.schemas.ErrorMessage` alone. */
+export async function errorMessageErrors(body: unknown): Promise<string[]> {
+  const { api } = await load()
+  const result = api.validateResponse(body, ERROR_OPERATION, 500)
+  return (result.errors ?? []).map((e) => `${e.instancePath || '(body)'} ${e.message}`)
+}
+
+/** Asserts that an error body that belongs to no operation (an unknown path) is an upstream ErrorMessage. */
+export async function expectErrorMessage(body: unknown): Promise<void> {
+  expect(await errorMessageErrors(body), `${JSON.stringify(body)} is not an upstream ErrorMessage`).toEqual([])
 }

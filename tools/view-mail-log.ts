@@ -32,7 +32,11 @@ export const viewMailLog = defineTool({
     to: z.email().optional().describe('Envelope recipient.'),
     subject: z.string().optional().describe('Subject, exact.'),
     mailid: z.string().min(18).max(19).optional().describe('Transaction id returned by a send.'),
-    messageId: z.string().optional().describe('Part of the Message-ID header, any case.'),
+    messageId: z
+      .string()
+      .regex(/^[^\x00-\x1f\x7f]*$/, 'must not contain control characters')
+      .optional()
+      .describe('Part of the Message-ID header, any case.'),
     replyto: z.email().optional().describe('Reply-To header address.'),
     headerfrom: z.email().optional().describe('From header address.'),
     delivered: z.literal([0, 1]).optional().describe('1 delivered; 0 queued, deferred or failed.'),

@@ -5,7 +5,7 @@ import { PACKAGE } from '../runtime.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
 import { TOOLS } from '../tools/index.js'
 import { jsonSchemaOf, mcpOutputSchema, structuredResult } from './json-schema.js'
-import { formatIssues } from './rest.js'
+import { parseInput } from './rest.js'
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18'
 
@@ -35,9 +35,7 @@ export function mcpToolOf(tool: AnyTool): McpTool {
 export async function callTool(tool: AnyTool | undefined, name: string, args: unknown, ctx: ToolContext): Promise<CallToolResult> {
   try {
     if (!tool) throw badInput(`name: no tool named ${name}`)
-    const parsed = tool.input.safeParse(args ?? {})
-    if (!parsed.success) throw badInput(formatIssues(parsed.error))
-    const structured = structuredResult(tool, await tool.handler(parsed.data, ctx))
+    const structured = structuredResult(tool, await tool.handler(parseInput(tool, args ?? {}), ctx))
     return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured }
   } catch (err) {
     const e = asMailroomError(err)

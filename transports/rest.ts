@@ -61,7 +61,12 @@ function queryOf(c: Context): Record<string, unknown> {
 async function bodyOf(c: Context): Promise<Record<string, unknown>> {
   const type = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
   if (type === 'multipart/form-data') {
-    const form = await c.req.parseBody({ all: true })
+    let form: Awaited<ReturnType<typeof c.req.parseBody>>
+    try {
+      form = await c.req.parseBody({ all: true })
+    } catch {
+      throw badInput('the request body is not valid multipart/form-data')
+    }
     const out: Record<string, unknown> = {}
     for (const [k, v] of Object.entries(form)) out[k] = v instanceof File ? await v.text() : v
     return qs.parse(qs.stringify(out), { depth: 5, arrayLimit: 1000 }) as Record<string, unknown>
@@ -85,7 +90,8 @@ async function bodyOf(c: Context): Promise<Record<string, unknown>> {
 
 /** Validates with the tool's schema; the 400's message names each bad field. */
 export function parseInput(tool: AnyTool, raw: unknown): unknown {
-  const parsed = tool.input.safeParse(raw)
+  // reportInput: so that a field given with the wrong type is not reported as missing.
+  const parsed = tool.input.safeParse(raw, { reportInput: true })
   if (parsed.success) return parsed.data
   throw badInput(formatIssues(parsed.error))
 }
