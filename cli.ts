@@ -1,6 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
-import type { AddressInfo } from 'node:net'
-import { loadConfig, type Config } from './config.js'
+import { loadConfig } from './config.js'
 import { isDomain, isEmail } from './relay/addresses.js'
 import { bootstrap, createAccount, createLogger, createOrder, openRuntime, type Runtime } from './runtime.js'
 import type { MailOrder } from './storage/store.js'
@@ -51,9 +50,14 @@ export function buildCli(): Command {
 
   program
     .command('serve')
-    .description('Run the service: REST and MCP (/mcp) on MAILROOM_HTTP_HOST:MAILROOM_HTTP_PORT over the data directory')
+    .description('Run the service: REST and MCP on MAILROOM_HTTP_PORT, SMTP submission on MAILROOM_SMTP_PORT, and delivery')
     .action(async () => {
-      await runServer(loadConfig())
+      const { startServer } = await import('./serve.js')
+      const running = await startServer(loadConfig())
+      if (running.firstStart) process.stdout.write(running.firstStart + '\n')
+      const stop = () => void running.stop().then(() => process.exit(0))
+      process.once('SIGINT', stop)
+      process.once('SIGTERM', stop)
     })
 
   program
@@ -222,40 +226,6 @@ export function buildCli(): Command {
       )
   }
   return program
-}
-
-/** `mailroom serve`: opens the data directory, bootstraps an empty one, serves HTTP until a signal. */
-export async function runServer(config: Config): Promise<void> {
-  const [{ serve }, { createHttpApp }] = await Promise.all([import('@hono/node-server'), import('./transports/http.js')])
-  const logger = createLogger(config)
-  const rt = openRuntime(config, { logger })
-  const first = await bootstrap(rt)
-  const app = createHttpApp(rt)
-  const server = serve({ fetch: app.fetch, hostname: config.http.host, port: config.http.port })
-  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject))
-  const port = (server.address() as AddressInfo).port
-  const base = config.http.port === 0 ? `http://${config.http.host}:${port}` : config.publicUrl
-  logger.info({ host: config.http.host, port, dataDir: config.dataDir }, 'HTTP listening')
-  if (first) {
-    process.stdout.write(
-      [
-        '',
-        'mailroom: first start. Created an account with one mail order:',
-        `  API key (shown only now): ${first.apiKey}`,
-        `  SMTP username:            mb${first.order.id}`,
-        `  SMTP password:            ${first.password}`,
-        `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${base}/mail`,
-        '',
-      ].join('\n') + '\n',
-    )
-  }
-  const stop = () => {
-    logger.info('shutting down')
-    server.close(() => void app.close().then(() => rt.close()).then(() => process.exit(0)))
-    setTimeout(() => process.exit(0), 5000).unref()
-  }
-  process.once('SIGINT', stop)
-  process.once('SIGTERM', stop)
 }
 
 export async function main(argv: string[]): Promise<void> {

@@ -13,6 +13,28 @@ const Size = z
   })
 
 const Port = z.coerce.number().int().min(0).max(65535)
+
+const DURATION_UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+/** Durations like `500ms`, `30s`, `5m`, `2h`, `1d`, in milliseconds. */
+const Duration = z
+  .string()
+  .regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as 30s, 5m, 2h or 1d')
+  .transform((s) => {
+    const m = /^(\d+)(ms|s|m|h|d)$/.exec(s)!
+    return Number(m[1]) * DURATION_UNITS[m[2] as keyof typeof DURATION_UNITS]
+  })
+const DurationList = z
+  .string()
+  .regex(/^\d+(ms|s|m|h|d)(,\s*\d+(ms|s|m|h|d))*$/, 'expected durations separated by commas, such as 5m,10m,1h')
+  .transform((s) => s.split(',').map((d) => Duration.parse(d.trim())))
+/** `host:port` */
+const HostPort = z
+  .string()
+  .regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'expected host:port')
+  .transform((s) => {
+    const i = s.lastIndexOf(':')
+    return { host: s.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(s.slice(i + 1)) }
+  })
 const Money = z.coerce.number().min(0).max(1_000_000)
 
 /**
@@ -47,6 +69,37 @@ export const ConfigSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9.-]+$/, 'expected a host name')
     .default(() => hostname().replace(/[^A-Za-z0-9.-]/g, '-') || 'mailroom'),
+  /** Address the SMTP submission server binds to. */
+  MAILROOM_SMTP_HOST: z.string().min(1).default('127.0.0.1'),
+  /** SMTP submission port (25 in production). */
+  MAILROOM_SMTP_PORT: Port.default(2525),
+  /** PEM certificate and key for STARTTLS; without them one is generated into the data directory. */
+  MAILROOM_TLS_CERT: z.string().min(1).optional(),
+  MAILROOM_TLS_KEY: z.string().min(1).optional(),
+  /** Refuse AUTH before STARTTLS, so that passwords never cross the network in clear. */
+  MAILROOM_SMTP_AUTH_REQUIRES_TLS: z.enum(['true', 'false']).default('true'),
+  /** Failed AUTH attempts allowed per client address in 15 minutes before AUTH is refused. */
+  MAILROOM_SMTP_MAX_AUTH_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
+  /** `host:port`: when set, every message goes there instead of to the recipients' MX hosts. */
+  MAILROOM_SMARTHOST: HostPort.optional(),
+  /** `ip:port,…`: the DNS servers for MX lookups; default the system's. */
+  MAILROOM_DNS_SERVERS: z
+    .string()
+    .regex(/^[^,\s]+(,[^,\s]+)*$/, 'expected ip:port entries separated by commas')
+    .transform((s) => s.split(','))
+    .optional(),
+  /** Port used to reach an MX host. */
+  MAILROOM_MX_PORT: Port.default(25),
+  /** Most SMTP transactions in flight toward destinations, in all. */
+  MAILROOM_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(20),
+  /** Most SMTP transactions in flight toward one destination domain. */
+  MAILROOM_DOMAIN_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
+  /** Waits between delivery attempts after a temporary failure; the last one repeats. */
+  MAILROOM_RETRY_SCHEDULE: DurationList.prefault('5m,10m,20m,40m,1h,2h,4h'),
+  /** A message still undelivered this long after it was accepted fails. */
+  MAILROOM_MAX_QUEUE_AGE: Duration.prefault('48h'),
+  /** Connection, greeting and inactivity timeout toward a destination. */
+  MAILROOM_DELIVERY_TIMEOUT: Duration.prefault('60s'),
   /** The API key `mailroom stdio` acts with. */
   MAILROOM_API_KEY: z.string().min(1).optional(),
 })
@@ -63,6 +116,23 @@ export interface Config {
   logLevel: Env['MAILROOM_LOG_LEVEL']
   nodeName: string
   apiKey?: string
+  smtp: {
+    host: string
+    port: number
+    tls: { cert: string; key: string } | null
+    authRequiresTls: boolean
+    maxAuthFailures: number
+  }
+  delivery: {
+    smarthost: { host: string; port: number } | null
+    dnsServers: string[] | null
+    mxPort: number
+    concurrency: number
+    domainConcurrency: number
+    retrySchedule: number[]
+    maxQueueAge: number
+    timeout: number
+  }
 }
 
 export class ConfigError extends Error {}
@@ -78,6 +148,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`invalid configuration: ${lines.join('; ')}`)
   }
   const e = parsed.data
+  if (!e.MAILROOM_TLS_CERT !== !e.MAILROOM_TLS_KEY) throw new ConfigError('invalid configuration: MAILROOM_TLS_CERT and MAILROOM_TLS_KEY go together: set both or neither')
   return {
     dataDir: resolve(e.MAILROOM_DATA_DIR),
     http: { host: e.MAILROOM_HTTP_HOST, port: e.MAILROOM_HTTP_PORT, bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT },
@@ -88,5 +159,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.MAILROOM_LOG_LEVEL,
     nodeName: e.MAILROOM_NODE_NAME,
     apiKey: e.MAILROOM_API_KEY,
+    smtp: {
+      host: e.MAILROOM_SMTP_HOST,
+      port: e.MAILROOM_SMTP_PORT,
+      tls: e.MAILROOM_TLS_CERT && e.MAILROOM_TLS_KEY ? { cert: resolve(e.MAILROOM_TLS_CERT), key: resolve(e.MAILROOM_TLS_KEY) } : null,
+      authRequiresTls: e.MAILROOM_SMTP_AUTH_REQUIRES_TLS === 'true',
+      maxAuthFailures: e.MAILROOM_SMTP_MAX_AUTH_FAILURES,
+    },
+    delivery: {
+      smarthost: e.MAILROOM_SMARTHOST ?? null,
+      dnsServers: e.MAILROOM_DNS_SERVERS ?? null,
+      mxPort: e.MAILROOM_MX_PORT,
+      concurrency: e.MAILROOM_DELIVERY_CONCURRENCY,
+      domainConcurrency: e.MAILROOM_DOMAIN_CONCURRENCY,
+      retrySchedule: e.MAILROOM_RETRY_SCHEDULE,
+      maxQueueAge: e.MAILROOM_MAX_QUEUE_AGE,
+      timeout: e.MAILROOM_DELIVERY_TIMEOUT,
+    },
   }
 }

@@ -26,6 +26,8 @@ export interface Submission {
 
 export interface Relay {
   newTxid(): string
+  /** Calls the listener after each message is committed to the queue (the delivery worker wakes). */
+  onQueued(listener: () => void): void
   /** Authorized senders and sender deny rules; throws a MailroomError with the SMTP reply to use. */
   checkSender(order: MailOrder, envFrom: string, headerFrom?: string | null): Promise<void>
   /** Recipient deny rules. */
@@ -48,9 +50,11 @@ const DENIED = { code: 550, enhanced: '5.7.1' }
 
 export function createRelay({ store, config, logger, clock }: RelayDeps): Relay {
   const newTxid = createTxidGenerator()
+  const queuedListeners: (() => void)[] = []
 
   const relay: Relay = {
     newTxid: () => newTxid(clock()),
+    onQueued: (listener) => void queuedListeners.push(listener),
 
     async checkSender(order, envFrom, headerFrom) {
       if (order.status !== 'active') throw new MailroomError(404, `mail order ${order.id} is canceled`, { smtp: { code: 535, enhanced: '5.7.8' } })
@@ -76,7 +80,9 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       if (s.recipients.length > config.maxRecipients) {
         throw badInput(`to: ${s.recipients.length} recipients; the limit is ${config.maxRecipients} per message`, { code: 452, enhanced: '4.5.3' })
       }
-      await relay.checkSender(s.order, s.envFrom, s.headerFrom)
+      // API sends write the From header themselves, so it is authorized too; an SMTP client's
+      // header is its own business, as with any submission server: only its envelope is checked.
+      await relay.checkSender(s.order, s.envFrom, s.interface === 'api' ? s.headerFrom : null)
       for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt)
       const txid = s.txid ?? relay.newTxid()
       await store.mail.enqueue({
@@ -97,6 +103,7 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
         time: clock(),
       })
       logger.info({ txid, order: s.order.id, rcpts: s.recipients.length, size: s.raw.length, via: s.interface }, 'message queued')
+      for (const listener of queuedListeners) listener()
       return txid
     },
   }

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as schema from './schema.js'
 import { createMailStore } from './sqlite-mail.js'
+import { createQueueStore } from './sqlite-queue.js'
 import { apiKeyPrefix, decrypt, encrypt, generateApiKey, generatePassword, hashApiKey, loadOrCreateSecret } from './secrets.js'
 import type { Account, ApiKeyInfo, BlockEvent, DenyRule, MailOrder, Store } from './store.js'
 
@@ -153,6 +154,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
     },
     mail: createMailStore(sqlite),
+    queue: createQueueStore(sqlite),
     blocks: {
       async events(accountId, rule, since) {
         const t = schema.blockEvents

@@ -139,6 +139,33 @@ export interface BlockEvent {
   rcptTo: string
 }
 
+/** A recipient delivery leased by a worker. */
+export interface QueueItem {
+  /** The delivery row (`_id`). */
+  id: number
+  /** The message row. */
+  messageRowId: number
+  txid: string
+  accountId: number
+  envFrom: string
+  recipient: string
+  domain: string
+  attempts: number
+  /** When the message was accepted (ms). */
+  queuedAt: number
+}
+
+/** The result of one delivery attempt for one row. */
+export interface AttemptOutcome {
+  id: number
+  state: 'delivered' | 'deferred' | 'failed'
+  code: number | null
+  response: string
+  mxHostname: string | null
+  /** When to try again (deferred only). */
+  nextAttemptAt: number | null
+}
+
 export interface Store {
   accounts: {
     create(input: Omit<Account, 'id'>): Promise<Account>
@@ -177,6 +204,21 @@ export interface Store {
     enqueue(message: NewMessage): Promise<{ rowId: number }>
     log(query: LogQuery): Promise<{ total: number; rows: LogRow[] }>
     stats(query: StatsQuery): Promise<StatsResult>
+  }
+  queue: {
+    /**
+     * Leases up to `limit` rows that are due (their next attempt time has come) and not leased,
+     * or whose lease is older than `leaseMs`: a worker that died loses its rows to the next one.
+     */
+    claim(input: { node: string; now: number; leaseMs: number; limit: number }): Promise<QueueItem[]>
+    /** The bytes of a queued message, or undefined once every recipient is final. */
+    body(messageRowId: number): Promise<Buffer | undefined>
+    /** Records attempt outcomes and releases their leases; drops bodies no recipient still needs. */
+    record(outcomes: AttemptOutcome[]): Promise<void>
+    /** Releases every lease a node holds (its previous process is gone); returns how many. */
+    release(node: string): Promise<number>
+    /** Rows still to deliver (queued or deferred). */
+    pending(): Promise<number>
   }
   blocks: {
     events(accountId: number, rule: BlockRule, since: number): Promise<BlockEvent[]>

@@ -11,7 +11,7 @@ const BIN = fileURLToPath(new URL('../bin/mailroom.js', import.meta.url))
 describe('mailroom command', () => {
   let dataDir: string
   const children: ReturnType<typeof spawn>[] = []
-  const env = () => ({ ...process.env, MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info' })
+  const env = () => ({ ...process.env, MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info' })
   const run = (...args: string[]) => {
     const r = spawnSync(process.execPath, [BIN, ...args], { env: env(), encoding: 'utf8' })
     return { status: r.status, stdout: r.stdout, stderr: r.stderr }
@@ -31,7 +31,7 @@ describe('mailroom command', () => {
       let out = ''
       child.stdout.on('data', (d) => {
         out += d
-        const m = /"port":(\d+).*HTTP listening/.exec(out)
+        const m = /"port":(\d+).*HTTP and SMTP listening/.exec(out)
         if (m) resolve({ base: `http://127.0.0.1:${m[1]}`, output: () => out })
       })
       child.stderr.on('data', (d) => (out += d))
@@ -78,6 +78,7 @@ describe('mailroom command', () => {
 
   it('prints the first-start credentials once, and they work', async () => {
     const first = await serve()
+    await expect.poll(() => first.output(), { timeout: 10_000 }).toContain('Try it')
     const out = first.output()
     const key = /API key \(shown only now\): (mr_\S+)/.exec(out)?.[1]
     expect(key).toBeDefined()

@@ -1,0 +1,189 @@
+import type { Logger } from 'pino'
+import type { Config } from '../config.js'
+import type { AttemptOutcome, QueueItem, Store } from '../storage/store.js'
+import { classify, nextAttempt } from './bounces.js'
+import { MxClient, type Attempt, type Reply } from './mx-client.js'
+import { resolveRoute, type MxResolver, type Route } from './routes.js'
+
+/** A lease older than this is taken to belong to a dead worker. */
+export const LEASE_MS = 10 * 60_000
+/** How often the queue is looked at when nothing wakes the worker. */
+const POLL_MS = 1_000
+/** Successful MX lookups are reused this long. */
+const ROUTE_TTL_MS = 60_000
+/** Most recipients in one SMTP transaction (RFC 5321 §4.5.3.1.8 requires servers to take 100). */
+const MAX_RCPTS_PER_TRANSACTION = 100
+
+export interface DeliveryDeps {
+  store: Store
+  config: Pick<Config, 'delivery' | 'nodeName'>
+  logger: Logger
+  clock: () => number
+  resolver: MxResolver
+}
+
+/**
+ * The delivery worker: leases due recipients from the durable queue, groups them by message and
+ * destination domain (one SMTP transaction each), delivers within the global and per-domain
+ * concurrency limits, and records every attempt on the log row.
+ */
+export class DeliveryWorker {
+  private running = false
+  private loopDone: Promise<void> = Promise.resolve()
+  private wake: (() => void) | null = null
+  private inFlight = new Set<Promise<void>>()
+  private perDomain = new Map<string, number>()
+  private waiting: QueueItem[][] = []
+  private routes = new Map<string, { route: Route; expires: number }>()
+  private readonly mx: MxClient
+
+  constructor(private readonly deps: DeliveryDeps) {
+    this.mx = new MxClient({ heloName: deps.config.nodeName, timeout: deps.config.delivery.timeout })
+  }
+
+  /** Takes back the leases this node held before a restart, then starts working. */
+  async start(): Promise<void> {
+    const released = await this.deps.store.queue.release(this.deps.config.nodeName)
+    if (released) this.deps.logger.info({ released }, 'took back deliveries leased before the restart')
+    this.running = true
+    this.loopDone = this.loop()
+  }
+
+  /** Looks at the queue now (a message was just accepted). */
+  kick(): void {
+    this.wake?.()
+  }
+
+  /** Stops claiming, lets transactions in flight finish, closes connections. */
+  async stop(): Promise<void> {
+    this.running = false
+    this.kick()
+    await this.loopDone
+    await Promise.all(this.inFlight)
+    this.mx.close()
+  }
+
+  private async loop(): Promise<void> {
+    const { delivery } = this.deps.config
+    while (this.running) {
+      let claimed = 0
+      // Claim only what can start soon, so that leases do not age in memory.
+      if (this.inFlight.size + this.waiting.length < delivery.concurrency) {
+        try {
+          const items = await this.deps.store.queue.claim({ node: this.deps.config.nodeName, now: this.deps.clock(), leaseMs: LEASE_MS, limit: delivery.concurrency * 10 })
+          claimed = items.length
+          this.waiting.push(...groupItems(items))
+          this.pump()
+        } catch (err) {
+          this.deps.logger.error({ err }, 'claiming from the queue failed')
+        }
+      }
+      if (claimed === 0 || this.inFlight.size >= delivery.concurrency) await this.sleep(POLL_MS)
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms)
+      function done() {
+        clearTimeout(timer)
+        resolve()
+      }
+      this.wake = () => ((this.wake = null), done())
+    })
+  }
+
+  /** Starts waiting groups while the global and per-domain limits allow. */
+  private pump(): void {
+    const { concurrency, domainConcurrency } = this.deps.config.delivery
+    for (let i = 0; i < this.waiting.length && this.inFlight.size < concurrency; ) {
+      const group = this.waiting[i]
+      const domain = group[0].domain
+      if ((this.perDomain.get(domain) ?? 0) >= domainConcurrency) {
+        i++
+        continue
+      }
+      this.waiting.splice(i, 1)
+      this.perDomain.set(domain, (this.perDomain.get(domain) ?? 0) + 1)
+      const task = this.deliverGroup(group)
+        .catch((err) => this.deps.logger.error({ err, txid: group[0].txid }, 'delivery attempt failed unexpectedly'))
+        .finally(() => {
+          this.inFlight.delete(task)
+          this.perDomain.set(domain, this.perDomain.get(domain)! - 1)
+          this.pump()
+          this.kick()
+        })
+      this.inFlight.add(task)
+    }
+  }
+
+  private async route(domain: string): Promise<Route> {
+    const now = this.deps.clock()
+    const cached = this.routes.get(domain)
+    if (cached && cached.expires > now) return cached.route
+    const { mxPort, smarthost } = this.deps.config.delivery
+    const route = await resolveRoute(this.deps.resolver, domain, { mxPort, smarthost })
+    if ('hosts' in route) this.routes.set(domain, { route, expires: now + ROUTE_TTL_MS })
+    return route
+  }
+
+  /** One SMTP transaction for the recipients of one message at one domain. */
+  private async deliverGroup(items: QueueItem[]): Promise<void> {
+    const { store, logger, clock } = this.deps
+    const { txid, messageRowId, envFrom, domain } = items[0]
+    const recipients = items.map((i) => i.recipient)
+    const raw = await store.queue.body(messageRowId)
+    let attempt: Attempt
+    if (!raw) {
+      attempt = everyone(recipients, null, { code: 554, response: '5.3.0 the message body is missing from the queue' })
+    } else {
+      const route = await this.route(domain)
+      attempt = 'error' in route ? everyone(recipients, null, route.error) : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, raw)
+    }
+    const now = clock()
+    const { retrySchedule, maxQueueAge } = this.deps.config.delivery
+    const outcomes: AttemptOutcome[] = []
+    for (const item of items) {
+      const reply = attempt.replies.get(item.recipient) ?? { code: null, response: 'no reply for this recipient' }
+      const verdict = classify(reply.code, reply.response)
+      let state = verdict.state
+      let next: number | null = null
+      let response = reply.response
+      if (state === 'deferred') {
+        next = nextAttempt(retrySchedule, item.attempts + 1, item.queuedAt, now, maxQueueAge)
+        if (next === null) {
+          state = 'failed'
+          response = `${response} (gave up after ${item.attempts + 1} attempts)`
+        }
+      }
+      if (verdict.userUnknown) {
+        // Suppress it: the next message to this mailbox is stopped before it hurts the sender.
+        await store.blocks.addToList({ accountId: item.accountId, source: 'internal', kind: 'recipient', address: item.recipient, reason: response, now })
+      }
+      outcomes.push({ id: item.id, state, code: reply.code, response, mxHostname: attempt.mxHostname, nextAttemptAt: next })
+      logger.info({ txid, row: item.id, rcpt: item.recipient, state, code: reply.code, mx: attempt.mxHostname }, 'delivery attempt')
+    }
+    await store.queue.record(outcomes)
+  }
+}
+
+function everyone(recipients: string[], mxHostname: string | null, reply: Reply): Attempt {
+  return { mxHostname, replies: new Map(recipients.map((r) => [r, { code: reply.code, response: reply.response }])) }
+}
+
+/** Leased rows grouped by message and domain, at most MAX_RCPTS_PER_TRANSACTION per group. */
+export function groupItems(items: QueueItem[]): QueueItem[][] {
+  const groups = new Map<string, QueueItem[]>()
+  const out: QueueItem[][] = []
+  for (const item of items) {
+    const key = `${item.messageRowId}|${item.domain}`
+    let group = groups.get(key)
+    if (!group || group.length >= MAX_RCPTS_PER_TRANSACTION) {
+      group = []
+      groups.set(key, group)
+      out.push(group)
+    }
+    group.push(item)
+  }
+  return out
+}

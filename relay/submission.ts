@@ -1,0 +1,159 @@
+import { SMTPServer, type SMTPServerSession } from 'smtp-server'
+import type { Logger } from 'pino'
+import type { Config } from '../config.js'
+import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
+import { safeEqual } from '../storage/secrets.js'
+import type { MailOrder, Store } from '../storage/store.js'
+import { isEmail } from './addresses.js'
+import { readHeaders } from './message.js'
+import type { Relay } from './pipeline.js'
+
+/** Failed AUTH attempts are counted per client address over this window. */
+export const AUTH_FAILURE_WINDOW_MS = 15 * 60_000
+
+export interface SubmissionDeps {
+  store: Store
+  relay: Relay
+  config: Pick<Config, 'smtp' | 'maxMessageSize' | 'maxRecipients' | 'nodeName'>
+  logger: Logger
+  clock: () => number
+  tls: { key: string | Buffer; cert: string | Buffer }
+}
+
+/** An error smtp-server answers with the given reply code. */
+const reply = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code })
+
+/** A MailroomError as the SMTP reply of its code (e.g. a deny rule → 550 5.7.1). */
+const asReply = (err: unknown) => {
+  const r = smtpReply(asMailroomError(err))
+  return reply(r.code, r.message)
+}
+
+const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
+
+/**
+ * The SMTP submission server: AUTH PLAIN/LOGIN as mb<id> with the order's password, then the
+ * same sending pipeline as REST and MCP. Sender checks answer at MAIL FROM, destination rules at
+ * each RCPT TO, and `250 Message queued as <id>` comes only after the commit. Without AUTH
+ * every MAIL and RCPT is refused: never an open relay.
+ */
+export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
+  const { store, relay, config, logger, clock } = deps
+  const failures = new Map<string, { count: number; since: number }>()
+  const orderOf = (session: SMTPServerSession) => (session.user as { order: MailOrder } | undefined)?.order
+
+  const throttled = (ip: string) => {
+    const f = failures.get(ip)
+    if (!f) return false
+    if (clock() - f.since > AUTH_FAILURE_WINDOW_MS) return failures.delete(ip), false
+    return f.count >= config.smtp.maxAuthFailures
+  }
+  const fail = (ip: string) => {
+    const f = failures.get(ip)
+    if (!f || clock() - f.since > AUTH_FAILURE_WINDOW_MS) failures.set(ip, { count: 1, since: clock() })
+    else f.count++
+  }
+
+  const server = new SMTPServer({
+    name: config.nodeName,
+    banner: 'mailroom ESMTP submission',
+    key: deps.tls.key,
+    cert: deps.tls.cert,
+    size: config.maxMessageSize,
+    maxRecipients: config.maxRecipients,
+    authMethods: ['PLAIN', 'LOGIN'],
+    // AUTH is checked at MAIL and RCPT ourselves, so the refusal is the precise 530 5.7.0.
+    authOptional: true,
+    allowInsecureAuth: !config.smtp.authRequiresTls,
+    disableReverseLookup: true,
+    hideDSN: true,
+    logger: false,
+
+    async onAuth(auth, session, callback) {
+      const ip = session.remoteAddress
+      if (throttled(ip)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'))
+      try {
+        const id = /^mb(\d+)$/.exec(auth.username ?? '')?.[1]
+        const order = id ? await store.orders.get(Number(id)) : undefined
+        const valid = order && auth.password !== undefined && auth.password !== null && safeEqual(await store.orders.password(order.id), auth.password)
+        if (!order || !valid) {
+          fail(ip)
+          logger.warn({ ip, username: auth.username }, 'SMTP authentication failed')
+          return callback(reply(535, '5.7.8 Authentication credentials invalid'))
+        }
+        if (order.status !== 'active') return callback(reply(535, `5.7.8 Mail order mb${order.id} is canceled`))
+        failures.delete(ip)
+        callback(null, { user: { order } })
+      } catch (err) {
+        logger.error({ err }, 'SMTP authentication error')
+        callback(reply(454, '4.7.0 Temporary authentication failure'))
+      }
+    },
+
+    async onMailFrom(address, session, callback) {
+      const order = orderOf(session)
+      if (!order) return callback(AUTH_REQUIRED())
+      if (!address.address) return callback(reply(553, '5.1.7 A sender address is required'))
+      if (!isEmail(address.address)) return callback(reply(553, `5.1.7 ${address.address} is not a valid address`))
+      try {
+        // The order may have been canceled or changed since AUTH: read it again.
+        const current = await store.orders.get(order.id)
+        if (!current || current.status !== 'active') return callback(reply(535, `5.7.8 Mail order mb${order.id} is canceled`))
+        ;(session.user as { order: MailOrder }).order = current
+        await relay.checkSender(current, address.address)
+        callback()
+      } catch (err) {
+        callback(asReply(err))
+      }
+    },
+
+    async onRcptTo(address, session, callback) {
+      const order = orderOf(session)
+      if (!order) return callback(AUTH_REQUIRED())
+      if (!isEmail(address.address)) return callback(reply(553, `5.1.3 ${address.address} is not a valid address`))
+      try {
+        await relay.checkRecipient(order, address.address)
+        callback()
+      } catch (err) {
+        callback(asReply(err))
+      }
+    },
+
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = []
+      let size = 0
+      stream.on('data', (chunk: Buffer) => {
+        // Past the limit the rest is read and dropped: nothing beyond it is held in memory.
+        if (stream.sizeExceeded) return
+        chunks.push(chunk)
+        size += chunk.length
+      })
+      stream.on('end', async () => {
+        if (stream.sizeExceeded) return callback(reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`))
+        try {
+          const raw = Buffer.concat(chunks, size)
+          const headers = await readHeaders(raw)
+          const txid = await relay.submit({
+            order: orderOf(session)!,
+            envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+            recipients: session.envelope.rcptTo.map((r) => r.address),
+            headerFrom: headers.from,
+            replyTo: headers.replyTo,
+            subject: headers.subject,
+            messageId: headers.messageId,
+            raw,
+            origin: session.remoteAddress.replace(/^::ffff:/, ''),
+            transtype: session.secure ? 'ESMTPSA' : 'ESMTPA',
+            interface: 'feeder',
+          })
+          callback(null, `Message queued as ${txid}`)
+        } catch (err) {
+          if (!(err instanceof MailroomError)) logger.error({ err }, 'SMTP submission failed')
+          callback(asReply(err))
+        }
+      })
+    },
+  })
+  server.on('error', (err) => logger.error({ err }, 'SMTP server error'))
+  return server
+}

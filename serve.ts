@@ -1,0 +1,71 @@
+import { serve } from '@hono/node-server'
+import type { AddressInfo } from 'node:net'
+import type { Config } from './config.js'
+import { DeliveryWorker } from './relay/delivery.js'
+import { createResolver, type MxResolver } from './relay/routes.js'
+import { createSubmissionServer } from './relay/submission.js'
+import { loadTls } from './relay/tls.js'
+import { bootstrap, createLogger, openRuntime } from './runtime.js'
+import { createHttpApp } from './transports/http.js'
+
+export interface RunningServer {
+  httpPort: number
+  smtpPort: number
+  /** What to show the operator on the first start of an empty data directory, once. */
+  firstStart: string | null
+  stop(): Promise<void>
+}
+
+/**
+ * `mailroom serve`: the data directory (migrated on open), HTTP (REST, MCP, documents), the SMTP
+ * submission server and the delivery worker, all over the one store and pipeline.
+ */
+export async function startServer(config: Config, options: { resolver?: MxResolver } = {}): Promise<RunningServer> {
+  const logger = createLogger(config)
+  const rt = openRuntime(config, { logger })
+  const first = await bootstrap(rt)
+
+  const worker = new DeliveryWorker({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
+  rt.relay.onQueued(() => worker.kick())
+  await worker.start()
+
+  const app = createHttpApp(rt)
+  const http = serve({ fetch: app.fetch, hostname: config.http.host, port: config.http.port })
+  await new Promise<void>((resolve, reject) => http.once('listening', resolve).once('error', reject))
+  const httpPort = (http.address() as AddressInfo).port
+
+  const smtp = createSubmissionServer({ ...rt, tls: await loadTls(config) })
+  await new Promise<void>((resolve, reject) => {
+    smtp.server.once('error', reject)
+    smtp.listen(config.smtp.port, config.smtp.host, () => resolve())
+  })
+  const smtpPort = (smtp.server.address() as AddressInfo).port
+  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, dataDir: config.dataDir }, 'HTTP and SMTP listening')
+
+  const base = config.http.port === 0 ? `http://${config.http.host}:${httpPort}` : config.publicUrl
+  const firstStart = first
+    ? [
+        '',
+        'mailroom: first start. Created an account with one mail order:',
+        `  API key (shown only now): ${first.apiKey}`,
+        `  SMTP username:            mb${first.order.id}`,
+        `  SMTP password:            ${first.password}`,
+        `  SMTP submission:          ${config.smtp.host}:${smtpPort} (STARTTLS, AUTH PLAIN or LOGIN)`,
+        `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${base}/mail`,
+        '',
+      ].join('\n')
+    : null
+
+  return {
+    httpPort,
+    smtpPort,
+    firstStart,
+    async stop() {
+      logger.info('shutting down')
+      const closed = (server: { close(cb: () => void): unknown }) => new Promise<void>((resolve) => void server.close(() => resolve()))
+      // Stop taking work first, then let deliveries in flight finish.
+      await Promise.race([Promise.all([closed(smtp), closed(http), worker.stop(), app.close()]), new Promise((r) => setTimeout(r, 5000).unref())])
+      await rt.close()
+    },
+  }
+}

@@ -1,0 +1,56 @@
+import type Database from 'better-sqlite3'
+import type { AttemptOutcome, QueueItem, Store } from './store.js'
+
+/** The durable queue: the deliveries table, leased row by row. */
+export function createQueueStore(sqlite: Database.Database): Store['queue'] {
+  // The partial index deliveries_due holds only rows with a next attempt: final rows cost nothing.
+  const claim = sqlite.prepare(`UPDATE deliveries SET locked = 1, lock_time = CAST(@now AS TEXT), assigned = @node
+    WHERE id IN (SELECT id FROM deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= @now
+      AND (locked = 0 OR CAST(lock_time AS INTEGER) < @expired) ORDER BY next_attempt_at LIMIT @limit)
+    RETURNING id, message_id AS messageRowId, recipient, domain, attempts`)
+  const messageOf = sqlite.prepare('SELECT txid, account_id AS accountId, env_from AS envFrom, created_at AS queuedAt FROM messages WHERE id = ?')
+  const body = sqlite.prepare('SELECT raw FROM message_bodies WHERE message_id = ?').pluck()
+  const update = sqlite.prepare(`UPDATE deliveries SET state = @state, delivered = @delivered, code = @code, response = @response,
+    mx_hostname = COALESCE(@mxHostname, mx_hostname), locked = 0, attempts = attempts + 1, next_attempt_at = @nextAttemptAt
+    WHERE id = @id RETURNING message_id AS messageRowId`)
+  const dropBody = sqlite.prepare(`DELETE FROM message_bodies WHERE message_id = @id
+    AND NOT EXISTS (SELECT 1 FROM deliveries WHERE message_id = @id AND next_attempt_at IS NOT NULL)`)
+  const release = sqlite.prepare('UPDATE deliveries SET locked = 0 WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL')
+  const pending = sqlite.prepare('SELECT COUNT(*) FROM deliveries WHERE next_attempt_at IS NOT NULL').pluck()
+
+  const claimTx = sqlite.transaction((node: string, now: number, leaseMs: number, limit: number): QueueItem[] => {
+    const rows = claim.all({ node, now, expired: now - leaseMs, limit }) as Omit<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>[]
+    const messages = new Map<number, Pick<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>>()
+    return rows.map((r) => {
+      let m = messages.get(r.messageRowId)
+      if (!m) messages.set(r.messageRowId, (m = messageOf.get(r.messageRowId) as Pick<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>))
+      return { ...r, ...m }
+    })
+  })
+  const recordTx = sqlite.transaction((outcomes: AttemptOutcome[]) => {
+    const touched = new Set<number>()
+    for (const o of outcomes) {
+      const row = update.get({ ...o, delivered: o.state === 'delivered' ? 1 : 0, nextAttemptAt: o.state === 'deferred' ? o.nextAttemptAt : null }) as { messageRowId: number } | undefined
+      if (row) touched.add(row.messageRowId)
+    }
+    for (const id of touched) dropBody.run({ id })
+  })
+
+  return {
+    async claim({ node, now, leaseMs, limit }) {
+      return claimTx(node, now, leaseMs, limit)
+    },
+    async body(messageRowId) {
+      return body.get(messageRowId) as Buffer | undefined
+    },
+    async record(outcomes) {
+      recordTx(outcomes)
+    },
+    async release(node) {
+      return release.run(node).changes
+    },
+    async pending() {
+      return pending.get() as number
+    },
+  }
+}
