@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { badInput } from '../errors.js'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { ok, resolveOrder, sendComposed, singleAddress } from './common.js'
@@ -41,6 +42,7 @@ export const sendAdvMail = defineTool({
       body: input.body,
       attachments: input.attachments,
     }
+    if (mail.to.length + mail.cc.length + mail.bcc.length === 0) throw badInput('to: no recipient address given')
     const order = await resolveOrder(ctx, input.id)
     return ok(await sendComposed(ctx, order, mail))
   },

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
-import { ok, resolveOrder, sendComposed } from './common.js'
+import { ok, resolveOrder, sendComposed, singleAddress } from './common.js'
 import { GenericResponse, OrderId } from './schemas.js'
 
 export const sendMail = defineTool({
@@ -25,15 +25,10 @@ export const sendMail = defineTool({
   }),
   output: GenericResponse,
   handler: async (input, ctx) => {
+    // Every address is checked before the order is looked up: a bad body is a 400 first.
+    const from = singleAddress('from', input.from)
+    const to = toMailboxes('to', input.to)
     const order = await resolveOrder(ctx, input.id)
-    const from = { name: '', address: input.from }
-    const txid = await sendComposed(ctx, order, {
-      from,
-      to: toMailboxes('to', input.to),
-      replyTo: [from],
-      subject: input.subject,
-      body: input.body,
-    })
-    return ok(txid)
+    return ok(await sendComposed(ctx, order, { from, to, replyTo: [from], subject: input.subject, body: input.body }))
   },
 })

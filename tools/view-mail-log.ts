@@ -85,7 +85,8 @@ export const viewMailLog = defineTool({
 export function toEpochSeconds(field: string, value: number | string, edge: 'start' | 'end', now: number): number {
   if (typeof value === 'number') return value
   const parsed = chrono.parse(value, { instant: new Date(now), timezone: 'UTC' }, { forwardDate: false })[0]
-  if (!parsed || parsed.index !== 0) throw badInput(`${field}: "${value}" is not a date or a Unix timestamp`)
+  // The whole text must be the date: "2024-01-15 garbage" is not silently read as the 15th.
+  if (!parsed || parsed.index !== 0 || parsed.text.length !== value.trim().length) throw badInput(`${field}: "${value}" is not a date or a Unix timestamp`)
   const start = parsed.start
   const date = start.date()
   if (!start.isCertain('hour')) {

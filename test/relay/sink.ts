@@ -1,0 +1,83 @@
+import type { AddressInfo } from 'node:net'
+import { SMTPServer, type SMTPServerSession } from 'smtp-server'
+import type { MxResolver } from '../../relay/routes.js'
+
+export interface SunkMessage {
+  from: string
+  to: string[]
+  raw: Buffer
+  secure: boolean
+}
+
+/** How the sink answers a recipient (or the message); undefined = accept. */
+export type SinkRule = (rcpt: string) => { code: number; message: string } | undefined
+
+/**
+ * A real SMTP server on 127.0.0.1, port 0, standing in for a destination MX. It records every
+ * accepted message; `rcptRule` and `dataRule` make it refuse, and `dropDuringData` makes it
+ * hang up in the middle of DATA.
+ */
+export async function startSink(options: { tls?: { key: string | Buffer; cert: string | Buffer } } = {}) {
+  const messages: SunkMessage[] = []
+  const state = { rcptRule: undefined as SinkRule | undefined, dataRule: undefined as (() => { code: number; message: string } | undefined) | undefined, dropDuringData: false, connections: 0 }
+  const server = new SMTPServer({
+    authOptional: true,
+    disableReverseLookup: true,
+    logger: false,
+    ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : { hideSTARTTLS: true }),
+    onConnect(_session, cb) {
+      state.connections++
+      cb()
+    },
+    onRcptTo(address, _session, cb) {
+      const r = state.rcptRule?.(address.address)
+      cb(r ? Object.assign(new Error(r.message), { responseCode: r.code }) : undefined)
+    },
+    onData(stream, session: SMTPServerSession, cb) {
+      const chunks: Buffer[] = []
+      stream.on('data', (c: Buffer) => {
+        chunks.push(c)
+        if (state.dropDuringData) (session as unknown as { _socket?: { destroy(): void } })._socket?.destroy()
+      })
+      stream.on('end', () => {
+        const r = state.dataRule?.()
+        if (r) return cb(Object.assign(new Error(r.message), { responseCode: r.code }))
+        messages.push({
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          to: session.envelope.rcptTo.map((a) => a.address),
+          raw: Buffer.concat(chunks),
+          secure: session.secure,
+        })
+        cb(null, `2.0.0 Ok: queued as SINK${messages.length}`)
+      })
+    },
+  })
+  // Drop-during-DATA is simulated by destroying the socket; the server's handlers must not crash.
+  server.on('error', () => {})
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
+  const port = (server.server.address() as AddressInfo).port
+  return {
+    port,
+    messages,
+    state,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  }
+}
+
+/** A resolver stub: MX records and addresses of test domains, NXDOMAIN for everything else. */
+export function stubResolver(zone: { mx?: Record<string, { exchange: string; priority: number }[]>; a?: Record<string, string[]> }): MxResolver {
+  const nx = (name: string) => Object.assign(new Error(`queryMx ENOTFOUND ${name}`), { code: 'ENOTFOUND' })
+  return {
+    resolveMx: async (d) => {
+      if (zone.mx?.[d]) return zone.mx[d]
+      throw nx(d)
+    },
+    resolve4: async (h) => {
+      if (zone.a?.[h]) return zone.a[h]
+      throw nx(h)
+    },
+    resolve6: async (h) => {
+      throw Object.assign(new Error(`queryAaaa ENODATA ${h}`), { code: zone.a?.[h] ? 'ENODATA' : 'ENOTFOUND' })
+    },
+  }
+}
