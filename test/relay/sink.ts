@@ -1,4 +1,4 @@
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import type { MxResolver } from '../../relay/routes.js'
 
@@ -24,6 +24,8 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
     authOptional: true,
     disableReverseLookup: true,
     logger: false,
+    // The relay keeps connections open for reuse: do not wait for them on close.
+    closeTimeout: 100,
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : { hideSTARTTLS: true }),
     onConnect(_session, cb) {
       state.connections++
@@ -35,11 +37,16 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
     },
     onData(stream, session: SMTPServerSession, cb) {
       const chunks: Buffer[] = []
+      let dropped = false
       stream.on('data', (c: Buffer) => {
         chunks.push(c)
-        if (state.dropDuringData) (session as unknown as { _socket?: { destroy(): void } })._socket?.destroy()
+        if (state.dropDuringData) {
+          dropped = true
+          for (const socket of sockets) socket.destroy()
+        }
       })
       stream.on('end', () => {
+        if (dropped) return
         const r = state.dataRule?.()
         if (r) return cb(Object.assign(new Error(r.message), { responseCode: r.code }))
         messages.push({
@@ -52,7 +59,12 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
       })
     },
   })
-  // Drop-during-DATA is simulated by destroying the socket; the server's handlers must not crash.
+  // Drop-during-DATA is simulated by destroying the sockets; the server's handlers must not crash.
+  const sockets = new Set<Socket>()
+  server.server.on('connection', (socket: Socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+  })
   server.on('error', () => {})
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
   const port = (server.server.address() as AddressInfo).port

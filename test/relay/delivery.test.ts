@@ -1,0 +1,251 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import { DeliveryWorker } from '../../relay/delivery.js'
+import type { MxResolver } from '../../relay/routes.js'
+import type { LogRow } from '../../storage/store.js'
+import { createTestEnv, type TestEnv } from '../helpers.js'
+import { startSink, stubResolver } from './sink.js'
+
+const MIN = 60_000
+
+describe('delivery', () => {
+  const cleanup: (() => Promise<void> | void)[] = []
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f()
+  })
+
+  async function setup(options: { resolver: (port: number) => MxResolver; port?: number; env?: Record<string, string> }) {
+    const sink = await startSink()
+    cleanup.push(() => sink.close())
+    const port = options.port ?? sink.port
+    const env: TestEnv = await createTestEnv({ MAILROOM_MX_PORT: String(port), MAILROOM_RETRY_SCHEDULE: '5m,10m', MAILROOM_MAX_QUEUE_AGE: '1h', MAILROOM_DELIVERY_TIMEOUT: '5s', ...options.env })
+    cleanup.push(() => env.close())
+    const worker = new DeliveryWorker({ ...env.services, resolver: options.resolver(port) })
+    env.services.relay.onQueued(() => worker.kick())
+    cleanup.push(() => worker.stop())
+    await worker.start()
+    const send = (to: string[], extra: Record<string, unknown> = {}) =>
+      env.services.relay.submit({
+        order: { id: env.orderId, accountId: env.accountId, status: 'active', comment: null, senders: [], createdAt: 0 },
+        envFrom: 'sender@example.org',
+        recipients: to,
+        headerFrom: 'sender@example.org',
+        replyTo: null,
+        subject: 'delivery test',
+        messageId: '<t@example.org>',
+        raw: Buffer.from(`From: sender@example.org\r\nTo: ${to.join(', ')}\r\nSubject: delivery test\r\n\r\nhello\r\n`),
+        origin: '127.0.0.1',
+        transtype: 'HTTP',
+        interface: 'api',
+        ...extra,
+      })
+    const rows = async (mailid: string) =>
+      (await env.services.store.mail.log({ orderId: env.orderId, mailid, skip: 0, limit: 100, dir: 'asc', groupby: 'recipient' })).rows
+    /** Waits until every row of the message has had `attempts` attempts (or is final). */
+    const settled = async (mailid: string, check: (r: LogRow[]) => boolean) => {
+      await expect.poll(async () => check(await rows(mailid)), { timeout: 15_000, interval: 50 }).toBe(true)
+      return rows(mailid)
+    }
+    /** Moves the clock past the next retry and wakes the worker. */
+    const later = (ms: number) => {
+      env.clock.advance(ms)
+      worker.kick()
+    }
+    return { sink, env, worker, send, rows, settled, later }
+  }
+
+  const local = (port: number, domains: string[] = ['example.com']) =>
+    stubResolver({ mx: Object.fromEntries(domains.map((d) => [d, [{ exchange: `mx.${d}`, priority: 10 }]])), a: Object.fromEntries(domains.map((d) => [`mx.${d}`, ['127.0.0.1']])) })
+
+  it('delivers to the MX and records it on the log row', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    const txid = await t.send(['a@example.com', 'b@example.com'])
+    const rows = await t.settled(txid, (r) => r.every((x) => x.delivered === 1))
+    expect(rows.map((r) => [r.recipient, r.delivered, r.code, r.mxHostname, r.assigned])).toEqual([
+      ['a@example.com', 1, 250, 'mx.example.com', t.env.config.nodeName],
+      ['b@example.com', 1, 250, 'mx.example.com', t.env.config.nodeName],
+    ])
+    expect(rows[0].response).toMatch(/^250 .*queued as SINK1/)
+    expect(rows[0].locked).toBe(0)
+    // One transaction for both recipients at the domain, with the right envelope and bytes.
+    expect(t.sink.messages).toHaveLength(1)
+    expect(t.sink.messages[0]).toMatchObject({ from: 'sender@example.org', to: ['a@example.com', 'b@example.com'] })
+    expect(t.sink.messages[0].raw.toString()).toContain('Subject: delivery test')
+    expect(await t.env.services.store.queue.pending()).toBe(0)
+  })
+
+  it('defers a 4xx and delivers on the retry', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    t.sink.state.rcptRule = () => ({ code: 451, message: '4.7.1 Greylisted, try again later' })
+    const txid = await t.send(['a@example.com'])
+    let [row] = await t.settled(txid, (r) => r[0].code === 451)
+    expect(row).toMatchObject({ delivered: 0, code: 451, response: expect.stringContaining('Greylisted'), locked: 0 })
+    t.sink.state.rcptRule = undefined
+    // Not before the schedule says so…
+    t.later(4 * MIN)
+    await new Promise((r) => setTimeout(r, 300))
+    expect(t.sink.messages).toHaveLength(0)
+    // …but after it.
+    t.later(2 * MIN)
+    ;[row] = await t.settled(txid, (r) => r[0].delivered === 1)
+    expect(row.code).toBe(250)
+    expect(t.sink.messages).toHaveLength(1)
+  })
+
+  it('fails a 5xx at once, keeping its code and response', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    t.sink.state.dataRule = () => ({ code: 554, message: '5.7.1 Message rejected as spam' })
+    const txid = await t.send(['a@example.com'])
+    const [row] = await t.settled(txid, (r) => r[0].code === 554)
+    expect(row).toMatchObject({ delivered: 0, code: 554, response: expect.stringContaining('rejected as spam') })
+    expect(await t.env.services.store.queue.pending()).toBe(0)
+    // Not a "user unknown": nobody is suppressed.
+    expect(await t.env.services.store.blocks.delist(t.env.accountId, 'a@example.com')).toBe(0)
+  })
+
+  it('puts a recipient the MX does not know on the local block list', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    t.sink.state.rcptRule = (rcpt) => (rcpt === 'gone@example.com' ? { code: 550, message: '5.1.1 <gone@example.com>: Recipient address rejected: User unknown' } : undefined)
+    const txid = await t.send(['gone@example.com', 'here@example.com'])
+    const rows = await t.settled(txid, (r) => r.every((x) => x.code !== null))
+    expect(rows.map((r) => [r.recipient, r.delivered, r.code])).toEqual([
+      ['gone@example.com', 0, 550],
+      ['here@example.com', 1, 250],
+    ])
+    expect(t.sink.messages[0].to).toEqual(['here@example.com'])
+    const list = t.env.services.store as unknown as { sqlite: import('better-sqlite3').Database }
+    expect(list.sqlite.prepare('SELECT address, kind, source FROM block_list').all()).toEqual([{ address: 'gone@example.com', kind: 'recipient', source: 'internal' }])
+  })
+
+  it('retries when the MX is down, and delivers once it is up', async () => {
+    // Nothing listens on the port at first: the sink is started later on the same port.
+    const probe = await startSink()
+    const port = probe.port
+    await probe.close()
+    const t = await setup({ resolver: (p) => local(p), port })
+    const txid = await t.send(['a@example.com'])
+    let [row] = await t.settled(txid, (r) => r[0].response !== null)
+    expect(row).toMatchObject({ delivered: 0, code: null, response: expect.stringMatching(/ECONNREFUSED|connect/i) })
+    const up = await startSinkOn(port)
+    cleanup.push(() => up.close())
+    t.later(5 * MIN + 1)
+    ;[row] = await t.settled(txid, (r) => r[0].delivered === 1)
+    expect(up.messages).toHaveLength(1)
+  })
+
+  it('defers when the connection drops during DATA, then delivers', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    t.sink.state.dropDuringData = true
+    const txid = await t.send(['a@example.com'])
+    let [row] = await t.settled(txid, (r) => r[0].response !== null)
+    expect(row.delivered).toBe(0)
+    expect(await t.env.services.store.queue.pending()).toBe(1)
+    t.sink.state.dropDuringData = false
+    t.later(5 * MIN + 1)
+    ;[row] = await t.settled(txid, (r) => r[0].delivered === 1)
+    expect(t.sink.messages).toHaveLength(1)
+  })
+
+  it('fails a recipient that is still deferred at the maximum age', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    t.sink.state.rcptRule = () => ({ code: 450, message: '4.2.1 Mailbox busy' })
+    const txid = await t.send(['a@example.com'])
+    await t.settled(txid, (r) => r[0].code === 450)
+    for (const wait of [5, 10, 10, 10, 10, 10]) {
+      t.later(wait * MIN + 1)
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    const [row] = await t.settled(txid, (r) => /gave up/.test(r[0].response ?? ''))
+    expect(row.delivered).toBe(0)
+    expect(await t.env.services.store.queue.pending()).toBe(0)
+  })
+
+  it('uses MX hosts by preference, falling back to the next one', async () => {
+    // Two sinks on one port at two loopback addresses: mx1 (preferred) and mx2.
+    const second = await startSinkOn(0, '127.0.0.2')
+    cleanup.push(() => second.close())
+    const first = await startSinkOn(second.port, '127.0.0.1')
+    cleanup.push(() => first.close())
+    const zone = (a1: string) =>
+      stubResolver({
+        mx: { 'example.com': [{ exchange: 'mx2.example.com', priority: 20 }, { exchange: 'mx1.example.com', priority: 10 }] },
+        a: { 'mx1.example.com': [a1], 'mx2.example.com': ['127.0.0.2'] },
+      })
+    const t = await setup({ resolver: () => zone('127.0.0.1'), port: second.port })
+    const txid = await t.send(['a@example.com'])
+    expect((await t.settled(txid, (r) => r[0].delivered === 1))[0].mxHostname).toBe('mx1.example.com')
+    expect([first.messages.length, second.messages.length]).toEqual([1, 0])
+
+    // mx1 at an address where nothing listens: mx2 takes the mail.
+    const t2 = await setup({ resolver: () => zone('127.0.0.3'), port: second.port })
+    const txid2 = await t2.send(['b@example.com'])
+    expect((await t2.settled(txid2, (r) => r[0].delivered === 1))[0].mxHostname).toBe('mx2.example.com')
+    expect(second.messages.map((m) => m.to)).toEqual([['b@example.com']])
+  })
+
+  it('delivers to the A record of a domain without MX (implicit MX)', async () => {
+    const t = await setup({ resolver: () => stubResolver({ a: { 'implicit.test': ['127.0.0.1'] } }) })
+    const txid = await t.send(['x@implicit.test'])
+    expect((await t.settled(txid, (r) => r[0].delivered === 1))[0].mxHostname).toBe('implicit.test')
+  })
+
+  it('fails mail to a domain with a null MX without connecting', async () => {
+    const t = await setup({ resolver: () => stubResolver({ mx: { 'null.test': [{ exchange: '', priority: 0 }] } }) })
+    const txid = await t.send(['x@null.test'])
+    const [row] = await t.settled(txid, (r) => r[0].code !== null)
+    expect(row).toMatchObject({ delivered: 0, code: 556, response: expect.stringContaining('null MX') })
+    expect(t.sink.state.connections).toBe(0)
+  })
+
+  it('sends everything to the smarthost when one is set', async () => {
+    const t = await setup({ resolver: () => stubResolver({}), env: {} })
+    const smart = await createTestEnv({ MAILROOM_SMARTHOST: `127.0.0.1:${t.sink.port}` })
+    cleanup.push(() => smart.close())
+    const worker = new DeliveryWorker({ ...smart.services, resolver: stubResolver({}) })
+    cleanup.push(() => worker.stop())
+    await worker.start()
+    const txid = await smart.services.relay.submit({
+      order: { id: smart.orderId, accountId: smart.accountId, status: 'active', comment: null, senders: [], createdAt: 0 },
+      envFrom: 's@example.org', recipients: ['r@unresolvable.test'], headerFrom: null, replyTo: null, subject: null, messageId: null,
+      raw: Buffer.from('Subject: x\r\n\r\nx\r\n'), origin: '127.0.0.1', transtype: 'HTTP', interface: 'api',
+    })
+    worker.kick()
+    await expect.poll(async () => (await smart.services.store.mail.log({ orderId: smart.orderId, mailid: txid, skip: 0, limit: 1, dir: 'asc', groupby: 'recipient' })).rows[0].delivered, { timeout: 10_000 }).toBe(1)
+    expect(t.sink.messages.map((m) => m.to)).toEqual([['r@unresolvable.test']])
+  })
+
+  it('takes back the rows a dead process had leased', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    await t.worker.stop()
+    const txid = await t.send(['a@example.com'])
+    // A previous process of this node leased the row and died.
+    const leased = await t.env.services.store.queue.claim({ node: t.env.config.nodeName, now: t.env.clock(), leaseMs: 60_000, limit: 10 })
+    expect(leased).toHaveLength(1)
+    const restarted = new DeliveryWorker({ ...t.env.services, resolver: local(t.sink.port) })
+    cleanup.push(() => restarted.stop())
+    await restarted.start()
+    await t.settled(txid, (r) => r[0].delivered === 1)
+    expect(t.sink.messages).toHaveLength(1)
+  })
+})
+
+async function startSinkOn(port: number, host = '127.0.0.1') {
+  const { SMTPServer } = await import('smtp-server')
+  const messages: { to: string[] }[] = []
+  const server = new SMTPServer({
+    authOptional: true,
+    disableReverseLookup: true,
+    hideSTARTTLS: true,
+    logger: false,
+    // Our client keeps connections open for reuse: do not wait for them on close.
+    closeTimeout: 100,
+    onData(stream, session, cb) {
+      stream.resume()
+      stream.on('end', () => {
+        messages.push({ to: session.envelope.rcptTo.map((a) => a.address) })
+        cb(null, 'Ok')
+      })
+    },
+  })
+  await new Promise<void>((resolve) => server.listen(port, host, () => resolve()))
+  return { port: (server.server.address() as import('node:net').AddressInfo).port, messages, close: () => new Promise<void>((r) => server.close(() => r())) }
+}
