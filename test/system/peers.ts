@@ -1,0 +1,106 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { createServer, Socket, type AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+// The outside programs of the system tests (installed by test/system/peers.sh) and the product
+// itself, each a real process.
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+export const BIN = join(ROOT, 'bin/mailroom.js')
+const POSTFIX = join(ROOT, '.peers/postfix')
+export const SMTP_SINK = join(POSTFIX, 'usr/sbin/smtp-sink')
+
+export function requirePeers(): void {
+  if (!existsSync(SMTP_SINK)) throw new Error(`${SMTP_SINK} is missing: run test/system/peers.sh (npm test does)`)
+}
+
+/** A port that was free a moment ago (smtp-sink needs one on its command line). */
+export async function freePort(): Promise<number> {
+  const s = createServer()
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
+  const port = (s.address() as AddressInfo).port
+  await new Promise((r) => s.close(r))
+  return port
+}
+
+export interface SinkMessage {
+  from: string
+  to: string[]
+  text: string
+}
+
+/** Postfix's smtp-sink on 127.0.0.1, dumping every message it accepts into a directory. */
+export async function startSmtpSink(extraArgs: string[] = []) {
+  requirePeers()
+  const dir = mkdtempSync(join(tmpdir(), 'smtp-sink-'))
+  // smtp-sink, run as root, drops to nobody before it writes the dumps.
+  chmodSync(dir, 0o777)
+  const port = await freePort()
+  const asRoot = process.getuid?.() === 0 ? ['-u', 'nobody'] : []
+  const child = spawn(SMTP_SINK, [...asRoot, ...extraArgs, '-d', `${dir}/%M.`, `127.0.0.1:${port}`, '256'], {
+    env: { ...process.env, LD_LIBRARY_PATH: join(POSTFIX, 'usr/lib/postfix') },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  let stderr = ''
+  child.stderr!.on('data', (d) => (stderr += d))
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`smtp-sink exited: ${stderr}`)
+    return canConnect(port)
+  })
+  return {
+    port,
+    messages(): SinkMessage[] {
+      return readdirSync(dir).map((f) => {
+        const text = readFileSync(join(dir, f), 'latin1')
+        return {
+          from: /^X-Mail-Args: <([^>]*)>/m.exec(text)?.[1] ?? '',
+          to: [...text.matchAll(/^X-Rcpt-Args: <([^>]*)>/gm)].map((m) => m[1]),
+          text,
+        }
+      })
+    },
+    async stop() {
+      child.kill('SIGKILL')
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** `mailroom serve` as a child process over a data directory; resolves once it listens. */
+export async function startMailroom(env: Record<string, string>): Promise<{ child: ChildProcess; httpPort: number; smtpPort: number; output: () => string }> {
+  const child = spawn(process.execPath, [BIN, 'serve'], {
+    env: { ...process.env, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = ''
+  child.stdout!.on('data', (d) => (out += d))
+  child.stderr!.on('data', (d) => (out += d))
+  const ports = await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`mailroom serve exited: ${out}`)
+    const m = /"port":(\d+),.*"smtpPort":(\d+).*HTTP and SMTP listening/.exec(out)
+    return m ? { httpPort: Number(m[1]), smtpPort: Number(m[2]) } : undefined
+  })
+  return { child, ...ports, output: () => out }
+}
+
+export async function waitFor<T>(check: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const end = Date.now() + timeoutMs
+  for (;;) {
+    const v = await check()
+    if (v) return v
+    if (Date.now() > end) throw new Error('timed out waiting')
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = new Socket()
+    s.once('connect', () => (s.destroy(), resolve(true)))
+    s.once('error', () => resolve(false))
+    s.connect(port, '127.0.0.1')
+  })
+}
