@@ -1,0 +1,559 @@
+import type Database from 'better-sqlite3'
+import { mkdtemp, rm } from 'node:fs/promises'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { SMTPServer } from 'smtp-server'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { loadConfig } from '../../config.js'
+import { AUTH_FAILURE_WINDOW_MS, createSubmissionServer } from '../../relay/submission.js'
+import { loadTls } from '../../relay/tls.js'
+import { createTestEnv, type TestEnv } from '../helpers.js'
+import { RawSmtp, SmtpClient, refusal } from './submission-client.js'
+
+const QUEUED = /^250 Message queued as ([0-9a-f]{18})$/
+const MINUTE = 60_000
+
+/** A message with CRLF line ends, as it travels; the dot line checks dot-stuffing both ways. */
+const message = (headerFrom = 'alice@example.org', to = 'bob@example.net', body = 'Hello Bob.') =>
+  [
+    `From: Alice <${headerFrom}>`,
+    `To: ${to}`,
+    'Subject: hello there',
+    'Message-ID: <m1.submission@example.org>',
+    '',
+    body,
+    '.a line that starts with a dot',
+    'the end',
+    '',
+  ].join('\r\n')
+
+let dataDir: string
+let tls: { key: Buffer; cert: Buffer }
+let env: TestEnv | undefined
+let server: SMTPServer | undefined
+const clients: { close(): void }[] = []
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'mailroom-submission-'))
+  tls = await loadTls({ smtp: loadConfig({ MAILROOM_DATA_DIR: dataDir }).smtp, dataDir, nodeName: 'localhost' })
+})
+
+afterAll(async () => {
+  await rm(dataDir, { recursive: true, force: true })
+})
+
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close()
+  if (server) {
+    const s = server
+    await new Promise<void>((resolve) => s.close(() => resolve()))
+  }
+  server = undefined
+  await env?.close()
+  env = undefined
+})
+
+/** A test env and its submission server on 127.0.0.1, an ephemeral port. */
+async function start(overrides: Record<string, string> = {}) {
+  const e = (env = await createTestEnv(overrides))
+  const { store, relay, config, logger, clock } = e.services
+  const s = (server = createSubmissionServer({ store, relay, config, logger, clock, tls }))
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()))
+  const port = (s.server.address() as AddressInfo).port
+  const sqlite = (store as unknown as { sqlite: Database.Database }).sqlite
+  const count = (table: string) => (sqlite.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n
+  return {
+    env: e,
+    port,
+    user: `mb${e.orderId}`,
+    password: await store.orders.password(e.orderId),
+    /** A nodemailer SMTPConnection, connected (STARTTLS done unless tls: false). */
+    async client(options: { tls?: boolean } = {}) {
+      const c = await SmtpClient.open(port, options)
+      clients.push(c)
+      return c
+    },
+    async raw() {
+      const c = await RawSmtp.open(port)
+      clients.push(c)
+      expect(await c.greeting).toMatch(/^220 /)
+      return c
+    },
+    /** Delivery-log rows of an order, one per recipient, in seq order. */
+    async log(orderId = e.orderId) {
+      const { rows } = await store.mail.log({ orderId, skip: 0, limit: 100, dir: 'desc', groupby: 'recipient' })
+      return rows.sort((a, b) => a._id - b._id)
+    },
+    body(txid: string): Buffer | undefined {
+      const row = sqlite.prepare('SELECT b.raw FROM message_bodies b JOIN messages m ON m.id = b.message_id WHERE m.txid = ?').get(txid) as { raw: Buffer } | undefined
+      return row?.raw
+    },
+    /** Rows in every table a submission writes to, all orders together. */
+    stored: () => ({ messages: count('messages'), bodies: count('message_bodies'), deliveries: count('deliveries') }),
+  }
+}
+
+type Started = Awaited<ReturnType<typeof start>>
+const NOTHING = { messages: 0, bodies: 0, deliveries: 0 }
+
+/** Logs in over STARTTLS and returns the authenticated client. */
+async function authed(t: Started, method: 'PLAIN' | 'LOGIN' = 'PLAIN') {
+  const c = await t.client()
+  await c.login(t.user, t.password, method)
+  return c
+}
+
+const txidOf = (response: string) => {
+  const m = QUEUED.exec(response)
+  expect(m, `reply ${JSON.stringify(response)}`).not.toBeNull()
+  return m![1]
+}
+
+describe('SMTP submission: AUTH and acceptance', () => {
+  it.each(['PLAIN', 'LOGIN'] as const)('accepts a message after STARTTLS and AUTH %s, and queues exactly the bytes sent', async (method) => {
+    const t = await start()
+    const c = await authed(t, method)
+    expect(c.secure).toBe(true)
+    const raw = message()
+    const info = await c.send({ from: 'alice@example.org', to: ['bob@example.net', 'carol@example.com'] }, raw)
+    const txid = txidOf(info.response)
+    expect(info.accepted).toEqual(['bob@example.net', 'carol@example.com'])
+    expect(info.rejected).toEqual([])
+
+    const rows = await t.log()
+    expect(rows).toHaveLength(2)
+    for (const row of rows) {
+      expect(row).toMatchObject({
+        id: txid,
+        from: 'alice@example.org',
+        user: t.user,
+        transtype: 'ESMTPSA',
+        interface: 'feeder',
+        origin: '127.0.0.1',
+        subject: 'hello there',
+        messageId: '<m1.submission@example.org>',
+        bodySize: Buffer.byteLength(raw),
+        delivered: 0,
+      })
+    }
+    expect(rows.map((r) => [r.seq, r.recipient])).toEqual([
+      [1, 'bob@example.net'],
+      [2, 'carol@example.com'],
+    ])
+    expect(t.body(txid)?.toString('utf8')).toBe(raw)
+    expect(t.stored()).toEqual({ messages: 1, bodies: 1, deliveries: 2 })
+  })
+
+  it('gives each message of one authenticated connection its own transaction id', async () => {
+    const t = await start()
+    const c = await authed(t)
+    const first = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+    const second = txidOf((await c.send({ from: 'alice@example.org', to: ['carol@example.com'] }, message('alice@example.org', 'carol@example.com', 'Second.'))).response)
+    expect(second).not.toBe(first)
+    const rows = await t.log()
+    expect(rows.map((r) => [r.id, r.recipient])).toEqual([
+      [first, 'bob@example.net'],
+      [second, 'carol@example.com'],
+    ])
+    expect(t.body(second)?.toString()).toContain('Second.')
+  })
+
+  it('refuses AUTH before STARTTLS by default, and then refuses to relay', async () => {
+    const t = await start()
+    const c = await t.client({ tls: false })
+    expect(c.secure).toBe(false)
+    const err = await refusal(c.login(t.user, t.password))
+    expect(err.responseCode).toBe(538)
+    expect(err.response).toMatch(/^538 .*STARTTLS/)
+    const mail = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
+    expect(mail.responseCode).toBe(530)
+    expect(mail.response).toBe('530 5.7.0 Authentication required')
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('allows AUTH without TLS when MAILROOM_SMTP_AUTH_REQUIRES_TLS=false, recorded as ESMTPA', async () => {
+    const t = await start({ MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false' })
+    const c = await t.client({ tls: false })
+    await c.login(t.user, t.password, 'LOGIN')
+    expect(c.secure).toBe(false)
+    const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+    const rows = await t.log()
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({ id: txid, transtype: 'ESMTPA', interface: 'feeder', origin: '127.0.0.1', recipient: 'bob@example.net' })
+  })
+
+  it('still records ESMTPSA when TLS is optional but was used', async () => {
+    const t = await start({ MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false' })
+    const c = await authed(t)
+    const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+    expect((await t.log())[0]).toMatchObject({ id: txid, transtype: 'ESMTPSA' })
+  })
+})
+
+describe('SMTP submission: refused credentials', () => {
+  it('answers 535 to a wrong password, and the session cannot send', async () => {
+    const t = await start()
+    const c = await t.client()
+    const err = await refusal(c.login(t.user, t.password + 'x'))
+    expect(err.responseCode).toBe(535)
+    expect(err.response).toBe('535 5.7.8 Authentication credentials invalid')
+    const mail = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
+    expect(mail.responseCode).toBe(530)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it.each([
+    ['an order that does not exist', 'mb999999'],
+    ['a name that is not mb<id>', 'alice'],
+    ['upper-case MB', 'MB{id}'],
+    ['a trailing character', 'mb{id}x'],
+    ['the bare order id', '{id}'],
+  ])('answers 535 to %s', async (_what, pattern) => {
+    const t = await start()
+    const c = await t.client()
+    const err = await refusal(c.login(pattern.replace('{id}', String(t.env.orderId)), t.password))
+    expect(err.responseCode).toBe(535)
+    expect(err.response).toBe('535 5.7.8 Authentication credentials invalid')
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('answers 535 for a canceled order, even with its right password', async () => {
+    const t = await start()
+    await t.env.services.store.orders.setStatus(t.env.orderId, 'canceled')
+    for (const method of ['PLAIN', 'LOGIN'] as const) {
+      const c = await t.client()
+      const err = await refusal(c.login(t.user, t.password, method))
+      expect(err.responseCode).toBe(535)
+      expect(err.response).toBe(`535 5.7.8 Mail order ${t.user} is canceled`)
+    }
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('refuses MAIL FROM with 535 when the order is canceled after AUTH', async () => {
+    const t = await start()
+    const c = await authed(t)
+    await t.env.services.store.orders.setStatus(t.env.orderId, 'canceled')
+    const err = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
+    expect(err.responseCode).toBe(535)
+    expect(err.response).toBe(`535 5.7.8 Mail order ${t.user} is canceled`)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('does not mix the credentials of two accounts', async () => {
+    const t = await start()
+    const other = await t.env.newAccount()
+    const otherPassword = await t.env.services.store.orders.password(other.orderId)
+    expect(otherPassword).not.toBe(t.password)
+
+    for (const [user, pass] of [
+      [`mb${other.orderId}`, t.password],
+      [t.user, otherPassword],
+    ]) {
+      const c = await t.client()
+      const err = await refusal(c.login(user, pass))
+      expect(err.responseCode).toBe(535)
+    }
+    expect(t.stored()).toEqual(NOTHING)
+
+    // The other order's own password works, and the message is logged under that order only.
+    const c = await t.client()
+    await c.login(`mb${other.orderId}`, otherPassword)
+    const txid = txidOf((await c.send({ from: 'dave@example.org', to: ['bob@example.net'] }, message('dave@example.org'))).response)
+    expect((await t.log(other.orderId)).map((r) => [r.id, r.user])).toEqual([[txid, `mb${other.orderId}`]])
+    expect(await t.log()).toEqual([])
+  })
+})
+
+describe('SMTP submission: never an open relay', () => {
+  it('refuses MAIL FROM with 530 without AUTH, even over TLS', async () => {
+    const t = await start()
+    const c = await t.client()
+    expect(c.secure).toBe(true)
+    const err = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
+    expect(err.responseCode).toBe(530)
+    expect(err.response).toBe('530 5.7.0 Authentication required')
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('refuses MAIL, RCPT and DATA of an unauthenticated session, and stores nothing', async () => {
+    const t = await start({ MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false' })
+    const raw = await t.raw()
+    expect(await raw.cmd('EHLO client.example')).toMatch(/^250/)
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toBe('530 5.7.0 Authentication required')
+    // RCPT never reaches onRcptTo without an accepted MAIL: smtp-server answers 503 first.
+    const rcpt = await raw.cmd('RCPT TO:<bob@example.net>')
+    expect(rcpt).toMatch(/^5\d\d /)
+    expect(rcpt).not.toMatch(/^25\d/)
+    expect(await raw.cmd('DATA')).toMatch(/^503 /)
+    expect(await raw.cmd('QUIT')).toMatch(/^221 /)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+})
+
+describe('SMTP submission: failed-AUTH throttling', () => {
+  it('refuses even the right password with 454 after MAILROOM_SMTP_MAX_AUTH_FAILURES failures, until the window passes', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
+    for (let i = 0; i < 3; i++) {
+      const c = await t.client()
+      const err = await refusal(c.login(t.user, `wrong-${i}`))
+      expect(err.responseCode, `failure ${i + 1}`).toBe(535)
+    }
+    const throttled = await t.client()
+    const err = await refusal(throttled.login(t.user, t.password))
+    expect(err.responseCode).toBe(454)
+    expect(err.response).toBe('454 4.7.0 Too many failed authentication attempts; try again later')
+    const mail = await refusal(throttled.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
+    expect(mail.responseCode).toBe(530)
+
+    // Still inside the window (counted from the first failure).
+    t.env.clock.advance(AUTH_FAILURE_WINDOW_MS - MINUTE)
+    expect((await refusal((await t.client()).login(t.user, t.password))).responseCode).toBe(454)
+    expect(t.stored()).toEqual(NOTHING)
+
+    t.env.clock.advance(2 * MINUTE)
+    const c = await authed(t)
+    const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+    expect((await t.log()).map((r) => r.id)).toEqual([txid])
+  })
+
+  it('allows the attempts below the limit', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
+    for (let i = 0; i < 2; i++) expect((await refusal((await t.client()).login(t.user, 'wrong'))).responseCode).toBe(535)
+    const c = await authed(t)
+    txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+  })
+
+  it('counts failures across usernames: one address cannot spread guesses over orders', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
+    const other = await t.env.newAccount()
+    for (const user of [t.user, `mb${other.orderId}`, 'mb999999']) expect((await refusal((await t.client()).login(user, 'wrong'))).responseCode).toBe(535)
+    expect((await refusal((await t.client()).login(`mb${other.orderId}`, await t.env.services.store.orders.password(other.orderId)))).responseCode).toBe(454)
+  })
+
+  // Whoever holds one valid login must not interleave it with guesses at other orders' passwords.
+  it('keeps counting failures of an address across a successful AUTH in the window', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
+    const other = await t.env.newAccount()
+    const victim = `mb${other.orderId}`
+    for (let i = 0; i < 2; i++) expect((await refusal((await t.client()).login(victim, `guess-${i}`))).responseCode).toBe(535)
+    await authed(t) // the attacker's own, valid login
+    expect((await refusal((await t.client()).login(victim, 'guess-2'))).responseCode).toBe(535)
+    // Three failures from this address in the window: the fourth attempt must be throttled.
+    expect((await refusal((await t.client()).login(victim, 'guess-3'))).responseCode).toBe(454)
+  })
+})
+
+describe('SMTP submission: limits', () => {
+  it('advertises SIZE and refuses a bigger message with 552, storing nothing', async () => {
+    const t = await start({ MAILROOM_MAX_MESSAGE_SIZE: '2kb' })
+    const raw = await t.raw()
+    const ehlo = await raw.cmd('EHLO client.example')
+    expect(ehlo).toMatch(/^250[- ]SIZE 2048$/m)
+    raw.close()
+
+    const c = await authed(t)
+    // No SIZE parameter: the server only finds out while reading DATA.
+    const big = message('alice@example.org', 'bob@example.net', 'x'.repeat(70).concat('\r\n').repeat(40))
+    expect(Buffer.byteLength(big)).toBeGreaterThan(2048)
+    const err = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, big))
+    expect(err.responseCode).toBe(552)
+    expect(err.response).toMatch(/^552 .*2048/)
+    expect(t.stored()).toEqual(NOTHING)
+
+    // The same connection still takes a message under the limit.
+    const small = message()
+    const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, small)).response)
+    expect(t.body(txid)?.toString()).toBe(small)
+    expect(t.stored()).toEqual({ messages: 1, bodies: 1, deliveries: 1 })
+  })
+
+  it('refuses a declared SIZE over the limit at MAIL FROM with 552', async () => {
+    const t = await start({ MAILROOM_MAX_MESSAGE_SIZE: '2kb' })
+    const raw = await t.raw()
+    await raw.cmd('EHLO client.example')
+    expect(await raw.starttls()).toMatch(/^220 /)
+    await raw.cmd('EHLO client.example')
+    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
+    expect(await raw.cmd('MAIL FROM:<alice@example.org> SIZE=4096')).toMatch(/^552 .*2048/)
+    expect(await raw.cmd('MAIL FROM:<alice@example.org> SIZE=1000')).toMatch(/^250 /)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('refuses the third RCPT with 452 when MAILROOM_MAX_RECIPIENTS=2, and queues for the first two', async () => {
+    const t = await start({ MAILROOM_MAX_RECIPIENTS: '2' })
+    const c = await authed(t)
+    const info = await c.send({ from: 'alice@example.org', to: ['one@example.net', 'two@example.net', 'three@example.net'] }, message())
+    const txid = txidOf(info.response)
+    expect(info.accepted).toEqual(['one@example.net', 'two@example.net'])
+    expect(info.rejected).toEqual(['three@example.net'])
+    expect(info.rejectedErrors?.[0].responseCode).toBe(452)
+    expect(info.rejectedErrors?.[0].response).toMatch(/^452 /)
+    expect((await t.log()).map((r) => [r.id, r.recipient])).toEqual([
+      [txid, 'one@example.net'],
+      [txid, 'two@example.net'],
+    ])
+  })
+})
+
+describe('SMTP submission: senders and deny rules', () => {
+  it.each([
+    ['email', 'bad@example.org', 'BAD@Example.org'],
+    ['domain', 'spam.example', 'anyone@SPAM.example'],
+    ['startswith', 'noreply', 'noreply-bot@example.org'],
+  ] as const)('refuses MAIL FROM with 550 5.7.1 naming a %s rule', async (type, data, sender) => {
+    const t = await start()
+    const rule = await t.env.services.store.rules.create({ orderId: t.env.orderId, type, data, now: t.env.clock() })
+    const c = await authed(t)
+    const err = await refusal(c.send({ from: sender, to: ['bob@example.net'] }, message(sender)))
+    expect(err.responseCode).toBe(550)
+    expect(err.response).toBe(`550 5.7.1 from: sender ${sender} is rejected by deny rule ${rule.id} (${type} ${data})`)
+    expect(t.stored()).toEqual(NOTHING)
+
+    // A sender the rule does not match goes through on the same connection.
+    const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+    expect((await t.log()).map((r) => r.id)).toEqual([txid])
+  })
+
+  it("does not apply another order's deny rules", async () => {
+    const t = await start()
+    const other = await t.env.newAccount()
+    await t.env.services.store.rules.create({ orderId: other.orderId, type: 'domain', data: 'example.org', now: t.env.clock() })
+    const c = await authed(t)
+    txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+  })
+
+  it('refuses only the RCPT a destination rule names, and queues the message for the others', async () => {
+    const t = await start()
+    const rule = await t.env.services.store.rules.create({ orderId: t.env.orderId, type: 'destination', data: 'blocked@example.net', now: t.env.clock() })
+    const c = await authed(t)
+    const info = await c.send({ from: 'alice@example.org', to: ['ok1@example.net', 'Blocked@Example.net', 'ok2@example.net'] }, message())
+    const txid = txidOf(info.response)
+    expect(info.accepted).toEqual(['ok1@example.net', 'ok2@example.net'])
+    expect(info.rejected).toEqual(['Blocked@Example.net'])
+    expect(info.rejectedErrors?.[0].responseCode).toBe(550)
+    expect(info.rejectedErrors?.[0].response).toBe(`550 5.7.1 to: recipient Blocked@Example.net is rejected by deny rule ${rule.id} (destination blocked@example.net)`)
+    expect((await t.log()).map((r) => [r.id, r.seq, r.recipient])).toEqual([
+      [txid, 1, 'ok1@example.net'],
+      [txid, 2, 'ok2@example.net'],
+    ])
+    expect(t.stored()).toEqual({ messages: 1, bodies: 1, deliveries: 2 })
+  })
+
+  it('stores nothing when a destination rule refuses the only recipient', async () => {
+    const t = await start()
+    await t.env.services.store.rules.create({ orderId: t.env.orderId, type: 'destination', data: 'blocked@example.net', now: t.env.clock() })
+    const c = await authed(t)
+    const err = await refusal(c.send({ from: 'alice@example.org', to: ['blocked@example.net'] }, message()))
+    expect(err.responseCode).toBe(550)
+    expect(err.response).toMatch(/^550 5\.7\.1 to: recipient blocked@example\.net is rejected by deny rule \d+/)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('refuses an envelope sender outside the authorized senders with 553 5.7.1', async () => {
+    const t = await start()
+    await t.env.services.store.orders.addSender(t.env.orderId, '@example.org')
+    const c = await authed(t)
+    const err = await refusal(c.send({ from: 'alice@example.com', to: ['bob@example.net'] }, message('alice@example.com')))
+    expect(err.responseCode).toBe(553)
+    expect(err.response).toBe(`553 5.7.1 from: alice@example.com is not an authorized sender of mail order ${t.user} (allowed: @example.org)`)
+    expect(t.stored()).toEqual(NOTHING)
+
+    // An authorized sender, in any case, is accepted.
+    const txid = txidOf((await c.send({ from: 'Alice@EXAMPLE.org', to: ['bob@example.net'] }, message())).response)
+    expect((await t.log()).map((r) => [r.id, r.from])).toEqual([[txid, 'Alice@EXAMPLE.org']])
+  })
+
+  it('checks only the envelope sender over SMTP: a different From header is accepted', async () => {
+    const t = await start()
+    await t.env.services.store.orders.addSender(t.env.orderId, '@example.org')
+    const c = await authed(t)
+    const raw = message('mallory@elsewhere.example')
+    const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, raw)).response)
+    const rows = await t.log()
+    expect(rows.map((r) => [r.id, r.from])).toEqual([[txid, 'alice@example.org']])
+    const byHeader = await t.env.services.store.mail.log({ orderId: t.env.orderId, headerfrom: 'mallory@elsewhere.example', skip: 0, limit: 10, dir: 'desc', groupby: 'message' })
+    expect(byHeader.rows.map((r) => r.id)).toEqual([txid])
+    expect(t.body(txid)?.toString()).toBe(raw)
+  })
+
+  it('refuses a null or malformed envelope address with 553', async () => {
+    const t = await start()
+    const raw = await t.raw()
+    await raw.cmd('EHLO client.example')
+    await raw.starttls()
+    await raw.cmd('EHLO client.example')
+    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
+    expect(await raw.cmd('MAIL FROM:<>')).toBe('553 5.1.7 A sender address is required')
+    expect(await raw.cmd('MAIL FROM:<alice@localhost>')).toBe('553 5.1.7 alice@localhost is not a valid address')
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<bob@localhost>')).toBe('553 5.1.3 bob@localhost is not a valid address')
+    expect(await raw.cmd('DATA')).toMatch(/^503 /)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+})
+
+describe('SMTP submission: spam filter', () => {
+  it('refuses a blocked sender at MAIL FROM with 550 5.7.1, storing nothing', async () => {
+    const t = await start()
+    await t.env.services.store.blocks.addToList({ accountId: t.env.accountId, source: 'internal', kind: 'sender', address: 'spammer@example.org', reason: 'test', now: t.env.clock() })
+    const c = await authed(t)
+    const err = await refusal(c.send({ from: 'Spammer@Example.org', to: ['bob@example.net'] }, message('spammer@example.org')))
+    expect(err.responseCode).toBe(550)
+    expect(err.response).toMatch(/^550 5\.7\.1 from: sender Spammer@Example\.org is blocked/)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it("does not apply another account's block list", async () => {
+    const t = await start()
+    const other = await t.env.newAccount()
+    await t.env.services.store.blocks.addToList({ accountId: other.accountId, source: 'internal', kind: 'sender', address: 'alice@example.org', reason: 'test', now: t.env.clock() })
+    const c = await authed(t)
+    txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+  })
+
+  it('refuses a recipient on the local block list at its RCPT TO, records a LOCAL_BL_RCPT event, and queues for the others', async () => {
+    const t = await start()
+    const { store } = t.env.services
+    await store.blocks.addToList({ accountId: t.env.accountId, source: 'internal', kind: 'recipient', address: 'gone@example.net', reason: '550 5.1.1 user unknown', now: t.env.clock() })
+    const c = await authed(t)
+    const info = await c.send({ from: 'alice@example.org', to: ['bob@example.net', 'gone@example.net'] }, message())
+    const txid = txidOf(info.response)
+    expect(info.rejected).toEqual(['gone@example.net'])
+    expect(info.rejectedErrors?.[0].responseCode).toBe(550)
+    expect(info.rejectedErrors?.[0].response).toMatch(/^550 5\.7\.1 to: recipient gone@example\.net is on this account's local block list/)
+    expect((await t.log()).map((r) => [r.id, r.recipient])).toEqual([[txid, 'bob@example.net']])
+    const events = await store.blocks.events(t.env.accountId, 'LOCAL_BL_RCPT', 0)
+    expect(events).toMatchObject([{ rule: 'LOCAL_BL_RCPT', envFrom: 'alice@example.org', rcptTo: 'gone@example.net' }])
+  })
+
+  it('refuses a spam trap at RCPT TO and blocks the sender for the next MAIL FROM', async () => {
+    const t = await start()
+    const { store } = t.env.services
+    await store.traps.add('trap@example.net', t.env.clock())
+    const c = await authed(t)
+    const err = await refusal(c.send({ from: 'alice@example.org', to: ['trap@example.net'] }, message()))
+    expect(err.responseCode).toBe(550)
+    expect(err.response).toMatch(/^550 5\.7\.1 to: recipient trap@example\.net is a spam trap/)
+    expect(t.stored()).toEqual(NOTHING)
+    expect(await store.blocks.events(t.env.accountId, 'MBTRAP', 0)).toMatchObject([{ envFrom: 'alice@example.org', rcptTo: 'trap@example.net' }])
+
+    await c.reset() // MAIL was accepted; only the RCPT was refused
+    const next = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
+    expect(next.responseCode).toBe(550)
+    expect(next.response).toMatch(/^550 5\.7\.1 from: sender alice@example\.org is blocked/)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('refuses a spam-indicative subject at the end of DATA once it was sent more than 4 times', async () => {
+    const t = await start()
+    const c = await authed(t)
+    const spammy = message().replace('Subject: hello there', 'Subject: fast SMTP relay for sale')
+    for (let i = 0; i < 5; i++) txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, spammy)).response)
+    expect(t.stored().messages).toBe(5)
+    const err = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, spammy))
+    expect(err.responseCode).toBe(550)
+    expect(err.response).toMatch(/^550 5\.7\.1 subject: "fast SMTP relay for sale" was sent more than 4 times/)
+    expect(t.stored().messages).toBe(5)
+  })
+})
