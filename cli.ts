@@ -1,4 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
+import { readFileSync } from 'node:fs'
+import { basename } from 'node:path'
 import { loadConfig } from './config.js'
 import { isDomain, isEmail } from './relay/addresses.js'
 import { bootstrap, createAccount, createLogger, createOrder, openRuntime, type Runtime } from './runtime.js'
@@ -225,6 +227,103 @@ export function buildCli(): Command {
         ),
       )
   }
+  const trap = program.command('trap').description('Manage the spam traps of every account: mail to a trap is refused and blocks its sender')
+  trap
+    .command('add')
+    .description('Add a trap address or @domain')
+    .argument('<trap>', 'address or @domain', senderPattern)
+    .addOption(json())
+    .action((pattern: string, o) =>
+      withRuntime(!!o.json, async (rt) => ({ trap: pattern, added: await rt.store.traps.add(pattern, rt.clock()) }), (r) => (r.added ? `trap ${r.trap} added` : `${r.trap} was already a trap`)),
+    )
+  trap
+    .command('remove')
+    .description('Remove a trap')
+    .argument('<trap>', 'address or @domain', senderPattern)
+    .addOption(json())
+    .action((pattern: string, o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => {
+          if (!(await rt.store.traps.remove(pattern))) throw new Error(`${pattern} is not a trap`)
+          return { trap: pattern, removed: true }
+        },
+        (r) => `trap ${r.trap} removed`,
+      ),
+    )
+  trap
+    .command('list')
+    .description('List the traps')
+    .addOption(json())
+    .action((o) => withRuntime(!!o.json, (rt) => rt.store.traps.list(), (rows) => rows.join('\n') || 'no traps'))
+
+  program
+    .command('blocklist')
+    .description("Manage an account's external block list (senders from a third-party feed)")
+    .command('import')
+    .description('Import sender addresses, one per line (blank lines and # comments are skipped)')
+    .argument('<file>', 'the file to import')
+    .requiredOption('--account <id>', 'account id', positiveInt('--account'))
+    .addOption(json())
+    .action((file: string, o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => {
+          await existingAccount(rt, o.account)
+          const lines = readFileSync(file, 'utf8').split(/\r?\n/).map((l) => l.trim()).filter((l) => l && !l.startsWith('#'))
+          const invalid = lines.filter((l) => !isEmail(l))
+          const valid = lines.filter((l) => isEmail(l))
+          for (const address of valid) {
+            await rt.store.blocks.addToList({ accountId: o.account, source: 'external', kind: 'sender', address, reason: `imported from ${basename(file)}`, now: rt.clock() })
+          }
+          return { account: o.account, imported: valid.length, skipped: invalid }
+        },
+        (r) => `${r.imported} addresses imported for account ${r.account}` + (r.skipped.length ? `; skipped (not addresses): ${r.skipped.join(', ')}` : ''),
+      ),
+    )
+
+  const suppress = program.command('suppress').description("Manage an account's local block list: recipients mail is never sent to")
+  for (const [name, description] of [
+    ['add', 'Suppress a recipient address'],
+    ['remove', 'Lift the suppression of a recipient address'],
+  ] as const) {
+    suppress
+      .command(name)
+      .description(description)
+      .requiredOption('--account <id>', 'account id', positiveInt('--account'))
+      .argument('<address>', 'recipient address', (v: string) => {
+        if (!isEmail(v)) throw new InvalidArgumentError(`"${v}" is not an address`)
+        return v.toLowerCase()
+      })
+      .addOption(json())
+      .action((address: string, o) =>
+        withRuntime(
+          !!o.json,
+          async (rt) => {
+            await existingAccount(rt, o.account)
+            if (name === 'add') {
+              await rt.store.blocks.addToList({ accountId: o.account, source: 'internal', kind: 'recipient', address, reason: 'suppressed by the operator', now: rt.clock() })
+            } else if (!(await rt.store.blocks.removeFromList(o.account, address, 'recipient'))) {
+              throw new Error(`${address} is not suppressed for account ${o.account}`)
+            }
+            return { account: o.account, address, suppressed: name === 'add' }
+          },
+          (r) => `${r.address} ${r.suppressed ? 'suppressed' : 'no longer suppressed'} for account ${r.account}`,
+        ),
+      )
+  }
+  suppress
+    .command('list')
+    .description("List an account's suppressed recipients")
+    .requiredOption('--account <id>', 'account id', positiveInt('--account'))
+    .addOption(json())
+    .action((o) =>
+      withRuntime(
+        !!o.json,
+        async (rt) => (await rt.store.blocks.listEntries(o.account, 'recipient')).map((e) => ({ address: e.address, reason: e.reason, since: new Date(e.createdAt).toISOString() })),
+        (rows) => rows.map((r) => `${r.address}\t${r.since}\t${r.reason}`).join('\n') || 'no suppressed recipients',
+      ),
+    )
   return program
 }
 

@@ -100,6 +100,8 @@ export const ConfigSchema = z.object({
   MAILROOM_MAX_QUEUE_AGE: Duration.prefault('48h'),
   /** Connection, greeting and inactivity timeout toward a destination. */
   MAILROOM_DELIVERY_TIMEOUT: Duration.prefault('60s'),
+  /** Spam-filter events older than this are deleted (the block lists look back 5 days at most). */
+  MAILROOM_BLOCK_EVENT_RETENTION: Duration.prefault('30d'),
   /** The API key `mailroom stdio` acts with. */
   MAILROOM_API_KEY: z.string().min(1).optional(),
 })
@@ -133,6 +135,7 @@ export interface Config {
     maxQueueAge: number
     timeout: number
   }
+  blockEventRetention: number
 }
 
 export class ConfigError extends Error {}
@@ -159,6 +162,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.MAILROOM_LOG_LEVEL,
     nodeName: e.MAILROOM_NODE_NAME,
     apiKey: e.MAILROOM_API_KEY,
+    blockEventRetention: e.MAILROOM_BLOCK_EVENT_RETENTION,
     smtp: {
       host: e.MAILROOM_SMTP_HOST,
       port: e.MAILROOM_SMTP_PORT,

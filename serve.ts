@@ -25,6 +25,16 @@ export async function startServer(config: Config, options: { resolver?: MxResolv
   const rt = openRuntime(config, { logger })
   const first = await bootstrap(rt)
 
+  // Spam-filter events are kept past their windows, then pruned, so the table does not grow without end.
+  const prune = () =>
+    rt.store.blocks
+      .prune(rt.clock() - config.blockEventRetention)
+      .then((n) => n && logger.info({ pruned: n }, 'old spam-filter events pruned'))
+      .catch((err) => logger.error({ err }, 'pruning spam-filter events failed'))
+  await prune()
+  const pruning = setInterval(prune, 3_600_000)
+  pruning.unref()
+
   const worker = new DeliveryWorker({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
   rt.relay.onQueued(() => worker.kick())
   await worker.start()
@@ -62,6 +72,7 @@ export async function startServer(config: Config, options: { resolver?: MxResolv
     firstStart,
     async stop() {
       logger.info('shutting down')
+      clearInterval(pruning)
       const closed = (server: { close(cb: () => void): unknown }) => new Promise<void>((resolve) => void server.close(() => resolve()))
       // Stop taking work first, then let deliveries in flight finish.
       await Promise.race([Promise.all([closed(smtp), closed(http), worker.stop(), app.close()]), new Promise((r) => setTimeout(r, 5000).unref())])

@@ -3,6 +3,7 @@ import type { Config } from '../config.js'
 import { MailroomError, badInput } from '../errors.js'
 import type { MailOrder, Store } from '../storage/store.js'
 import { findDenyRule, senderAuthorized } from './deny-rules.js'
+import { createSpamFilter } from './spam-filter.js'
 import { createTxidGenerator } from './txid.js'
 
 export interface Submission {
@@ -30,11 +31,14 @@ export interface Relay {
   onQueued(listener: () => void): void
   /** Authorized senders and sender deny rules; throws a MailroomError with the SMTP reply to use. */
   checkSender(order: MailOrder, envFrom: string, headerFrom?: string | null): Promise<void>
-  /** Recipient deny rules. */
-  checkRecipient(order: MailOrder, recipient: string): Promise<void>
   /**
-   * The one sending pipeline of every door: checks, then the message and its log rows are
-   * committed to the durable queue. Resolves with the transaction id only after the commit.
+   * Recipient deny rules and the spam filter's recipient checks. `message` is what is known of
+   * the message (at SMTP RCPT TO: only the sender).
+   */
+  checkRecipient(order: MailOrder, recipient: string, message: { envFrom: string; subject?: string | null; messageId?: string | null }): Promise<void>
+  /**
+   * The one sending pipeline of every door: authorized sender, deny rules, spam filter, then the
+   * message and its log rows are committed to the durable queue. Resolves with the transaction id only after the commit.
    */
   submit(submission: Submission): Promise<string>
 }
@@ -50,6 +54,7 @@ const DENIED = { code: 550, enhanced: '5.7.1' }
 
 export function createRelay({ store, config, logger, clock }: RelayDeps): Relay {
   const newTxid = createTxidGenerator()
+  const filter = createSpamFilter({ store, logger, clock })
   const queuedListeners: (() => void)[] = []
 
   const relay: Relay = {
@@ -65,11 +70,13 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       }
       const rule = findDenyRule(await store.rules.list([order.id]), 'sender', envFrom)
       if (rule) throw badInput(`from: sender ${envFrom} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
+      await filter.checkSender(order.accountId, envFrom)
     },
 
-    async checkRecipient(order, recipient) {
+    async checkRecipient(order, recipient, message) {
       const rule = findDenyRule(await store.rules.list([order.id]), 'recipient', recipient)
       if (rule) throw badInput(`to: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
+      await filter.checkRecipient({ accountId: order.accountId, envFrom: message.envFrom, subject: message.subject ?? null, messageId: message.messageId ?? null }, recipient)
     },
 
     async submit(s) {
@@ -83,7 +90,8 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       // API sends write the From header themselves, so it is authorized too; an SMTP client's
       // header is its own business, as with any submission server: only its envelope is checked.
       await relay.checkSender(s.order, s.envFrom, s.interface === 'api' ? s.headerFrom : null)
-      for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt)
+      for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt, s)
+      await filter.checkSubject(s.order.accountId, s.envFrom, s.subject)
       const txid = s.txid ?? relay.newTxid()
       await store.mail.enqueue({
         txid,
@@ -102,6 +110,7 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
         raw: s.raw,
         time: clock(),
       })
+      await filter.countSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)
       logger.info({ txid, order: s.order.id, rcpts: s.recipients.length, size: s.raw.length, via: s.interface }, 'message queued')
       for (const listener of queuedListeners) listener()
       return txid

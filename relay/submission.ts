@@ -82,7 +82,8 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
           return callback(reply(535, '5.7.8 Authentication credentials invalid'))
         }
         if (order.status !== 'active') return callback(reply(535, `5.7.8 Mail order mb${order.id} is canceled`))
-        failures.delete(ip)
+        // A success does not clear the address's failures: one valid login must not make room
+        // for more guesses at other orders. They expire with the window.
         callback(null, { user: { order } })
       } catch (err) {
         logger.error({ err }, 'SMTP authentication error')
@@ -112,7 +113,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
       if (!order) return callback(AUTH_REQUIRED())
       if (!isEmail(address.address)) return callback(reply(553, `5.1.3 ${address.address} is not a valid address`))
       try {
-        await relay.checkRecipient(order, address.address)
+        await relay.checkRecipient(order, address.address, { envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '' })
         callback()
       } catch (err) {
         callback(asReply(err))

@@ -194,3 +194,9 @@ export const blockList = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.accountId, t.address, t.kind, t.source] })],
 )
+
+/** The operator's spam traps, for every account: addresses, or whole domains as `@domain`. */
+export const traps = sqliteTable('traps', {
+  pattern: text('pattern').primaryKey(),
+  createdAt: integer('created_at').notNull(),
+})

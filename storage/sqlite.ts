@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3'
-import { and, asc, eq, gte, inArray, isNull, sql } from 'drizzle-orm'
+import { and, asc, eq, gte, inArray, isNull, lt, sql } from 'drizzle-orm'
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { mkdirSync } from 'node:fs'
@@ -177,17 +177,41 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
           .all()
       },
       async addEvent(accountId, e) {
-        db.insert(schema.blockEvents).values({ accountId, ...e }).run()
+        db.insert(schema.blockEvents).values({ accountId, ...e, envFrom: e.envFrom.toLowerCase() }).run()
       },
       async addToList({ accountId, source, kind, address, reason, now }) {
         db.insert(schema.blockList).values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now }).onConflictDoNothing().run()
+      },
+      async blockedSender(accountId, address) {
+        const t = schema.blockList
+        return db.select().from(t).where(and(eq(t.accountId, accountId), eq(t.address, address.toLowerCase()), eq(t.kind, 'sender'))).get()
+      },
+      async suppressed(accountId, address) {
+        const t = schema.blockList
+        return !!db.select({ a: t.address }).from(t).where(and(eq(t.accountId, accountId), eq(t.address, address.toLowerCase()), eq(t.kind, 'recipient'))).get()
+      },
+      async countSubject(accountId, from, subject, since) {
+        const t = schema.blockEvents
+        const where = and(eq(t.accountId, accountId), eq(t.envFrom, from.toLowerCase()), eq(t.rule, 'SUBJECT'), eq(t.subject, subject), gte(t.createdAt, since))
+        return db.select({ n: sql<number>`COUNT(*)` }).from(t).where(where).get()!.n
+      },
+      async listEntries(accountId, kind) {
+        const t = schema.blockList
+        return db.select().from(t).where(and(eq(t.accountId, accountId), eq(t.kind, kind))).orderBy(asc(t.address)).all()
+      },
+      async removeFromList(accountId, address, kind) {
+        const t = schema.blockList
+        return db.delete(t).where(and(eq(t.accountId, accountId), eq(t.address, address.toLowerCase()), eq(t.kind, kind))).run().changes > 0
+      },
+      async prune(before) {
+        return db.delete(schema.blockEvents).where(lt(schema.blockEvents.createdAt, before)).run().changes
       },
       async delist(accountId, address) {
         const lower = address.toLowerCase()
         return db.transaction((tx) => {
           const ev = tx
             .delete(schema.blockEvents)
-            .where(and(eq(schema.blockEvents.accountId, accountId), sql`lower(${schema.blockEvents.envFrom}) = ${lower}`))
+            .where(and(eq(schema.blockEvents.accountId, accountId), eq(schema.blockEvents.envFrom, lower)))
             .run().changes
           const list = tx
             .delete(schema.blockList)
@@ -195,6 +219,22 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
             .run().changes
           return ev + list
         })
+      },
+    },
+    traps: {
+      async add(pattern, now) {
+        return db.insert(schema.traps).values({ pattern: pattern.toLowerCase(), createdAt: now }).onConflictDoNothing().run().changes > 0
+      },
+      async remove(pattern) {
+        return db.delete(schema.traps).where(eq(schema.traps.pattern, pattern.toLowerCase())).run().changes > 0
+      },
+      async list() {
+        return db.select({ p: schema.traps.pattern }).from(schema.traps).orderBy(asc(schema.traps.pattern)).all().map((r) => r.p)
+      },
+      async match(address) {
+        const lower = address.toLowerCase()
+        const domain = lower.slice(lower.lastIndexOf('@'))
+        return db.select({ p: schema.traps.pattern }).from(schema.traps).where(inArray(schema.traps.pattern, [lower, domain])).get()?.p
       },
     },
     async close() {

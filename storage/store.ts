@@ -130,6 +130,14 @@ export interface StatsResult {
   volume: { to: Record<string, number>; from: Record<string, number>; ip: Record<string, number> }
 }
 
+export interface BlockListEntry {
+  source: 'external' | 'internal'
+  kind: 'sender' | 'recipient'
+  address: string
+  reason: string
+  createdAt: number
+}
+
 export interface BlockEvent {
   rule: BlockRule
   createdAt: number
@@ -228,6 +236,26 @@ export interface Store {
     addToList(input: { accountId: number; source: 'external' | 'internal'; kind: 'sender' | 'recipient'; address: string; reason: string; now: number }): Promise<void>
     /** Removes the address from all three stores for the account; returns how many records went. */
     delist(accountId: number, address: string): Promise<number>
+    /** Why a sender is blocked for the account (external or internal list), if it is. */
+    blockedSender(accountId: number, address: string): Promise<BlockListEntry | undefined>
+    /** Whether a recipient is on the account's local block list (suppression). */
+    suppressed(accountId: number, address: string): Promise<boolean>
+    /** SUBJECT events of one sender and subject since a time. */
+    countSubject(accountId: number, from: string, subject: string, since: number): Promise<number>
+    /** Entries of the external and internal lists of an account, of one kind. */
+    listEntries(accountId: number, kind: 'sender' | 'recipient'): Promise<BlockListEntry[]>
+    /** Removes one list entry; true when it was there. */
+    removeFromList(accountId: number, address: string, kind: 'sender' | 'recipient'): Promise<boolean>
+    /** Deletes spam-filter events older than `before`; returns how many. */
+    prune(before: number): Promise<number>
+  }
+  traps: {
+    /** Adds an address or `@domain`; false when it was there. */
+    add(pattern: string, now: number): Promise<boolean>
+    remove(pattern: string): Promise<boolean>
+    list(): Promise<string[]>
+    /** The trap an address falls into (itself or its `@domain`), if any. */
+    match(address: string): Promise<string | undefined>
   }
   close(): Promise<void>
 }

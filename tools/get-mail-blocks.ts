@@ -1,13 +1,12 @@
 import { z } from 'zod'
+import { EVENT_WINDOW_MS, SUBJECT_THRESHOLD, SUBJECT_WINDOW_MS } from '../relay/spam-filter.js'
 import type { BlockEvent } from '../storage/store.js'
 import { accountOf, defineTool } from './define.js'
 import { utcDate } from './common.js'
 import { MailBlocks } from './schemas.js'
 
-const DAY = 86_400_000
-/** How far back each category looks, and the subject repetition threshold (the contract's limits). */
-export const BLOCK_WINDOWS = { local: 5 * DAY, mbtrap: 5 * DAY, subject: 3 * DAY }
-export const SUBJECT_THRESHOLD = 4
+/** How far back each category looks (the contract's limits). */
+export const BLOCK_WINDOWS = { local: EVENT_WINDOW_MS, mbtrap: EVENT_WINDOW_MS, subject: SUBJECT_WINDOW_MS }
 
 const toEntry = (e: BlockEvent) => ({ date: utcDate(e.createdAt), from: e.envFrom, messageId: e.messageId, subject: e.subject, to: e.rcptTo })
 

@@ -237,16 +237,13 @@ describe('sendMail', () => {
   })
 
   describe('block lists (spam filter step of the pipeline)', () => {
-    // BUG: relay/pipeline.ts submit() has no spam-filter step: a sender on the account's block
-    // list is accepted although decisions.md ("Rules at submission") says it is rejected.
-    it.fails('refuses a sender on the internal block list and queues nothing', async () => {
+    it('refuses a sender on the internal block list and queues nothing', async () => {
       await env.services.store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'sender', address: 'me@example.org', reason: 'trap hit', now: env.clock() })
       await expectRefused(send(), 400, /blocked/)
       expectNothingQueued(env)
     })
 
-    // BUG: same missing step: a recipient on the local block list (suppression) is queued.
-    it.fails('refuses a recipient on the local block list and queues nothing', async () => {
+    it('refuses a recipient on the local block list and queues nothing', async () => {
       await env.services.store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'recipient', address: 'bob@example.com', reason: '5.1.1 user unknown', now: env.clock() })
       await expectRefused(send(), 400, /bob@example\.com/)
       expect(storedCounts(env).deliveries).toBe(0)

@@ -723,17 +723,13 @@ describe('REST API', () => {
       })
     }
 
-    // BUG: relay/pipeline.ts submit() has no spam-filter step (decisions.md, sending pipeline step 4):
-    // a sender on the account's block list is accepted and queued instead of a 400 saying how to delist.
-    it.fails('refuses a send from a blocked sender, and stores nothing', async () => {
+    it('refuses a send from a blocked sender, and stores nothing', async () => {
       await addToList('alice@example.org')
       await expectError(await call(env, 'POST', '/mail/send', SEND), 'sendMail', 400, /blocked|delist/)
       await expectNothingStored(env)
     })
 
-    // BUG: relay/pipeline.ts submit() never consults the local block list (suppression), so no
-    // LOCAL_BL_RCPT event is recorded and the suppressed recipient is queued anyway.
-    it.fails('refuses a suppressed recipient and records a LOCAL_BL_RCPT event', async () => {
+    it('refuses a suppressed recipient and records a LOCAL_BL_RCPT event', async () => {
       await addToList('bob@example.com', 'recipient')
       await expectError(await call(env, 'POST', '/mail/send', SEND), 'sendMail', 400, 'to')
       await expectNothingStored(env)

@@ -1,0 +1,78 @@
+import type { Logger } from 'pino'
+import { badInput } from '../errors.js'
+import type { Store } from '../storage/store.js'
+
+const DAY = 86_400_000
+/** The contract's limits: a spam-indicative subject may repeat this many times in the window. */
+export const SUBJECT_THRESHOLD = 4
+export const SUBJECT_WINDOW_MS = 3 * DAY
+/** Look-back of the `local` and `mbtrap` lists of GET /mail/blocks. */
+export const EVENT_WINDOW_MS = 5 * DAY
+
+/** Subjects that relay spammers use: an address, or a mention of SMTP or SOCKS proxies. */
+export const SPAM_SUBJECT_MARKERS = ['@', 'smtp', 'socks4', 'socks5']
+
+export const isSpamSubject = (subject: string) => SPAM_SUBJECT_MARKERS.some((m) => subject.toLowerCase().includes(m))
+
+const BLOCKED = { code: 550, enhanced: '5.7.1' }
+const DELIST = 'delist it with POST /mail/blocks/delete (the delistBlock tool)'
+
+/** What is known of the message when a recipient is checked (SMTP: no subject yet at RCPT TO). */
+export interface FilterContext {
+  accountId: number
+  envFrom: string
+  subject: string | null
+  messageId: string | null
+}
+
+/**
+ * The spam filter of the sending pipeline, after the deny rules and before the queue. It reads
+ * and fills the three block stores of the account: blocked senders are refused; recipients on
+ * the local block list or the operator's trap list are refused and recorded (a trap also blocks
+ * the sender); spam-indicative subjects are counted, and past the threshold refused.
+ */
+export function createSpamFilter({ store, logger, clock }: { store: Store; logger: Logger; clock: () => number }) {
+  return {
+    async checkSender(accountId: number, envFrom: string): Promise<void> {
+      const entry = await store.blocks.blockedSender(accountId, envFrom)
+      if (entry) {
+        const why = entry.source === 'external' ? 'it is on an imported block list' : entry.reason
+        throw badInput(`from: sender ${envFrom} is blocked (${why}); ${DELIST}`, BLOCKED)
+      }
+    },
+
+    async checkRecipient(c: FilterContext, rcpt: string): Promise<void> {
+      const event = { createdAt: clock(), envFrom: c.envFrom, messageId: c.messageId, subject: c.subject ?? '', rcptTo: rcpt }
+      if (await store.blocks.suppressed(c.accountId, rcpt)) {
+        await store.blocks.addEvent(c.accountId, { ...event, rule: 'LOCAL_BL_RCPT' })
+        throw badInput(`to: recipient ${rcpt} is on this account's local block list (an earlier message to it bounced); if it is valid again, ${DELIST}`, BLOCKED)
+      }
+      const trap = await store.traps.match(rcpt)
+      if (trap) {
+        await store.blocks.addEvent(c.accountId, { ...event, rule: 'MBTRAP' })
+        await store.blocks.addToList({ accountId: c.accountId, source: 'internal', kind: 'sender', address: c.envFrom, reason: `sent to the spam trap ${rcpt}`, now: clock() })
+        logger.warn({ account: c.accountId, trap }, 'spam trap hit: sender blocked')
+        throw badInput(`to: recipient ${rcpt} is a spam trap; the sender ${c.envFrom} is now blocked; ${DELIST}`, BLOCKED)
+      }
+    },
+
+    /** Refuses a spam-indicative subject the sender has already sent more than the threshold allows. */
+    async checkSubject(accountId: number, envFrom: string, subject: string | null): Promise<void> {
+      if (!subject || !isSpamSubject(subject)) return
+      const count = await store.blocks.countSubject(accountId, envFrom, subject, clock() - SUBJECT_WINDOW_MS)
+      if (count > SUBJECT_THRESHOLD) {
+        await store.blocks.addToList({ accountId, source: 'internal', kind: 'sender', address: envFrom, reason: `repeated the subject "${subject}"`, now: clock() })
+        logger.warn({ account: accountId }, 'repeated spam-indicative subject: sender blocked')
+        throw badInput(`subject: "${subject}" was sent more than ${SUBJECT_THRESHOLD} times in 3 days by ${envFrom}; the sender is now blocked; ${DELIST}`, BLOCKED)
+      }
+    },
+
+    /** Counts an accepted message with a spam-indicative subject. */
+    async countSubject(c: FilterContext, recipients: string[]): Promise<void> {
+      if (!c.subject || !isSpamSubject(c.subject)) return
+      await store.blocks.addEvent(c.accountId, { rule: 'SUBJECT', createdAt: clock(), envFrom: c.envFrom, messageId: c.messageId, subject: c.subject, rcptTo: recipients.join(',') })
+    },
+  }
+}
+
+export type SpamFilter = ReturnType<typeof createSpamFilter>

@@ -1,0 +1,4 @@
+CREATE TABLE `traps` (
+	`pattern` text PRIMARY KEY NOT NULL,
+	`created_at` integer NOT NULL
+);
