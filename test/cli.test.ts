@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -102,8 +102,39 @@ describe('mailroom command', () => {
     expect(run('order', 'create', '--account', 'abc').stderr).toContain('--account must be a positive integer')
   })
 
+  it('manages traps, imports a block list and suppresses recipients, and the server obeys', async () => {
+    const account = json('account', 'create', '--json')
+    json('order', 'create', '--account', String(account.id), '--json')
+    expect(json('trap', 'add', 'Trap@Example.net', '--json')).toEqual({ trap: 'trap@example.net', added: true })
+    json('trap', 'add', '@honeypot.test', '--json')
+    expect(json('trap', 'list', '--json')).toEqual(['@honeypot.test', 'trap@example.net'])
+    expect(run('trap', 'remove', 'nobody@example.net').stderr).toContain('is not a trap')
+
+    const file = join(dataDir, 'feed.txt')
+    writeFileSync(file, '# a feed\nspammer@bad.example\n\nnot an address\nOther@Bad.example\n')
+    expect(json('blocklist', 'import', file, '--account', String(account.id), '--json')).toEqual({ account: account.id, imported: 2, skipped: ['not an address'] })
+
+    json('suppress', 'add', '--account', String(account.id), 'Gone@Example.com', '--json')
+    expect(json('suppress', 'list', '--account', String(account.id), '--json')).toEqual([{ address: 'gone@example.com', reason: 'suppressed by the operator', since: expect.any(String) }])
+
+    const { base } = await serve()
+    const send = async (from: string, to: string) => {
+      const res = await fetch(`${base}/mail/send`, { method: 'POST', headers: { 'X-API-KEY': account.apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify({ from, to, subject: 's', body: 'b' }) })
+      return { status: res.status, body: await res.json() }
+    }
+    expect(await send('spammer@bad.example', 'x@example.com')).toMatchObject({ status: 400, body: { message: expect.stringContaining('blocked') } })
+    expect(await send('me@good.example', 'gone@example.com')).toMatchObject({ status: 400, body: { message: expect.stringContaining('local block list') } })
+    expect(await send('me@good.example', 'anyone@honeypot.test')).toMatchObject({ status: 400, body: { message: expect.stringContaining('spam trap') } })
+    // The trap blocked the sender for everything.
+    expect((await send('me@good.example', 'friend@example.com')).status).toBe(400)
+
+    json('suppress', 'remove', '--account', String(account.id), 'gone@example.com', '--json')
+    expect((await send('other@elsewhere.example', 'gone@example.com')).status).toBe(200)
+    expect(run('suppress', 'remove', '--account', String(account.id), 'gone@example.com').stderr).toContain('is not suppressed')
+  })
+
   it('has --help on every subcommand', () => {
-    for (const args of [[], ['serve'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke']]) {
+    for (const args of [[], ['serve'], ['stdio'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke'], ['trap', 'add'], ['trap', 'remove'], ['trap', 'list'], ['blocklist', 'import'], ['suppress', 'add'], ['suppress', 'remove'], ['suppress', 'list']]) {
       const r = run(...args, '--help')
       expect(r.status, args.join(' ')).toBe(0)
       expect(r.stdout).toContain('Usage: mailroom')

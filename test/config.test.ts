@@ -28,7 +28,38 @@ describe('config', () => {
     expect(c.pricing).toEqual({ currency: 'EUR', base: 2.5, perMessage: 0.001 })
   })
 
+  it('reads the relay settings', () => {
+    const c = loadConfig({
+      MAILROOM_SMTP_PORT: '25',
+      MAILROOM_SMARTHOST: 'relay.example.com:587',
+      MAILROOM_DNS_SERVERS: '127.0.0.1:5353,[::1]:53',
+      MAILROOM_RETRY_SCHEDULE: '30s, 5m,1h',
+      MAILROOM_MAX_QUEUE_AGE: '2d',
+      MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false',
+      MAILROOM_BLOCK_EVENT_RETENTION: '7d',
+      MAILROOM_TLS_CERT: '/etc/cert.pem',
+      MAILROOM_TLS_KEY: '/etc/key.pem',
+    })
+    expect(c.smtp).toMatchObject({ port: 25, authRequiresTls: false, tls: { cert: '/etc/cert.pem', key: '/etc/key.pem' } })
+    expect(c.delivery).toMatchObject({
+      smarthost: { host: 'relay.example.com', port: 587 },
+      dnsServers: ['127.0.0.1:5353', '[::1]:53'],
+      retrySchedule: [30_000, 300_000, 3_600_000],
+      maxQueueAge: 2 * 86_400_000,
+    })
+    expect(c.blockEventRetention).toBe(7 * 86_400_000)
+    expect(loadConfig({}).delivery).toMatchObject({ smarthost: null, mxPort: 25, retrySchedule: [300_000, 600_000, 1_200_000, 2_400_000, 3_600_000, 7_200_000, 14_400_000], maxQueueAge: 48 * 3_600_000 })
+  })
+
+  it('wants the TLS certificate and key together', () => {
+    expect(() => loadConfig({ MAILROOM_TLS_CERT: '/etc/cert.pem' })).toThrow(/MAILROOM_TLS_CERT and MAILROOM_TLS_KEY/)
+  })
+
   it.each([
+    ['MAILROOM_SMARTHOST', 'relay.example.com'],
+    ['MAILROOM_RETRY_SCHEDULE', '5 minutes'],
+    ['MAILROOM_MAX_QUEUE_AGE', '-1h'],
+    ['MAILROOM_SMTP_AUTH_REQUIRES_TLS', 'yes'],
     ['MAILROOM_HTTP_PORT', 'eighty'],
     ['MAILROOM_HTTP_PORT', '70000'],
     ['MAILROOM_PUBLIC_URL', 'not a url'],
