@@ -19,7 +19,8 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
   app.use(async (c, next) => {
     const started = performance.now()
     await next()
-    logger.info(
+    // Access lines are debug: each send already logs its own `message queued` line at info.
+    logger.debug(
       { req: c.get('requestId'), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) },
       'request',
     )

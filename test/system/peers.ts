@@ -2,13 +2,21 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer, Socket, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 // The outside programs of the system tests (installed by test/system/peers.sh) and the product
 // itself, each a real process.
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+/** The package root: the nearest folder above with package.json (this file also runs from dist/, in bench). */
+const ROOT = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  while (!existsSync(join(dir, 'package.json'))) {
+    if (dirname(dir) === dir) throw new Error('package.json not found')
+    dir = dirname(dir)
+  }
+  return dir
+})()
 export const BIN = join(ROOT, 'bin/mailroom.js')
 const POSTFIX = join(ROOT, '.peers/postfix')
 export const SMTP_SINK = join(POSTFIX, 'usr/sbin/smtp-sink')
@@ -52,6 +60,8 @@ export async function startSmtpSink(extraArgs: string[] = []) {
   })
   return {
     port,
+    /** How many messages it has accepted so far. */
+    count: () => readdirSync(dir).length,
     messages(): SinkMessage[] {
       return readdirSync(dir).map((f) => {
         const text = readFileSync(join(dir, f), 'latin1')

@@ -1,0 +1,255 @@
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import SMTPConnection from 'nodemailer/lib/smtp-connection'
+import { openDataDir } from '../storage/sqlite.js'
+import { startMailroom, startSmtpSink, waitFor } from '../test/system/peers.js'
+import { seedLog } from './seed.js'
+
+// npm run bench: the running product measured the way users load it. Every figure is judged only
+// as a ratio to a baseline measured in the same run. Loopback only; cleans up after itself.
+
+interface Row {
+  n: number
+  figure: string
+  value: number
+  unit: string
+  baseline: string
+  baselineValue: number
+  ratio: number
+  bar: string
+  met: boolean
+}
+
+const rows: Row[] = []
+const cleanup: (() => unknown)[] = []
+const HERE = fileURLToPath(new URL('.', import.meta.url))
+const AUTOCANNON = fileURLToPath(new URL('../../node_modules/autocannon/autocannon.js', import.meta.url))
+const DURATION = Number(process.env.BENCH_SECONDS ?? 8)
+
+function record(r: Omit<Row, 'ratio' | 'met'>, better: 'higher' | 'lower', bar: number) {
+  const ratio = r.value / r.baselineValue
+  rows.push({ ...r, ratio, met: better === 'higher' ? ratio >= bar : ratio <= bar })
+  console.error(`#${r.n} ${r.figure}: ${r.value.toFixed(1)} ${r.unit} vs ${r.baselineValue.toFixed(1)} → ${ratio.toFixed(2)} (${r.bar})`)
+}
+
+/** autocannon in its own process; returns 2xx responses per second. */
+function autocannon(url: string, options: { method?: string; body?: string; headers?: Record<string, string> }): Promise<number> {
+  const args = [AUTOCANNON, '--json', '-c', '32', '-d', String(DURATION), '-m', options.method ?? 'GET']
+  for (const [k, v] of Object.entries(options.headers ?? {})) args.push('-H', `${k}=${v}`)
+  if (options.body) args.push('-b', options.body)
+  args.push(url)
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] })
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`autocannon exited ${code}`))
+      const r = JSON.parse(out)
+      resolve(r['2xx'] / r.duration)
+    })
+  })
+}
+
+const rss = (pid: number, field: 'VmRSS' | 'VmHWM') => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024
+
+function tempDir(name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `mailroom-bench-${name}-`))
+  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+async function serve(env: Record<string, string>) {
+  const server = await startMailroom({ MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false', ...env })
+  cleanup.push(() => server.child.kill('SIGKILL'))
+  const banner = await waitFor(async () => /Try it/.test(server.output()) && server.output())
+  return {
+    ...server,
+    apiKey: /API key \(shown only now\): (\S+)/.exec(banner)![1],
+    user: /SMTP username: +(\S+)/.exec(banner)![1],
+    password: /SMTP password: +(\S+)/.exec(banner)![1],
+    base: `http://127.0.0.1:${server.httpPort}`,
+    stop: async () => {
+      server.child.kill('SIGTERM')
+      await new Promise((r) => server.child.once('exit', r))
+    },
+  }
+}
+
+/** #1 and #2: HTTP sends against ping, MCP sends against HTTP sends. */
+async function httpFigures(sinkPort: number) {
+  const s = await serve({ MAILROOM_DATA_DIR: tempDir('http'), MAILROOM_SMARTHOST: `127.0.0.1:${sinkPort}` })
+  const json = { 'Content-Type': 'application/json', 'X-API-KEY': s.apiKey }
+  const mail = { from: 'bench@bench.example', to: 'sink@bench.example', subject: 'bench', body: 'hello' }
+  const ping = await autocannon(`${s.base}/ping`, {})
+  const send = await autocannon(`${s.base}/mail/send`, { method: 'POST', headers: json, body: JSON.stringify(mail) })
+  const mcpBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sendMail', arguments: mail } })
+  const probe = await (await fetch(`${s.base}/mcp`, { method: 'POST', headers: { ...json, Accept: 'application/json, text/event-stream' }, body: mcpBody })).json()
+  if (probe.result?.structuredContent?.status !== 'ok') throw new Error(`MCP sendMail failed: ${JSON.stringify(probe)}`)
+  const mcp = await autocannon(`${s.base}/mcp`, { method: 'POST', headers: { ...json, Accept: 'application/json, text/event-stream' }, body: mcpBody })
+  record({ n: 1, figure: 'POST /mail/send accepted (32 connections)', value: send, unit: 'req/s', baseline: 'GET /ping', baselineValue: ping, bar: '≥ 0.5' }, 'higher', 0.5)
+  record({ n: 2, figure: 'sendMail over MCP Streamable HTTP', value: mcp, unit: 'req/s', baseline: '#1', baselineValue: send, bar: '≥ 0.8' }, 'higher', 0.8)
+  await s.stop()
+}
+
+function smtpLoad(port: number, sessions: number, messages: number, auth?: { user: string; password: string }): Promise<number> {
+  // Two client processes share the sessions.
+  const procs = [0, 1].map(
+    (i) =>
+      new Promise<number>((resolve, reject) => {
+        const args = [join(HERE, 'smtp-load.js'), '127.0.0.1', String(port), String(sessions / 2), String(messages / 2 + (i === 0 ? messages % 2 : 0))]
+        if (auth) args.push(auth.user, auth.password)
+        const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+        let out = ''
+        child.stdout.on('data', (d) => (out += d))
+        child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out).ms) : reject(new Error(`load client exited ${code}`))))
+      }),
+  )
+  return Promise.all(procs).then((ms) => Math.max(...ms))
+}
+
+/** #3: 10,000 messages of 4 KB over 16 sessions through mailroom to smtp-sink. */
+async function relayFigure() {
+  const TOTAL = Number(process.env.BENCH_MESSAGES ?? 10_000)
+  const direct = await startSmtpSink()
+  cleanup.push(() => direct.stop())
+  const directMs = await smtpLoad(direct.port, 16, TOTAL)
+  console.error(`#3 load client straight to smtp-sink: ${((TOTAL / directMs) * 1000).toFixed(0)} msg/s`)
+
+  const sink = await startSmtpSink()
+  cleanup.push(() => sink.stop())
+  const s = await serve({ MAILROOM_DATA_DIR: tempDir('relay'), MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_DOMAIN_CONCURRENCY: '16' })
+  const started = performance.now()
+  await smtpLoad(s.smtpPort, 16, TOTAL, { user: s.user, password: s.password })
+  await waitFor(async () => sink.count() >= TOTAL, 600_000)
+  const mailroomRate = (TOTAL / (performance.now() - started)) * 1000
+  await s.stop()
+
+  const postfix = process.env.BENCH_POSTFIX_PORT ? Number(process.env.BENCH_POSTFIX_PORT) : null
+  if (postfix === null) {
+    console.error('#3 Postfix baseline: not measured (see bench/README.md)')
+    rows.push({ n: 3, figure: `SMTP relay end to end, ${TOTAL} × 4 KB, 16 sessions`, value: mailroomRate, unit: 'msg/s', baseline: 'Postfix (not measured)', baselineValue: NaN, ratio: NaN, bar: '≥ 1.0', met: false })
+  }
+  rows.push({ n: 3, figure: 'load client straight to smtp-sink (for scale)', value: (TOTAL / directMs) * 1000, unit: 'msg/s', baseline: '—', baselineValue: NaN, ratio: NaN, bar: '—', met: true })
+}
+
+/** #4: GET /mail/log p95 per filter with 1,000,000 rows against the same with 10,000. */
+async function logFigures() {
+  const big = Number(process.env.BENCH_LOG_ROWS ?? 1_000_000)
+  const measure = async (rowCount: number) => {
+    const dir = tempDir(`log${rowCount}`)
+    // The first start creates the account and order 1; the rows are seeded while it is stopped.
+    const first = await serve({ MAILROOM_DATA_DIR: dir })
+    await first.stop()
+    const t0 = performance.now()
+    const values = seedLog(dir, rowCount, 1)
+    console.error(`#4 seeded ${rowCount} log rows in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    const s = await serve({ MAILROOM_DATA_DIR: dir })
+    s.apiKey = first.apiKey
+    const now = Math.floor(Date.now() / 1000)
+    const queries: Record<string, string> = {
+      none: '',
+      from: `from=${values.from}`,
+      to: `to=${values.to}`,
+      origin: `origin=${values.origin}`,
+      subject: `subject=${encodeURIComponent(values.subject)}`,
+      mailid: `mailid=${values.mailid}`,
+      messageId: `messageId=${encodeURIComponent(values.messageId)}`,
+      replyto: `replyto=${values.from}`,
+      headerfrom: `headerfrom=${values.from}`,
+      mx: `mx=${values.mx}`,
+      delivered: 'delivered=0',
+      'startDate/endDate': `startDate=${now - 86_400}&endDate=${now}`,
+      'groupby=message': 'groupby=message',
+    }
+    const p95: Record<string, number> = {}
+    for (const [name, q] of Object.entries(queries)) {
+      const times: number[] = []
+      for (let i = 0; i < 40; i++) {
+        const t = performance.now()
+        const res = await fetch(`${s.base}/mail/log?${q}`, { headers: { 'X-API-KEY': first.apiKey } })
+        if (res.status !== 200) throw new Error(`${name}: ${res.status} ${await res.text()}`)
+        await res.arrayBuffer()
+        times.push(performance.now() - t)
+      }
+      times.sort((a, b) => a - b)
+      p95[name] = times[Math.floor(times.length * 0.95) - 1]
+    }
+    await s.stop()
+    return p95
+  }
+  const small = await measure(10_000)
+  const large = await measure(big)
+  for (const name of Object.keys(small)) {
+    record({ n: 4, figure: `GET /mail/log p95, ${name}, ${big.toLocaleString('en')} rows`, value: large[name], unit: 'ms', baseline: '10,000 rows', baselineValue: small[name], bar: '≤ 3×' }, 'lower', 3)
+  }
+}
+
+/** #5: peak RSS with 10,000 queued messages while one 25 MB message is submitted. */
+async function memoryFigure() {
+  const dir = tempDir('rss')
+  const first = await serve({ MAILROOM_DATA_DIR: dir })
+  await first.stop()
+  // 10,000 messages waiting: queued for a destination that is down (nothing listens on port 9).
+  const store = openDataDir(dir)
+  const raw = Buffer.alloc(4096, 'x')
+  for (let i = 0; i < 10_000; i++) {
+    await store.mail.enqueue({
+      txid: (BigInt(Date.now()) * 0x1000n + BigInt(i % 0x1000)).toString(16) + (i >> 12).toString(16).padStart(4, '0'),
+      accountId: 1, orderId: 1, envFrom: 'bench@bench.example', recipients: ['sink@bench.example'], headerFrom: null, replyTo: null,
+      subject: 'queued', messageId: null, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api', sendingZone: 'default', raw, time: Date.now() + 3_600_000,
+    })
+  }
+  await store.close()
+  const s = await serve({ MAILROOM_DATA_DIR: dir, MAILROOM_SMARTHOST: '127.0.0.1:9', MAILROOM_MAX_MESSAGE_SIZE: '26mb' })
+  await new Promise((r) => setTimeout(r, 2000))
+  const idle = rss(s.child.pid!, 'VmRSS')
+  const big = Buffer.concat([Buffer.from('From: bench@bench.example\r\nTo: sink@bench.example\r\nSubject: big\r\n\r\n'), Buffer.alloc(25 * 1024 * 1024 - 100, 'y'), Buffer.from('\r\n')])
+  const conn = new SMTPConnection({ host: '127.0.0.1', port: s.smtpPort, ignoreTLS: true })
+  conn.once('error', (err) => console.error('#5 SMTP client:', err))
+  await new Promise<void>((resolve) => conn.connect(() => resolve()))
+  await new Promise<void>((resolve, reject) => conn.login({ user: first.user, pass: first.password }, (err) => (err ? reject(err) : resolve())))
+  await new Promise<void>((resolve, reject) => conn.send({ from: 'bench@bench.example', to: ['sink@bench.example'] }, big, (err) => (err ? reject(err) : resolve())))
+  conn.quit()
+  const peak = rss(s.child.pid!, 'VmHWM')
+  await s.stop()
+  const growthMb = (peak - idle) / 1024 / 1024
+  const largestMb = big.length / 1024 / 1024
+  rows.push({ n: 5, figure: 'peak RSS growth: 10,000 queued + one 25 MB message', value: growthMb, unit: 'MB', baseline: `idle RSS ${(idle / 1024 / 1024).toFixed(0)} MB; largest message ${largestMb.toFixed(0)} MB`, baselineValue: largestMb, ratio: growthMb / largestMb, bar: '≤ 3× the largest message', met: growthMb / largestMb <= 3 })
+  console.error(`#5 idle ${(idle / 1048576).toFixed(0)} MB, peak ${(peak / 1048576).toFixed(0)} MB`)
+}
+
+function table(): string {
+  const fmt = (v: number) => (Number.isNaN(v) ? '—' : v >= 100 ? v.toFixed(0) : v.toFixed(2))
+  const lines = [
+    `mailroom benchmark, ${cpus().length} cores, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
+    '',
+    '| # | figure | value | baseline | baseline value | ratio | bar | met |',
+    '|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.n} | ${r.figure} | ${fmt(r.value)} ${r.unit} | ${r.baseline} | ${fmt(r.baselineValue)} | ${fmt(r.ratio)} | ${r.bar} | ${r.bar === '—' ? '' : r.met ? 'yes' : 'no'} |`),
+  ]
+  return lines.join('\n')
+}
+
+async function main() {
+  const only = process.argv[2]
+  const sink = await startSmtpSink()
+  cleanup.push(() => sink.stop())
+  try {
+    if (!only || only === 'http') await httpFigures(sink.port)
+    if (!only || only === 'relay') await relayFigure()
+    if (!only || only === 'log') await logFigures()
+    if (!only || only === 'rss') await memoryFigure()
+    console.log(table())
+  } finally {
+    for (const f of cleanup.reverse()) await f()
+  }
+}
+
+main().catch((err) => {
+  console.error(err)
+  for (const f of cleanup.reverse()) void f()
+  process.exit(1)
+})
