@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { MailroomError, badInput } from '../errors.js'
-import type { MailOrder, Store } from '../storage/store.js'
+import type { DenyRule, MailOrder, Store } from '../storage/store.js'
 import { findDenyRule, senderAuthorized } from './deny-rules.js'
 import { createSpamFilter } from './spam-filter.js'
 import { createTxidGenerator } from './txid.js'
@@ -30,12 +30,12 @@ export interface Relay {
   /** Calls the listener after each message is committed to the queue (the delivery worker wakes). */
   onQueued(listener: () => void): void
   /** Authorized senders and sender deny rules; throws a MailroomError with the SMTP reply to use. */
-  checkSender(order: MailOrder, envFrom: string, headerFrom?: string | null): Promise<void>
+  checkSender(order: MailOrder, envFrom: string, headerFrom?: string | null, rules?: DenyRule[]): Promise<void>
   /**
    * Recipient deny rules and the spam filter's recipient checks. `message` is what is known of
    * the message (at SMTP RCPT TO: only the sender).
    */
-  checkRecipient(order: MailOrder, recipient: string, message: { envFrom: string; subject?: string | null; messageId?: string | null }): Promise<void>
+  checkRecipient(order: MailOrder, recipient: string, message: { envFrom: string; subject?: string | null; messageId?: string | null }, rules?: DenyRule[]): Promise<void>
   /**
    * The one sending pipeline of every door: authorized sender, deny rules, spam filter, then the
    * message and its log rows are committed to the durable queue. Resolves with the transaction id only after the commit.
@@ -61,20 +61,20 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
     newTxid: () => newTxid(clock()),
     onQueued: (listener) => void queuedListeners.push(listener),
 
-    async checkSender(order, envFrom, headerFrom) {
+    async checkSender(order, envFrom, headerFrom, rules) {
       if (order.status !== 'active') throw new MailroomError(404, `mail order ${order.id} is canceled`, { smtp: { code: 535, enhanced: '5.7.8' } })
       for (const address of new Set([envFrom, headerFrom ?? envFrom])) {
         if (!senderAuthorized(order.senders, address)) {
           throw badInput(`from: ${address} is not an authorized sender of mail order mb${order.id} (allowed: ${order.senders.join(', ')})`, { code: 553, enhanced: '5.7.1' })
         }
       }
-      const rule = findDenyRule(await store.rules.list([order.id]), 'sender', envFrom)
+      const rule = findDenyRule(rules ?? (await store.rules.list([order.id])), 'sender', envFrom)
       if (rule) throw badInput(`from: sender ${envFrom} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
       await filter.checkSender(order.accountId, envFrom)
     },
 
-    async checkRecipient(order, recipient, message) {
-      const rule = findDenyRule(await store.rules.list([order.id]), 'recipient', recipient)
+    async checkRecipient(order, recipient, message, rules) {
+      const rule = findDenyRule(rules ?? (await store.rules.list([order.id])), 'recipient', recipient)
       if (rule) throw badInput(`to: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
       await filter.checkRecipient({ accountId: order.accountId, envFrom: message.envFrom, subject: message.subject ?? null, messageId: message.messageId ?? null }, recipient)
     },
@@ -89,9 +89,11 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       }
       // API sends write the From header themselves, so it is authorized too; an SMTP client's
       // header is its own business, as with any submission server: only its envelope is checked.
-      await relay.checkSender(s.order, s.envFrom, s.interface === 'api' ? s.headerFrom : null)
-      for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt, s)
-      await filter.checkSubject(s.order.accountId, s.envFrom, s.subject)
+      const rules = await store.rules.list([s.order.id])
+      await relay.checkSender(s.order, s.envFrom, s.interface === 'api' ? s.headerFrom : null, rules)
+      for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt, s, rules)
+      // Last of the checks: it counts the message once it passes.
+      await filter.checkSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)
       const txid = s.txid ?? relay.newTxid()
       await store.mail.enqueue({
         txid,
@@ -110,7 +112,6 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
         raw: s.raw,
         time: clock(),
       })
-      await filter.countSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)
       logger.info({ txid, order: s.order.id, rcpts: s.recipients.length, size: s.raw.length, via: s.interface }, 'message queued')
       for (const listener of queuedListeners) listener()
       return txid

@@ -56,21 +56,17 @@ export function createSpamFilter({ store, logger, clock }: { store: Store; logge
       }
     },
 
-    /** Refuses a spam-indicative subject the sender has already sent more than the threshold allows. */
-    async checkSubject(accountId: number, envFrom: string, subject: string | null): Promise<void> {
-      if (!subject || !isSpamSubject(subject)) return
-      const count = await store.blocks.countSubject(accountId, envFrom, subject, clock() - SUBJECT_WINDOW_MS)
-      if (count > SUBJECT_THRESHOLD) {
-        await store.blocks.addToList({ accountId, source: 'internal', kind: 'sender', address: envFrom, reason: `repeated the subject "${subject}"`, now: clock() })
-        logger.warn({ account: accountId }, 'repeated spam-indicative subject: sender blocked')
-        throw badInput(`subject: "${subject}" was sent more than ${SUBJECT_THRESHOLD} times in 3 days by ${envFrom}; the sender is now blocked; ${DELIST}`, BLOCKED)
-      }
-    },
-
-    /** Counts an accepted message with a spam-indicative subject. */
-    async countSubject(c: FilterContext, recipients: string[]): Promise<void> {
+    /**
+     * Counts a spam-indicative subject, and refuses it when the sender has already sent it more
+     * than the threshold allows (and blocks the sender).
+     */
+    async checkSubject(c: FilterContext, recipients: string[]): Promise<void> {
       if (!c.subject || !isSpamSubject(c.subject)) return
-      await store.blocks.addEvent(c.accountId, { rule: 'SUBJECT', createdAt: clock(), envFrom: c.envFrom, messageId: c.messageId, subject: c.subject, rcptTo: recipients.join(',') })
+      const event = { createdAt: clock(), envFrom: c.envFrom, messageId: c.messageId, subject: c.subject, rcptTo: recipients.join(',') }
+      if (await store.blocks.takeSubject(c.accountId, event, clock() - SUBJECT_WINDOW_MS, SUBJECT_THRESHOLD)) return
+      await store.blocks.addToList({ accountId: c.accountId, source: 'internal', kind: 'sender', address: c.envFrom, reason: `repeated the subject "${c.subject}"`, now: clock() })
+      logger.warn({ account: c.accountId }, 'repeated spam-indicative subject: sender blocked')
+      throw badInput(`subject: "${c.subject}" was sent more than ${SUBJECT_THRESHOLD} times in 3 days by ${c.envFrom}; the sender is now blocked; ${DELIST}`, BLOCKED)
     },
   }
 }

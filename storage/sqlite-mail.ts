@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3'
-import type { LogQuery, LogRow, Store } from './store.js'
+import type { LogQuery, LogRow, NewMessage, Store } from './store.js'
 
 /** `YYYY-MM-DD HH:MM:SS` in UTC, the contract's `created` format. */
 export const sqlDateTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
@@ -40,7 +40,7 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
   const insertDelivery = sqlite.prepare(`INSERT INTO deliveries (message_id, seq, recipient, domain, state, delivered, next_attempt_at, queued)
     VALUES (?, ?, ?, ?, 'queued', 0, ?, ?)`)
 
-  const enqueue = sqlite.transaction((m: Parameters<Store['mail']['enqueue']>[0]) => {
+  const insertOne = (m: NewMessage) => {
     const { lastInsertRowid } = insertMessage.run({
       ...m,
       bodySize: m.raw.length,
@@ -53,11 +53,35 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     const queued = new Date(m.time).toISOString()
     m.recipients.forEach((rcpt, i) => insertDelivery.run(rowId, i + 1, rcpt, domainOf(rcpt), m.time, queued))
     return { rowId }
-  })
+  }
+
+  // Group commit: messages submitted while a commit is pending share the next transaction, so
+  // concurrent sends pay for one commit between them. Each caller resolves only after it.
+  let batch: { message: NewMessage; resolve: (r: { rowId: number }) => void; reject: (e: unknown) => void }[] = []
+  const commitBatch = sqlite.transaction((items: typeof batch) => items.map((item) => insertOne(item.message)))
+  const flush = () => {
+    const items = batch
+    batch = []
+    try {
+      const results = commitBatch(items)
+      items.forEach((item, i) => item.resolve(results[i]))
+    } catch (err) {
+      // One bad message must not fail the others: retry each alone.
+      for (const item of items) {
+        try {
+          item.resolve(sqlite.transaction(insertOne)(item.message))
+        } catch (e) {
+          item.reject(e)
+        }
+      }
+    }
+  }
 
   return {
-    async enqueue(message) {
-      return enqueue(message)
+    enqueue(message) {
+      return new Promise((resolve, reject) => {
+        if (batch.push({ message, resolve, reject }) === 1) setImmediate(flush)
+      })
     },
 
     async log(q) {

@@ -9,7 +9,7 @@ import * as schema from './schema.js'
 import { createMailStore } from './sqlite-mail.js'
 import { createQueueStore } from './sqlite-queue.js'
 import { apiKeyPrefix, decrypt, encrypt, generateApiKey, generatePassword, hashApiKey, loadOrCreateSecret } from './secrets.js'
-import type { Account, ApiKeyInfo, BlockEvent, DenyRule, MailOrder, Store } from './store.js'
+import type { Account, ApiKeyInfo, BlockEvent, BlockListEntry, DenyRule, MailOrder, Store } from './store.js'
 
 export const DB_FILE = 'mailroom.db'
 
@@ -41,6 +41,21 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   migrate(db, { migrationsFolder: migrationsFolder() })
   const { secret } = options
 
+  // The reads of every send, prepared once: drizzle would build and prepare them on each call.
+  const hot = {
+    key: sqlite.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
+    order: sqlite.prepare('SELECT id, account_id AS accountId, status, comment, created_at AS createdAt FROM mail_orders WHERE id = ?'),
+    orders: sqlite.prepare('SELECT id, account_id AS accountId, status, comment, created_at AS createdAt FROM mail_orders WHERE account_id = ? ORDER BY id'),
+    senders: sqlite.prepare('SELECT pattern FROM order_senders WHERE order_id = ? ORDER BY pattern').pluck(),
+    rules: sqlite.prepare('SELECT id, order_id AS orderId, type, data, created_at AS createdAt FROM deny_rules WHERE order_id = ? ORDER BY id'),
+    listed: sqlite.prepare('SELECT source, kind, address, reason, created_at AS createdAt FROM block_list WHERE account_id = ? AND address = ? AND kind = ?'),
+    trap: sqlite.prepare('SELECT pattern FROM traps WHERE pattern IN (?, ?)').pluck(),
+    subjects: sqlite
+      .prepare("SELECT COUNT(*) FROM block_events WHERE account_id = ? AND env_from = ? AND rule = 'SUBJECT' AND subject = ? AND created_at >= ?")
+      .pluck(),
+  }
+  const withSenders = (row: Omit<MailOrder, 'senders'>): MailOrder => ({ ...row, senders: hot.senders.all(row.id) as string[] })
+
   const toOrder = (row: typeof schema.mailOrders.$inferSelect, senders: string[]): MailOrder => ({
     id: row.id,
     accountId: row.accountId,
@@ -49,13 +64,6 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     senders,
     createdAt: row.createdAt,
   })
-  const sendersOf = (orderIds: number[]): Map<number, string[]> => {
-    const map = new Map<number, string[]>()
-    if (orderIds.length === 0) return map
-    const rows = db.select().from(schema.orderSenders).where(inArray(schema.orderSenders.orderId, orderIds)).orderBy(asc(schema.orderSenders.pattern)).all()
-    for (const r of rows) map.set(r.orderId, [...(map.get(r.orderId) ?? []), r.pattern])
-    return map
-  }
   const toKeyInfo = (r: typeof schema.apiKeys.$inferSelect): ApiKeyInfo => ({
     id: r.id,
     accountId: r.accountId,
@@ -85,12 +93,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         return { info: toKeyInfo(row), key }
       },
       async authenticate(key) {
-        const row = db
-          .select({ accountId: schema.apiKeys.accountId })
-          .from(schema.apiKeys)
-          .where(and(eq(schema.apiKeys.hash, hashApiKey(key)), isNull(schema.apiKeys.revokedAt)))
-          .get()
-        return row?.accountId
+        return hot.key.get(hashApiKey(key)) as number | undefined
       },
       async list(accountId) {
         return db.select().from(schema.apiKeys).where(eq(schema.apiKeys.accountId, accountId)).orderBy(asc(schema.apiKeys.id)).all().map(toKeyInfo)
@@ -113,13 +116,11 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         return { order, password }
       },
       async get(id) {
-        const row = db.select().from(schema.mailOrders).where(eq(schema.mailOrders.id, id)).get()
-        return row && toOrder(row, sendersOf([id]).get(id) ?? [])
+        const row = hot.order.get(id) as Omit<MailOrder, 'senders'> | undefined
+        return row && withSenders(row)
       },
       async list(accountId) {
-        const rows = db.select().from(schema.mailOrders).where(eq(schema.mailOrders.accountId, accountId)).orderBy(asc(schema.mailOrders.id)).all()
-        const senders = sendersOf(rows.map((r) => r.id))
-        return rows.map((r) => toOrder(r, senders.get(r.id) ?? []))
+        return (hot.orders.all(accountId) as Omit<MailOrder, 'senders'>[]).map(withSenders)
       },
       async password(id) {
         const row = db.select({ enc: schema.mailOrders.passwordEnc }).from(schema.mailOrders).where(eq(schema.mailOrders.id, id)).get()
@@ -140,6 +141,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     rules: {
       async list(orderIds) {
         if (orderIds.length === 0) return []
+        if (orderIds.length === 1) return hot.rules.all(orderIds[0]) as DenyRule[]
         return db.select().from(schema.denyRules).where(inArray(schema.denyRules.orderId, orderIds)).orderBy(asc(schema.denyRules.id)).all() as DenyRule[]
       },
       async create({ orderId, type, data, now }) {
@@ -183,17 +185,16 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         db.insert(schema.blockList).values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now }).onConflictDoNothing().run()
       },
       async blockedSender(accountId, address) {
-        const t = schema.blockList
-        return db.select().from(t).where(and(eq(t.accountId, accountId), eq(t.address, address.toLowerCase()), eq(t.kind, 'sender'))).get()
+        return hot.listed.get(accountId, address.toLowerCase(), 'sender') as BlockListEntry | undefined
       },
       async suppressed(accountId, address) {
-        const t = schema.blockList
-        return !!db.select({ a: t.address }).from(t).where(and(eq(t.accountId, accountId), eq(t.address, address.toLowerCase()), eq(t.kind, 'recipient'))).get()
+        return hot.listed.get(accountId, address.toLowerCase(), 'recipient') !== undefined
       },
-      async countSubject(accountId, from, subject, since) {
-        const t = schema.blockEvents
-        const where = and(eq(t.accountId, accountId), eq(t.envFrom, from.toLowerCase()), eq(t.rule, 'SUBJECT'), eq(t.subject, subject), gte(t.createdAt, since))
-        return db.select({ n: sql<number>`COUNT(*)` }).from(t).where(where).get()!.n
+      async takeSubject(accountId, event, since, threshold) {
+        // Synchronous from count to insert: concurrent sends cannot both slip under the threshold.
+        if ((hot.subjects.get(accountId, event.envFrom.toLowerCase(), event.subject, since) as number) > threshold) return false
+        db.insert(schema.blockEvents).values({ accountId, rule: 'SUBJECT', ...event, envFrom: event.envFrom.toLowerCase() }).run()
+        return true
       },
       async listEntries(accountId, kind) {
         const t = schema.blockList
@@ -233,8 +234,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
       async match(address) {
         const lower = address.toLowerCase()
-        const domain = lower.slice(lower.lastIndexOf('@'))
-        return db.select({ p: schema.traps.pattern }).from(schema.traps).where(inArray(schema.traps.pattern, [lower, domain])).get()?.p
+        return hot.trap.get(lower, lower.slice(lower.lastIndexOf('@'))) as string | undefined
       },
     },
     async close() {

@@ -240,8 +240,12 @@ export interface Store {
     blockedSender(accountId: number, address: string): Promise<BlockListEntry | undefined>
     /** Whether a recipient is on the account's local block list (suppression). */
     suppressed(accountId: number, address: string): Promise<boolean>
-    /** SUBJECT events of one sender and subject since a time. */
-    countSubject(accountId: number, from: string, subject: string, since: number): Promise<number>
+    /**
+     * Counts a message with a spam-indicative subject, atomically: when the sender has sent that
+     * subject more than `threshold` times since `since`, records nothing and answers false; else
+     * records a SUBJECT event and answers true.
+     */
+    takeSubject(accountId: number, event: Omit<BlockEvent, 'rule'>, since: number, threshold: number): Promise<boolean>
     /** Entries of the external and internal lists of an account, of one kind. */
     listEntries(accountId: number, kind: 'sender' | 'recipient'): Promise<BlockListEntry[]>
     /** Removes one list entry; true when it was there. */
