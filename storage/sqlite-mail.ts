@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3'
+import { groupCommit } from './group-commit.js'
 import type { LogQuery, LogRow, NewMessage, Store } from './store.js'
 
 /** `YYYY-MM-DD HH:MM:SS` in UTC, the contract's `created` format. */
@@ -55,34 +56,10 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     return { rowId }
   }
 
-  // Group commit: messages submitted while a commit is pending share the next transaction, so
-  // concurrent sends pay for one commit between them. Each caller resolves only after it.
-  let batch: { message: NewMessage; resolve: (r: { rowId: number }) => void; reject: (e: unknown) => void }[] = []
-  const commitBatch = sqlite.transaction((items: typeof batch) => items.map((item) => insertOne(item.message)))
-  const flush = () => {
-    const items = batch
-    batch = []
-    try {
-      const results = commitBatch(items)
-      items.forEach((item, i) => item.resolve(results[i]))
-    } catch (err) {
-      // One bad message must not fail the others: retry each alone.
-      for (const item of items) {
-        try {
-          item.resolve(sqlite.transaction(insertOne)(item.message))
-        } catch (e) {
-          item.reject(e)
-        }
-      }
-    }
-  }
+  const enqueue = groupCommit(sqlite, insertOne)
 
   return {
-    enqueue(message) {
-      return new Promise((resolve, reject) => {
-        if (batch.push({ message, resolve, reject }) === 1) setImmediate(flush)
-      })
-    },
+    enqueue,
 
     async log(q) {
       const { count, rows: select, params } = buildLogQuery(q)

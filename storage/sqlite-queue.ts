@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3'
+import { groupCommit } from './group-commit.js'
 import type { AttemptOutcome, QueueItem, Store } from './store.js'
 
 /** The durable queue: the deliveries table, leased row by row. */
@@ -27,7 +28,8 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       return { ...r, ...m }
     })
   })
-  const recordTx = sqlite.transaction((outcomes: AttemptOutcome[]) => {
+  // Outcomes of attempts finishing together share one commit.
+  const recordTx = groupCommit(sqlite, (outcomes: AttemptOutcome[]) => {
     const touched = new Set<number>()
     for (const o of outcomes) {
       const row = update.get({ ...o, delivered: o.state === 'delivered' ? 1 : 0, nextAttemptAt: o.state === 'deferred' ? o.nextAttemptAt : null }) as { messageRowId: number } | undefined
@@ -44,7 +46,7 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       return body.get(messageRowId) as Buffer | undefined
     },
     async record(outcomes) {
-      recordTx(outcomes)
+      await recordTx(outcomes)
     },
     async release(node) {
       return release.run(node).changes

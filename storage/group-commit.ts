@@ -1,0 +1,33 @@
+import type Database from 'better-sqlite3'
+
+/**
+ * Group commit: work submitted while a commit is pending shares the next transaction, so
+ * concurrent callers pay for one fsync between them. Each caller resolves only after the commit
+ * that holds its work. If the shared transaction fails, each item is retried alone, so one bad
+ * item cannot fail the others.
+ */
+export function groupCommit<T, R>(sqlite: Database.Database, apply: (item: T) => R): (item: T) => Promise<R> {
+  let batch: { item: T; resolve: (r: R) => void; reject: (e: unknown) => void }[] = []
+  const together = sqlite.transaction((items: typeof batch) => items.map((b) => apply(b.item)))
+  const alone = sqlite.transaction(apply)
+  const flush = () => {
+    const items = batch
+    batch = []
+    try {
+      const results = together(items)
+      items.forEach((b, i) => b.resolve(results[i]))
+    } catch {
+      for (const b of items) {
+        try {
+          b.resolve(alone(b.item))
+        } catch (err) {
+          b.reject(err)
+        }
+      }
+    }
+  }
+  return (item) =>
+    new Promise<R>((resolve, reject) => {
+      if (batch.push({ item, resolve, reject }) === 1) setImmediate(flush)
+    })
+}
