@@ -25,12 +25,14 @@ export async function startServer(config: Config, options: { resolver?: MxResolv
   const rt = openRuntime(config, { logger })
   const first = await bootstrap(rt)
 
-  // Spam-filter events are kept past their windows, then pruned, so the table does not grow without end.
+  // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, so the
+  // table does not grow without end; the database refreshes its statistics.
   const prune = () =>
     rt.store.blocks
       .prune(rt.clock() - config.blockEventRetention)
       .then((n) => n && logger.info({ pruned: n }, 'old spam-filter events pruned'))
-      .catch((err) => logger.error({ err }, 'pruning spam-filter events failed'))
+      .then(() => rt.store.maintain())
+      .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()
   const pruning = setInterval(prune, 3_600_000)
   pruning.unref()

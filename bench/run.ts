@@ -61,10 +61,13 @@ function tempDir(name: string): string {
   return dir
 }
 
-async function serve(env: Record<string, string>) {
+/** `mailroom serve` over a data directory; `credentials` are those its first start printed. */
+async function serve(env: Record<string, string>, credentials?: { apiKey: string; user: string; password: string }) {
   const server = await startMailroom({ MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false', ...env })
   cleanup.push(() => server.child.kill('SIGKILL'))
-  const banner = await waitFor(async () => /Try it/.test(server.output()) && server.output())
+  const banner = credentials
+    ? `API key (shown only now): ${credentials.apiKey}\nSMTP username: ${credentials.user}\nSMTP password: ${credentials.password}`
+    : await waitFor(async () => /Try it/.test(server.output()) && server.output())
   return {
     ...server,
     apiKey: /API key \(shown only now\): (\S+)/.exec(banner)![1],
@@ -163,8 +166,7 @@ async function logFigures() {
     const t0 = performance.now()
     const values = seedLog(dir, rowCount, 1)
     console.error(`#4 seeded ${rowCount} log rows in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
-    const s = await serve({ MAILROOM_DATA_DIR: dir })
-    s.apiKey = first.apiKey
+    const s = await serve({ MAILROOM_DATA_DIR: dir }, first)
     const now = Math.floor(Date.now() / 1000)
     const queries: Record<string, string> = {
       none: '',
@@ -220,7 +222,7 @@ async function memoryFigure() {
     })
   }
   await store.close()
-  const s = await serve({ MAILROOM_DATA_DIR: dir, MAILROOM_SMARTHOST: '127.0.0.1:9', MAILROOM_MAX_MESSAGE_SIZE: '26mb' })
+  const s = await serve({ MAILROOM_DATA_DIR: dir, MAILROOM_SMARTHOST: '127.0.0.1:9', MAILROOM_MAX_MESSAGE_SIZE: '26mb' }, first)
   await new Promise((r) => setTimeout(r, 2000))
   const idle = rss(s.child.pid!, 'VmRSS')
   const big = Buffer.concat([Buffer.from('From: bench@bench.example\r\nTo: sink@bench.example\r\nSubject: big\r\n\r\n'), Buffer.alloc(25 * 1024 * 1024 - 100, 'y'), Buffer.from('\r\n')])

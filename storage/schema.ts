@@ -108,6 +108,13 @@ export const messages = sqliteTable(
   ],
 )
 
+/** Rows per order, kept with every enqueue: the log's unfiltered `total` without counting a million rows. */
+export const orderCounts = sqliteTable('order_counts', {
+  orderId: integer('order_id').primaryKey(),
+  messages: integer('messages').notNull(),
+  deliveries: integer('deliveries').notNull(),
+})
+
 /** The message bytes, apart from the log so that log scans stay small. */
 export const messageBodies = sqliteTable('message_bodies', {
   messageId: integer('message_id')
@@ -127,6 +134,8 @@ export const deliveries = sqliteTable(
     messageId: integer('message_id')
       .notNull()
       .references(() => messages.id),
+    /** The message's order, repeated here so that recipient filters are answered per order from one index. */
+    orderId: integer('order_id').notNull(),
     seq: integer('seq').notNull(),
     recipient: text('recipient').notNull(),
     domain: text('domain').notNull(),
@@ -148,9 +157,9 @@ export const deliveries = sqliteTable(
   },
   (t) => [
     uniqueIndex('deliveries_message_seq').on(t.messageId, t.seq),
-    index('deliveries_recipient').on(t.recipient, t.messageId),
-    index('deliveries_mx').on(t.mxHostname, t.messageId),
-    index('deliveries_delivered').on(t.delivered, t.messageId),
+    index('deliveries_order_recipient').on(t.orderId, t.recipient, t.messageId),
+    index('deliveries_order_mx').on(t.orderId, t.mxHostname, t.messageId),
+    index('deliveries_order_delivered').on(t.orderId, t.delivered, t.messageId),
     index('deliveries_due')
       .on(t.nextAttemptAt)
       .where(sql`next_attempt_at IS NOT NULL`),

@@ -38,8 +38,16 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     VALUES (@txid, @accountId, @orderId, @envFrom, @headerFrom, @replyTo, @subject, @messageId, @origin, @transtype,
     @interface, @sendingZone, @bodySize, @rcptTo, @time, @createdAt)`)
   const insertBody = sqlite.prepare('INSERT INTO message_bodies (message_id, raw) VALUES (?, ?)')
-  const insertDelivery = sqlite.prepare(`INSERT INTO deliveries (message_id, seq, recipient, domain, state, delivered, next_attempt_at, queued)
-    VALUES (?, ?, ?, ?, 'queued', 0, ?, ?)`)
+  const insertDelivery = sqlite.prepare(`INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued)
+    VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?)`)
+  const count = sqlite.prepare(`INSERT INTO order_counts (order_id, messages, deliveries) VALUES (?, 1, ?)
+    ON CONFLICT (order_id) DO UPDATE SET messages = messages + 1, deliveries = deliveries + excluded.deliveries`)
+  const counts = sqlite.prepare('SELECT messages, deliveries FROM order_counts WHERE order_id = ?')
+  const edges = {
+    ASC: sqlite.prepare('SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time ASC, id ASC LIMIT 1').pluck(),
+    DESC: sqlite.prepare('SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time DESC, id DESC LIMIT 1').pluck(),
+  }
+  const windowEdge = (dir: 'ASC' | 'DESC') => edges[dir]
 
   const insertOne = (m: NewMessage) => {
     const { lastInsertRowid } = insertMessage.run({
@@ -52,7 +60,8 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     const rowId = Number(lastInsertRowid)
     insertBody.run(rowId, m.raw)
     const queued = new Date(m.time).toISOString()
-    m.recipients.forEach((rcpt, i) => insertDelivery.run(rowId, i + 1, rcpt, domainOf(rcpt), m.time, queued))
+    m.recipients.forEach((rcpt, i) => insertDelivery.run(rowId, m.orderId, i + 1, rcpt, domainOf(rcpt), m.time, queued))
+    count.run(m.orderId, m.recipients.length)
     return { rowId }
   }
 
@@ -62,8 +71,18 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     enqueue,
 
     async log(q) {
-      const { count, rows: select, params } = buildLogQuery(q)
-      const total = (prepare(count).get(...params) as { n: number }).n
+      let idRange: [number, number] | undefined
+      if (q.startTime !== undefined || q.endTime !== undefined) {
+        // The first and last message of the window, each one step into the (order_id, time) index.
+        const first = windowEdge('ASC').get(q.orderId, q.startTime ?? 0, q.endTime ?? Number.MAX_SAFE_INTEGER) as number | undefined
+        const last = windowEdge('DESC').get(q.orderId, q.startTime ?? 0, q.endTime ?? Number.MAX_SAFE_INTEGER) as number | undefined
+        if (first === undefined || last === undefined) return { total: 0, rows: [] }
+        idRange = [first, last]
+      }
+      const { count: countSql, rows: select, params, filtered } = buildLogQuery(q, idRange)
+      const kept = filtered ? undefined : (counts.get(q.orderId) as { messages: number; deliveries: number } | undefined)
+      // Unfiltered, the kept counts answer at once; filtered, the rows are counted from an index.
+      const total = filtered ? (prepare(countSql).get(...params) as { n: number }).n : q.groupby === 'message' ? (kept?.messages ?? 0) : (kept?.deliveries ?? 0)
       const rows = prepare(select).all(...params, q.limit, q.skip) as (LogRow & { createdAt: number; orderId: number })[]
       for (const r of rows) {
         r.created = sqlDateTime(r.createdAt)
@@ -105,7 +124,7 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
  * The SQL of a log query: `count` for the total, `rows` for the page (its LIMIT and OFFSET
  * parameters follow `params`). Exported so a test can check that every filter uses an index.
  */
-export function buildLogQuery(q: LogQuery): { count: string; rows: string; params: unknown[] } {
+export function buildLogQuery(q: LogQuery, idRange?: [number, number]): { count: string; rows: string; params: unknown[]; filtered: boolean } {
   const where: string[] = ['m.order_id = ?']
   const params: unknown[] = [q.orderId]
   for (const [key, column] of Object.entries(MESSAGE_FILTERS)) {
@@ -121,8 +140,15 @@ export function buildLogQuery(q: LogQuery): { count: string; rows: string; param
       params.push(q.messageId)
     }
   }
-  if (q.startTime !== undefined) where.push('m.time >= ?'), params.push(q.startTime)
-  if (q.endTime !== undefined) where.push('m.time <= ?'), params.push(q.endTime)
+  if (q.startTime !== undefined) where.push('+m.time >= ?'), params.push(q.startTime)
+  if (q.endTime !== undefined) where.push('+m.time <= ?'), params.push(q.endTime)
+  if (idRange) {
+    // Row ids follow acceptance time, so the window is also a range of ids: any (order_id,
+    // column) index walks it in id order and the page needs no sort. The time tests above
+    // (kept away from the indexes by the unary +) stay the exact condition.
+    where.push('m.id BETWEEN ? AND ?')
+    params.push(idRange[0], idRange[1])
+  }
 
   const dFilters: string[] = []
   const dParams: unknown[] = []
@@ -137,24 +163,33 @@ export function buildLogQuery(q: LogQuery): { count: string; rows: string; param
     // One row per message: the first recipient's delivery, `to` = every envelope recipient.
     from = 'messages m JOIN deliveries d ON d.message_id = m.id AND d.seq = 1'
     if (dFilters.length) {
-      where.push(`EXISTS (SELECT 1 FROM deliveries x WHERE x.message_id = m.id AND ${dFilters.map((c) => `x.${c} = ?`).join(' AND ')})`)
+      where.push(`EXISTS (SELECT 1 FROM deliveries x WHERE x.order_id = m.order_id AND x.message_id = m.id AND ${dFilters.map((c) => `x.${c} = ?`).join(' AND ')})`)
       params.push(...dParams)
     }
     order = `m.id ${dir}`
-  } else {
-    from = 'messages m JOIN deliveries d ON d.message_id = m.id'
+  } else if (dFilters.length) {
+    // Walk the (order_id, column, message_id) index of deliveries, in its own order.
+    from = 'deliveries d JOIN messages m ON m.id = d.message_id'
+    where[0] = 'd.order_id = ?'
     for (const c of dFilters) where.push(`d.${c} = ?`)
     params.push(...dParams)
+    order = `d.message_id ${dir}, d.id ${dir}`
+  } else {
+    from = 'messages m JOIN deliveries d ON d.message_id = m.id'
     // Row ids grow with (message, seq), so this is _id order, and it lets SQLite walk the
     // message index instead of sorting.
     order = `m.id ${dir}, d.seq ${dir}`
   }
+  const filtered = where.length > 1 || dFilters.length > 0
   const whereSql = where.join(' AND ')
+  // Only recipient filters: the count needs no message rows.
+  const onlyDeliveries = q.groupby === 'recipient' && dFilters.length > 0 && where.length === 1 + dFilters.length
   const columns = logColumns(q.groupby === 'message' ? 'm.rcpt_to' : 'd.recipient')
   return {
-    count: `SELECT COUNT(*) AS n FROM ${from} WHERE ${whereSql}`,
+    count: onlyDeliveries ? `SELECT COUNT(*) AS n FROM deliveries d WHERE ${whereSql}` : `SELECT COUNT(*) AS n FROM ${from} WHERE ${whereSql}`,
     rows: `SELECT ${columns} FROM ${from} WHERE ${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`,
     params,
+    filtered,
   }
 }
 

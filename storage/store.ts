@@ -261,5 +261,7 @@ export interface Store {
     /** The trap an address falls into (itself or its `@domain`), if any. */
     match(address: string): Promise<string | undefined>
   }
+  /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
+  maintain(): Promise<void>
   close(): Promise<void>
 }

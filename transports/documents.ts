@@ -6,7 +6,7 @@ import { stringify } from 'yaml'
 import type { Config } from '../config.js'
 import { PACKAGE } from '../runtime.js'
 import { TOOLS } from '../tools/index.js'
-import { MCP_INSTRUCTIONS, MCP_PROTOCOL_VERSION, mcpToolOf } from './mcp.js'
+import { MCP_INSTRUCTIONS, MCP_PROTOCOL_VERSION, mcpToolsOf } from './mcp.js'
 import { openApiDocument } from './openapi.js'
 
 /** The contract's version of the agent-tool server card. */
@@ -24,7 +24,7 @@ export function serverCard(config: Pick<Config, 'publicUrl'>) {
     capabilities: { tools: { listChanged: false } },
     authentication: { required: true, schemes: ['apiKey'], apiKey: { in: 'header', name: 'X-API-KEY' } },
     instructions: MCP_INSTRUCTIONS,
-    tools: TOOLS.map(mcpToolOf),
+    tools: mcpToolsOf(TOOLS),
   }
 }
 

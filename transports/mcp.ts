@@ -31,6 +31,14 @@ export function mcpToolOf(tool: AnyTool): McpTool {
   }
 }
 
+const LISTS = new WeakMap<readonly AnyTool[], McpTool[]>()
+/** The MCP tool list of a registry, computed once: session-less clients get a new server per request. */
+export function mcpToolsOf(tools: readonly AnyTool[]): McpTool[] {
+  let listed = LISTS.get(tools)
+  if (!listed) LISTS.set(tools, (listed = tools.map(mcpToolOf)))
+  return listed
+}
+
 /** Runs a tool for MCP: its result as structured content (and JSON text), an error as `isError` with `{code, message}`. */
 export async function callTool(tool: AnyTool | undefined, name: string, args: unknown, ctx: ToolContext): Promise<CallToolResult> {
   try {
@@ -55,7 +63,7 @@ export function createMcpServer(services: Services, callerOf: CallerOf, tools: r
     { capabilities: { tools: { listChanged: false } }, instructions: MCP_INSTRUCTIONS },
   )
   const byName = new Map(tools.map((t) => [t.name, t]))
-  const listed = tools.map(mcpToolOf)
+  const listed = mcpToolsOf(tools)
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: listed }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const { name, arguments: args } = request.params

@@ -11,7 +11,7 @@ describe('log query plans', () => {
   afterAll(() => store.close())
   const base: LogQuery = { orderId: 1, skip: 0, limit: 100, dir: 'desc', groupby: 'recipient' }
   const plan = (q: LogQuery, which: 'count' | 'rows') => {
-    const built = buildLogQuery(q)
+    const built = buildLogQuery(q, q.startTime !== undefined ? [1, 2] : undefined)
     const params = which === 'rows' ? [...built.params, q.limit, q.skip] : built.params
     return (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${built[which]}`).all(...params) as { detail: string }[]).map((r) => r.detail)
   }
