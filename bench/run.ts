@@ -230,7 +230,7 @@ async function memoryFigure() {
   conn.once('error', (err) => console.error('#5 SMTP client:', err))
   await new Promise<void>((resolve) => conn.connect(() => resolve()))
   await new Promise<void>((resolve, reject) => conn.login({ user: first.user, pass: first.password }, (err) => (err ? reject(err) : resolve())))
-  await new Promise<void>((resolve, reject) => conn.send({ from: 'bench@bench.example', to: ['sink@bench.example'] }, big, (err) => (err ? reject(err) : resolve())))
+  await new Promise<void>((resolve, reject) => conn.send({ from: 'bench@bench.example', to: ['sink@bench.example'], size: big.length }, big, (err) => (err ? reject(err) : resolve())))
   conn.quit()
   const peak = rss(s.child.pid!, 'VmHWM')
   await s.stop()

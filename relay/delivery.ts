@@ -132,14 +132,9 @@ export class DeliveryWorker {
     const { store, logger, clock } = this.deps
     const { txid, messageRowId, envFrom, domain } = items[0]
     const recipients = items.map((i) => i.recipient)
-    const raw = await store.queue.body(messageRowId)
-    let attempt: Attempt
-    if (!raw) {
-      attempt = everyone(recipients, null, { code: 554, response: '5.3.0 the message body is missing from the queue' })
-    } else {
-      const route = await this.route(domain)
-      attempt = 'error' in route ? everyone(recipients, null, route.error) : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, raw)
-    }
+    const route = await this.route(domain)
+    const attempt: Attempt =
+      'error' in route ? everyone(recipients, null, route.error) : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, () => store.queue.body(messageRowId))
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []

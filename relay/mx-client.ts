@@ -45,7 +45,7 @@ export class MxClient {
    * one answers. Every recipient gets a reply: the destination's, or a transient one when no
    * host could be reached or the connection broke.
    */
-  async deliver(hosts: MxHost[], envelope: { from: string; to: string[] }, raw: Buffer): Promise<Attempt> {
+  async deliver(hosts: MxHost[], envelope: { from: string; to: string[] }, load: () => Promise<Buffer | undefined>): Promise<Attempt> {
     let last: Reply = { code: null, response: 'no MX host could be reached' }
     for (const host of hosts) {
       for (const address of host.addresses) {
@@ -56,7 +56,14 @@ export class MxClient {
           last = { ...replyOf(err as SmtpError), response: `${host.name} [${address}]:${host.port}: ${replyOf(err as SmtpError).response}` }
           continue
         }
-        return { mxHostname: host.name, replies: await this.transaction(conn, `${host.name}|${address}|${host.port}`, envelope, raw) }
+        // The bytes are read only once a host answered: a destination that is down costs no memory.
+        const raw = await load()
+        const key = `${host.name}|${address}|${host.port}`
+        if (!raw) {
+          this.park(key, conn)
+          return { mxHostname: host.name, replies: new Map(envelope.to.map((r) => [r, { code: 554, response: '5.3.0 the message body is missing from the queue' }])) }
+        }
+        return { mxHostname: host.name, replies: await this.transaction(conn, key, envelope, raw) }
       }
     }
     return { mxHostname: hosts[0]?.name ?? null, replies: new Map(envelope.to.map((r) => [r, last])) }
