@@ -34,9 +34,9 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     return st
   }
   const insertMessage = sqlite.prepare(`INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject,
-    message_id, origin, transtype, interface, sending_zone, body_size, rcpt_to, time, created_at)
+    message_id, origin, transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
     VALUES (@txid, @accountId, @orderId, @envFrom, @headerFrom, @replyTo, @subject, @messageId, @origin, @transtype,
-    @interface, @sendingZone, @bodySize, @rcptTo, @time, @createdAt)`)
+    @interface, @sendingZone, @bodySize, @rcptTo, @rcptCount, @time, @createdAt)`)
   const insertBody = sqlite.prepare('INSERT INTO message_bodies (message_id, raw) VALUES (?, ?)')
   const insertDelivery = sqlite.prepare(`INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued)
     VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?)`)
@@ -54,6 +54,7 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
       ...m,
       bodySize: m.raw.length,
       rcptTo: m.recipients.join(','),
+      rcptCount: m.recipients.length,
       time: Math.floor(m.time / 1000),
       createdAt: m.time,
     })
@@ -79,10 +80,10 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
         if (first === undefined || last === undefined) return { total: 0, rows: [] }
         idRange = [first, last]
       }
-      const { count: countSql, rows: select, params, filtered } = buildLogQuery(q, idRange)
+      const { count: countSql, countParams, rows: select, params, filtered } = buildLogQuery(q, idRange)
       const kept = filtered ? undefined : (counts.get(q.orderId) as { messages: number; deliveries: number } | undefined)
       // Unfiltered, the kept counts answer at once; filtered, the rows are counted from an index.
-      const total = filtered ? (prepare(countSql).get(...params) as { n: number }).n : q.groupby === 'message' ? (kept?.messages ?? 0) : (kept?.deliveries ?? 0)
+      const total = filtered ? (prepare(countSql).get(...countParams) as { n: number }).n : q.groupby === 'message' ? (kept?.messages ?? 0) : (kept?.deliveries ?? 0)
       const rows = prepare(select).all(...params, q.limit, q.skip) as (LogRow & { createdAt: number; orderId: number })[]
       for (const r of rows) {
         r.created = sqlDateTime(r.createdAt)
@@ -121,10 +122,13 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
 }
 
 /**
- * The SQL of a log query: `count` for the total, `rows` for the page (its LIMIT and OFFSET
- * parameters follow `params`). Exported so a test can check that every filter uses an index.
+ * The SQL of a log query: `count` for the total (with `countParams`), `rows` for the page (its
+ * LIMIT and OFFSET parameters follow `params`). Exported so a test can check that every filter uses an index.
  */
-export function buildLogQuery(q: LogQuery, idRange?: [number, number]): { count: string; rows: string; params: unknown[]; filtered: boolean } {
+export function buildLogQuery(
+  q: LogQuery,
+  idRange?: [number, number],
+): { count: string; countParams: unknown[]; rows: string; params: unknown[]; filtered: boolean } {
   const where: string[] = ['m.order_id = ?']
   const params: unknown[] = [q.orderId]
   for (const [key, column] of Object.entries(MESSAGE_FILTERS)) {
@@ -140,8 +144,11 @@ export function buildLogQuery(q: LogQuery, idRange?: [number, number]): { count:
       params.push(q.messageId)
     }
   }
-  if (q.startTime !== undefined) where.push('+m.time >= ?'), params.push(q.startTime)
-  if (q.endTime !== undefined) where.push('+m.time <= ?'), params.push(q.endTime)
+  // The message filters so far, for a count that reads only the messages' covering indexes.
+  const countWhere = [...where]
+  const countParams = [...params]
+  if (q.startTime !== undefined) where.push('+m.time >= ?'), params.push(q.startTime), countWhere.push('m.time >= ?'), countParams.push(q.startTime)
+  if (q.endTime !== undefined) where.push('+m.time <= ?'), params.push(q.endTime), countWhere.push('m.time <= ?'), countParams.push(q.endTime)
   if (idRange) {
     // Row ids follow acceptance time, so the window is also a range of ids: any (order_id,
     // column) index walks it in id order and the page needs no sort. The time tests above
@@ -185,8 +192,20 @@ export function buildLogQuery(q: LogQuery, idRange?: [number, number]): { count:
   // Only recipient filters: the count needs no message rows.
   const onlyDeliveries = q.groupby === 'recipient' && dFilters.length > 0 && where.length === 1 + dFilters.length
   const columns = logColumns(q.groupby === 'message' ? 'm.rcpt_to' : 'd.recipient')
+  if (dFilters.length === 0) {
+    // Only message filters: count the messages (or their recipients) from the covering indexes.
+    const counted = q.groupby === 'message' ? 'COUNT(*)' : 'COALESCE(SUM(m.rcpt_count), 0)'
+    return {
+      count: `SELECT ${counted} AS n FROM messages m WHERE ${countWhere.join(' AND ')}`,
+      countParams,
+      rows: `SELECT ${columns} FROM ${from} WHERE ${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`,
+      params,
+      filtered,
+    }
+  }
   return {
     count: onlyDeliveries ? `SELECT COUNT(*) AS n FROM deliveries d WHERE ${whereSql}` : `SELECT COUNT(*) AS n FROM ${from} WHERE ${whereSql}`,
+    countParams: params,
     rows: `SELECT ${columns} FROM ${from} WHERE ${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`,
     params,
     filtered,

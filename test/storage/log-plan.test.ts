@@ -12,7 +12,7 @@ describe('log query plans', () => {
   const base: LogQuery = { orderId: 1, skip: 0, limit: 100, dir: 'desc', groupby: 'recipient' }
   const plan = (q: LogQuery, which: 'count' | 'rows') => {
     const built = buildLogQuery(q, q.startTime !== undefined ? [1, 2] : undefined)
-    const params = which === 'rows' ? [...built.params, q.limit, q.skip] : built.params
+    const params = which === 'rows' ? [...built.params, q.limit, q.skip] : built.countParams
     return (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${built[which]}`).all(...params) as { detail: string }[]).map((r) => r.detail)
   }
   const filters: Partial<LogQuery>[] = [
