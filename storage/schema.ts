@@ -119,13 +119,21 @@ export const orderCounts = sqliteTable('order_counts', {
   deliveries: integer('deliveries').notNull(),
 })
 
-/** The message bytes, apart from the log so that log scans stay small. */
-export const messageBodies = sqliteTable('message_bodies', {
-  messageId: integer('message_id')
-    .primaryKey()
-    .references(() => messages.id),
-  raw: blob('raw', { mode: 'buffer' }).notNull(),
-})
+/**
+ * The message bytes, apart from the log so that log scans stay small, in parts of at most
+ * BODY_PART_SIZE: a large message is never copied into SQLite in one piece.
+ */
+export const messageBodies = sqliteTable(
+  'message_bodies',
+  {
+    messageId: integer('message_id')
+      .notNull()
+      .references(() => messages.id),
+    part: integer('part').notNull().default(0),
+    raw: blob('raw', { mode: 'buffer' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.messageId, t.part] })],
+)
 
 /**
  * One row per recipient: the delivery log row (`_id` is its id) and the queue entry the delivery

@@ -23,6 +23,9 @@ const MESSAGE_FILTERS = {
 /** The recipient-level filters. */
 const DELIVERY_FILTERS = { to: 'recipient', mx: 'mx_hostname', delivered: 'delivered' } as const
 
+/** A message's bytes are stored in parts of this size (SQLite copies each part it is given). */
+export const BODY_PART_SIZE = 1024 * 1024
+
 /** The trigram tokenizer needs at least three characters to use its index. */
 const TRIGRAM_MIN = 3
 
@@ -37,7 +40,7 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     message_id, origin, transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
     VALUES (@txid, @accountId, @orderId, @envFrom, @headerFrom, @replyTo, @subject, @messageId, @origin, @transtype,
     @interface, @sendingZone, @bodySize, @rcptTo, @rcptCount, @time, @createdAt)`)
-  const insertBody = sqlite.prepare('INSERT INTO message_bodies (message_id, raw) VALUES (?, ?)')
+  const insertBody = sqlite.prepare('INSERT INTO message_bodies (message_id, part, raw) VALUES (?, ?, ?)')
   const insertDelivery = sqlite.prepare(`INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued)
     VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?)`)
   const count = sqlite.prepare(`INSERT INTO order_counts (order_id, messages, deliveries) VALUES (?, 1, ?)
@@ -59,7 +62,9 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
       createdAt: m.time,
     })
     const rowId = Number(lastInsertRowid)
-    insertBody.run(rowId, m.raw)
+    for (let part = 0, at = 0; at < m.raw.length || part === 0; part++, at += BODY_PART_SIZE) {
+      insertBody.run(rowId, part, m.raw.subarray(at, at + BODY_PART_SIZE))
+    }
     const queued = new Date(m.time).toISOString()
     m.recipients.forEach((rcpt, i) => insertDelivery.run(rowId, m.orderId, i + 1, rcpt, domainOf(rcpt), m.time, queued))
     count.run(m.orderId, m.recipients.length)

@@ -10,7 +10,7 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       AND (locked = 0 OR CAST(lock_time AS INTEGER) < @expired) ORDER BY next_attempt_at LIMIT @limit)
     RETURNING id, message_id AS messageRowId, recipient, domain, attempts`)
   const messageOf = sqlite.prepare('SELECT txid, account_id AS accountId, env_from AS envFrom, created_at AS queuedAt FROM messages WHERE id = ?')
-  const body = sqlite.prepare('SELECT raw FROM message_bodies WHERE message_id = ?').pluck()
+  const parts = sqlite.prepare('SELECT raw FROM message_bodies WHERE message_id = ? ORDER BY part').pluck()
   const update = sqlite.prepare(`UPDATE deliveries SET state = @state, delivered = @delivered, code = @code, response = @response,
     mx_hostname = COALESCE(@mxHostname, mx_hostname), locked = 0, attempts = attempts + 1, next_attempt_at = @nextAttemptAt
     WHERE id = @id RETURNING message_id AS messageRowId`)
@@ -43,7 +43,8 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       return claimTx(node, now, leaseMs, limit)
     },
     async body(messageRowId) {
-      return body.get(messageRowId) as Buffer | undefined
+      const raw = parts.all(messageRowId) as Buffer[]
+      return raw.length === 0 ? undefined : raw.length === 1 ? raw[0] : Buffer.concat(raw)
     },
     async record(outcomes) {
       await recordTx(outcomes)
