@@ -1,8 +1,8 @@
-import { simpleParser, type AddressObject } from 'mailparser'
+import libmime from 'libmime'
 import { randomBytes } from 'node:crypto'
 import MailComposer from 'nodemailer/lib/mail-composer'
 import { badInput } from '../errors.js'
-import { uniqueAddresses, type Mailbox } from './addresses.js'
+import { parseAddressString, uniqueAddresses, type Mailbox } from './addresses.js'
 
 /** A body "contains HTML" when it has at least one tag, e.g. `<p>`, `<br/>` or `</div>`. */
 const HTML_TAG = /<\/?[a-z][a-z0-9-]*(?:\s[^<>]*)?\/?>/i
@@ -84,20 +84,34 @@ export interface RawHeaders {
 }
 
 /**
- * Reads what the relay needs from a pre-built message's header block (the body is not parsed):
- * the From address, the recipients of To, Cc and Bcc, Subject, Message-ID and Reply-To.
+ * Reads what the relay needs from a message's header block (the body is not parsed): the From
+ * address, the recipients of To, Cc and Bcc, Subject (RFC 2047 words decoded), Message-ID and
+ * Reply-To. RFC 5322 §2.2.3: folded header lines are unfolded first.
  */
-export async function readHeaders(raw: Buffer): Promise<RawHeaders> {
-  const end = headerEnd(raw)
-  const parsed = await simpleParser(raw.subarray(0, end), { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true })
-  const list = (v: AddressObject | AddressObject[] | undefined) =>
-    (Array.isArray(v) ? v : v ? [v] : []).flatMap((o) => o.value).flatMap((a) => (a.group ? a.group : [a])).map((a) => a.address ?? '').filter(Boolean)
+export function readHeaders(raw: Buffer): RawHeaders {
+  const block = raw.subarray(0, headerEnd(raw)).toString('utf8')
+  const headers = new Map<string, string[]>()
+  let name = ''
+  for (const line of block.split(/\r?\n/)) {
+    if (/^[ \t]/.test(line) && name) {
+      const values = headers.get(name)!
+      values[values.length - 1] += ' ' + line.trim()
+    } else {
+      const colon = line.indexOf(':')
+      if (colon <= 0) continue
+      name = line.slice(0, colon).trim().toLowerCase()
+      headers.set(name, [...(headers.get(name) ?? []), line.slice(colon + 1).trim()])
+    }
+  }
+  const addresses = (field: string) => (headers.get(field) ?? []).flatMap((v) => parseAddressString(v).map((m) => m.address)).filter(Boolean)
+  const first = (field: string) => headers.get(field)?.[0]
+  const subject = first('subject')
   return {
-    from: list(parsed.from)[0] ?? null,
-    recipients: uniqueAddresses([...list(parsed.to), ...list(parsed.cc), ...list(parsed.bcc)]),
-    subject: parsed.subject ?? null,
-    messageId: parsed.messageId ?? null,
-    replyTo: list(parsed.replyTo)[0] ?? null,
+    from: addresses('from')[0] ?? null,
+    recipients: uniqueAddresses([...addresses('to'), ...addresses('cc'), ...addresses('bcc')]),
+    subject: subject === undefined ? null : libmime.decodeWords(subject),
+    messageId: first('message-id') ?? null,
+    replyTo: addresses('reply-to')[0] ?? null,
   }
 }
 

@@ -130,7 +130,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
         if (stream.sizeExceeded) return callback(reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`))
         try {
           const raw = body.bytes()
-          const headers = await readHeaders(raw)
+          const headers = readHeaders(raw)
           const txid = await relay.submit({
             order: orderOf(session)!,
             envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',

@@ -25,7 +25,7 @@ export const rawMail = defineTool({
   output: GenericResponse,
   handler: async (input, ctx) => {
     const raw = Buffer.from(input.raw_email, 'utf8')
-    const headers = await readHeaders(raw)
+    const headers = readHeaders(raw)
     if (!headers.from) throw badInput('raw_email: the message has no From header')
     if (!isEmail(headers.from)) throw badInput(`raw_email: From "${headers.from}" is not a valid email address`)
     if (headers.recipients.length === 0) throw badInput('raw_email: no recipients in the To, Cc or Bcc headers')
