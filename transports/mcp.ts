@@ -1,4 +1,5 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js'
 import { asMailroomError, badInput } from '../errors.js'
 import { PACKAGE } from '../runtime.js'
@@ -8,6 +9,8 @@ import { jsonSchemaOf, mcpOutputSchema, structuredResult } from './json-schema.j
 import { parseInput } from './rest.js'
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18'
+
+let validator: AjvJsonSchemaValidator | undefined
 
 export const MCP_INSTRUCTIONS =
   'mailroom relays email to real recipients. Send with sendMail (simple), sendAdvMail (cc, bcc, names, ' +
@@ -60,7 +63,9 @@ export async function callTool(tool: AnyTool | undefined, name: string, args: un
 export function createMcpServer(services: Services, callerOf: CallerOf, tools: readonly AnyTool[] = TOOLS): Server {
   const server = new Server(
     { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
-    { capabilities: { tools: { listChanged: false } }, instructions: MCP_INSTRUCTIONS },
+    // One schema validator for every server: building one (an Ajv instance) per session-less
+    // request cost more than the tool call itself.
+    { capabilities: { tools: { listChanged: false } }, instructions: MCP_INSTRUCTIONS, jsonSchemaValidator: (validator ??= new AjvJsonSchemaValidator()) },
   )
   const byName = new Map(tools.map((t) => [t.name, t]))
   const listed = mcpToolsOf(tools)
