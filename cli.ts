@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { basename } from 'node:path'
 import { loadConfig } from './config.js'
 import { isDomain, isEmail } from './relay/addresses.js'
-import { bootstrap, createAccount, createLogger, createOrder, openRuntime, type Runtime } from './runtime.js'
+import { createAccount, createLogger, createOrder, openRuntime, type Runtime } from './runtime.js'
 import type { MailOrder } from './storage/store.js'
 
 const positiveInt = (name: string) => (value: string) => {

@@ -24,5 +24,3 @@ export function createTxidGenerator(suffix: number = randomInt(0x10000)): (now?:
     return (BigInt(lastMs) * 0x1000n + BigInt(seq)).toString(16) + tail
   }
 }
-
-export const TXID_PATTERN = /^[0-9a-f]{18,19}$/
