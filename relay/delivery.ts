@@ -2,7 +2,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import type { AttemptOutcome, QueueItem, Store } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
-import { MxClient, type Attempt, type Reply } from './mx-client.js'
+import { MxClient, sameReply, type Attempt } from './mx-client.js'
 import { resolveRoute, type MxResolver, type Route } from './routes.js'
 
 /** A lease older than this is taken to belong to a dead worker. */
@@ -134,7 +134,9 @@ export class DeliveryWorker {
     const recipients = items.map((i) => i.recipient)
     const route = await this.route(domain)
     const attempt: Attempt =
-      'error' in route ? everyone(recipients, null, route.error) : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, () => store.queue.body(messageRowId))
+      'error' in route
+        ? { mxHostname: null, replies: sameReply(recipients, { code: route.error.code, response: route.error.response }) }
+        : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, () => store.queue.body(messageRowId))
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []
@@ -160,10 +162,6 @@ export class DeliveryWorker {
     }
     await store.queue.record(outcomes)
   }
-}
-
-function everyone(recipients: string[], mxHostname: string | null, reply: Reply): Attempt {
-  return { mxHostname, replies: new Map(recipients.map((r) => [r, { code: reply.code, response: reply.response }])) }
 }
 
 /** Leased rows grouped by message and domain, at most MAX_RCPTS_PER_TRANSACTION per group. */

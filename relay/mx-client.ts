@@ -28,6 +28,9 @@ const replyCode = (response: string | undefined): number | null => {
   const m = /^(\d{3})/.exec(response ?? '')
   return m ? Number(m[1]) : null
 }
+/** The same reply for every recipient. */
+export const sameReply = (recipients: string[], reply: Reply) => new Map(recipients.map((r) => [r, reply]))
+
 const replyOf = (err: SmtpError): Reply => ({ code: err.responseCode ?? replyCode(err.response), response: (err.response ?? err.message).trim() })
 
 /**
@@ -53,7 +56,8 @@ export class MxClient {
         try {
           conn = await this.acquire(host, address)
         } catch (err) {
-          last = { ...replyOf(err as SmtpError), response: `${host.name} [${address}]:${host.port}: ${replyOf(err as SmtpError).response}` }
+          const reply = replyOf(err as SmtpError)
+          last = { ...reply, response: `${host.name} [${address}]:${host.port}: ${reply.response}` }
           continue
         }
         // The bytes are read only once a host answered: a destination that is down costs no memory.
@@ -61,12 +65,12 @@ export class MxClient {
         const key = `${host.name}|${address}|${host.port}`
         if (!raw) {
           this.park(key, conn)
-          return { mxHostname: host.name, replies: new Map(envelope.to.map((r) => [r, { code: 554, response: '5.3.0 the message body is missing from the queue' }])) }
+          return { mxHostname: host.name, replies: sameReply(envelope.to, { code: 554, response: '5.3.0 the message body is missing from the queue' }) }
         }
         return { mxHostname: host.name, replies: await this.transaction(conn, key, envelope, raw) }
       }
     }
-    return { mxHostname: hosts[0]?.name ?? null, replies: new Map(envelope.to.map((r) => [r, last])) }
+    return { mxHostname: hosts[0]?.name ?? null, replies: sameReply(envelope.to, last) }
   }
 
   /** Closes every idle connection. */
@@ -86,7 +90,7 @@ export class MxClient {
         else conn.close()
         resolve(replies)
       }
-      const all = (reply: Reply) => new Map(envelope.to.map((r) => [r, reply]))
+      const all = (reply: Reply) => sameReply(envelope.to, reply)
       const onError = (err: SmtpError) => finish(all(replyOf(err)), false)
       conn.once('error', onError)
       conn.send({ from: envelope.from, to: envelope.to, size: raw.length }, raw, (err, info) => {
