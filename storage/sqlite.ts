@@ -62,14 +62,6 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   }
   const withSenders = (row: Omit<MailOrder, 'senders'>): MailOrder => ({ ...row, senders: hot.senders.all(row.id) as string[] })
 
-  const toOrder = (row: typeof schema.mailOrders.$inferSelect, senders: string[]): MailOrder => ({
-    id: row.id,
-    accountId: row.accountId,
-    status: row.status,
-    comment: row.comment,
-    senders,
-    createdAt: row.createdAt,
-  })
   const toKeyInfo = (r: typeof schema.apiKeys.$inferSelect): ApiKeyInfo => ({
     id: r.id,
     accountId: r.accountId,
@@ -115,9 +107,8 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         const password = generatePassword()
         const order = db.transaction((tx) => {
           const row = tx.insert(schema.mailOrders).values({ accountId, status: 'active', comment, passwordEnc: encrypt(secret, password), createdAt: now }).returning().get()
-          const unique = [...new Set(senders.map((s) => s.toLowerCase()))].sort()
-          for (const pattern of unique) tx.insert(schema.orderSenders).values({ orderId: row.id, pattern }).run()
-          return toOrder(row, unique)
+          for (const pattern of new Set(senders.map((s) => s.toLowerCase()))) tx.insert(schema.orderSenders).values({ orderId: row.id, pattern }).run()
+          return withSenders(hot.order.get(row.id) as Omit<MailOrder, 'senders'>)
         })
         return { order, password }
       },
