@@ -1,6 +1,8 @@
 import libmime from 'libmime'
 import { randomBytes } from 'node:crypto'
-import MailComposer from 'nodemailer/lib/mail-composer'
+import { wrap as base64Wrap } from 'nodemailer/lib/base64'
+import { buildHeaderParam, detectMimeType, encodeWord, encodeWords, foldLines, quoteString } from 'nodemailer/lib/mime-funcs'
+import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp'
 import { badInput } from '../errors.js'
 import { parseAddressString, uniqueAddresses, type Mailbox } from './addresses.js'
 
@@ -31,31 +33,90 @@ export interface ComposeInput {
 }
 
 /**
- * Builds the MIME message of an API send with nodemailer's composer. A Bcc header is never
- * written; Bcc recipients are only in the envelope.
+ * Builds the MIME message of an API send: text/plain, or multipart/alternative with a plain-text
+ * part for an HTML body, inside multipart/mixed when there are attachments. Every line ends in
+ * CRLF; headers are folded at 76 characters and non-ASCII text is written as RFC 2047 words; a
+ * body that is not 7-bit safe is quoted-printable. A Bcc header is never written; Bcc recipients
+ * are only in the envelope. Built directly as text (nodemailer's encoders do the encoding): the
+ * streaming composer cost more than everything else of a send together.
  */
-export async function composeMessage(input: ComposeInput): Promise<Composed> {
+export function composeMessage(input: ComposeInput): Composed {
   const domain = input.from.address.slice(input.from.address.lastIndexOf('@') + 1).toLowerCase()
-  const messageId = `<${input.txid}.${randomBytes(6).toString('hex')}@${domain}>`
-  const html = isHtml(input.body)
-  const composer = new MailComposer({
-    from: input.from,
-    to: input.to,
-    cc: input.cc?.length ? input.cc : undefined,
-    replyTo: input.replyTo?.length ? input.replyTo : undefined,
-    subject: input.subject,
-    messageId,
-    date: input.date,
-    ...(html ? { html: input.body, text: htmlToText(input.body) } : { text: input.body }),
-    attachments: input.attachments?.map((a) => ({ filename: a.filename || 'attachment', content: a.data, encoding: 'base64' })),
-    // Nothing in a request may make the composer read a file or fetch a URL.
-    disableFileAccess: true,
-    disableUrlAccess: true,
-    xMailer: false,
-  })
-  const raw = await composer.compile().build()
+  const random = randomBytes(12).toString('hex')
+  const messageId = `<${input.txid}.${random.slice(0, 12)}@${domain}>`
+  const boundary = (n: number) => `--_mailroom-${random.slice(12)}-${n}`
+  const headers = [
+    header('From', mailboxes([input.from])),
+    header('To', mailboxes(input.to)),
+    input.cc?.length ? header('Cc', mailboxes(input.cc)) : '',
+    input.replyTo?.length ? header('Reply-To', mailboxes(input.replyTo)) : '',
+    header('Subject', headerText(input.subject)),
+    `Message-ID: ${messageId}\r\n`,
+    `Date: ${input.date.toUTCString().replace(/GMT/, '+0000')}\r\n`,
+    'MIME-Version: 1.0\r\n',
+  ]
+  const text = isHtml(input.body)
+    ? multipart('alternative', boundary(2), [textPart('plain', htmlToText(input.body)), textPart('html', input.body)])
+    : textPart('plain', input.body)
+  const content = input.attachments?.length ? multipart('mixed', boundary(1), [text, ...input.attachments.map(attachmentPart)]) : text
+  const raw = Buffer.from(headers.join('') + content, 'utf8')
   const recipients = uniqueAddresses([...input.to, ...(input.cc ?? []), ...(input.bcc ?? [])].map((m) => m.address))
   return { raw, messageId, recipients }
+}
+
+/** One header line, folded, CRLF-terminated. */
+const header = (name: string, value: string) => `${foldLines(`${name}: ${value}`, 76)}\r\n`
+
+/** Unstructured header text: line breaks become spaces, non-ASCII and control characters RFC 2047 words. */
+function headerText(value: string): string {
+  const flat = value.replace(/\r?\n|\r/g, ' ')
+  return /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(flat) ? encodeWord(flat, 'Q', 52) : encodeWords(flat, 'Q', 52)
+}
+
+/** An address list header value; addresses are checked ASCII (`isEmail`), names are quoted or encoded as needed. */
+function mailboxes(list: Mailbox[]): string {
+  return list
+    .map(({ name, address }) => {
+      if (!name) return /^[^\s",;<>()]+$/.test(address) ? address : `<${address}>`
+      const display = /^[\w ]*$/.test(name) ? name : /^[\x20-\x7e]*$/.test(name) ? quoteString(name) : encodeWord(name, 'Q', 52)
+      return `${display} <${address}>`
+    })
+    .join(', ')
+}
+
+/** A text part: 7bit when it is ASCII with lines of at most 998 characters, else quoted-printable. */
+function textPart(subtype: 'plain' | 'html', body: string): string {
+  const crlf = body.replace(/\r?\n|\r/g, '\r\n')
+  const sevenBit = !/[^\x09\x0d\x0a\x20-\x7e]/.test(crlf) && !/[^\r\n]{999}/.test(crlf)
+  return (
+    `Content-Type: text/${subtype}; charset=utf-8\r\nContent-Transfer-Encoding: ${sevenBit ? '7bit' : 'quoted-printable'}\r\n\r\n` +
+    `${sevenBit ? crlf : qpWrap(qpEncode(crlf), 76)}\r\n`
+  )
+}
+
+/** An attachment (its data is base64 in the request), its type guessed from the filename. */
+function attachmentPart(a: { filename?: string; data: string }): string {
+  const filename = a.filename || 'attachment'
+  const data = base64Wrap(Buffer.from(a.data, 'base64').toString('base64'), 76)
+  return (
+    header('Content-Type', `${detectMimeType(filename)}; ${param('name', filename)}`) +
+    'Content-Transfer-Encoding: base64\r\n' +
+    header('Content-Disposition', `attachment; ${param('filename', filename)}`) +
+    `\r\n${data}\r\n`
+  )
+}
+
+/** A header parameter: a token as is, other ASCII quoted, anything else RFC 2231-encoded. */
+function param(key: string, value: string): string {
+  if (/^[\x21-\x7e]+$/.test(value) && !/[()<>@,;:\\"/[\]?=]/.test(value)) return `${key}=${value}`
+  if (/^[\x20-\x7e]*$/.test(value) && value.length <= 60) return `${key}=${quoteString(value)}`
+  return buildHeaderParam(key, value, 50)
+    .map((p) => `${p.key}=${/^[\x21-\x7e]+$/.test(p.value) && !/[()<>@,;:\\"/[\]?=]/.test(p.value) ? p.value : quoteString(p.value)}`)
+    .join('; ')
+}
+
+function multipart(subtype: 'alternative' | 'mixed', boundary: string, parts: string[]): string {
+  return `Content-Type: multipart/${subtype}; boundary="${boundary}"\r\n\r\n${parts.map((p) => `--${boundary}\r\n${p}`).join('')}--${boundary}--\r\n`
 }
 
 /** The plain-text alternative of an HTML body: tags dropped, block ends as line breaks. */

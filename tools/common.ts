@@ -30,7 +30,7 @@ export async function activeOrders(ctx: ToolContext): Promise<MailOrder[]> {
 /** Builds an API send's MIME message and submits it through the one pipeline. */
 export async function sendComposed(ctx: ToolContext, order: MailOrder, input: Omit<ComposeInput, 'txid' | 'date'>): Promise<string> {
   const txid = ctx.relay.newTxid()
-  const composed = await composeMessage({ ...input, txid, date: new Date(ctx.clock()) })
+  const composed = composeMessage({ ...input, txid, date: new Date(ctx.clock()) })
   return ctx.relay.submit({
     order,
     txid,
