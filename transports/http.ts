@@ -25,14 +25,20 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
       'request',
     )
   })
-  app.use(
-    bodyLimit({
-      maxSize: services.config.http.bodyLimit,
-      onError: () => {
-        throw new MailroomError(413, `the request body is larger than ${services.config.http.bodyLimit} bytes`)
-      },
-    }),
-  )
+  // A declared Content-Length is checked from the header alone, so that the body is then read
+  // straight from the socket (hono's bodyLimit would wrap every body in a web stream first);
+  // bodies of unknown length are counted as they arrive.
+  const limit = services.config.http.bodyLimit
+  const tooLarge = () => {
+    throw new MailroomError(413, `the request body is larger than ${limit} bytes`)
+  }
+  const countedLimit = bodyLimit({ maxSize: limit, onError: tooLarge })
+  app.use(async (c, next) => {
+    const length = c.req.header('content-length')
+    if (length === undefined || c.req.header('transfer-encoding') !== undefined) return countedLimit(c, next)
+    if (Number(length) > limit) tooLarge()
+    await next()
+  })
 
   // Browsers may call the API and MCP from other origins: the API key, never a cookie, authorizes.
   app.use(

@@ -1,3 +1,6 @@
+import { serve, type ServerType } from '@hono/node-server'
+import { request } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { TOOLS } from '../../tools/index.js'
 import { call, createTestEnv, type TestEnv } from '../helpers.js'
@@ -875,5 +878,52 @@ describe('REST API with a 1kb body limit', () => {
 
   it('answers 413 even before checking the key', async () => {
     await expectError(await call(env, 'POST', '/mail/send', { ...SEND, body: 'x'.repeat(2048) }, { apiKey: null }), 'sendMail', 413)
+  })
+
+  describe('over a real socket', () => {
+    let server: ServerType
+    let port: number
+    beforeEach(async () => {
+      server = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
+      await new Promise((r) => server.once('listening', r))
+      port = (server.address() as AddressInfo).port
+    })
+    afterEach(() => new Promise((r) => server.close(r)))
+
+    /** POSTs /mail/send; `chunked` sends the body without a Content-Length. */
+    const post = (body: string, chunked: boolean) =>
+      new Promise<{ status: number; body: { code: number; message: string } }>((resolve, reject) => {
+        const headers: Record<string, string | number> = { 'Content-Type': 'application/json', 'X-API-KEY': env.apiKey }
+        if (!chunked) headers['Content-Length'] = Buffer.byteLength(body)
+        const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/mail/send', headers }, (res) => {
+          let text = ''
+          res.on('data', (d) => (text += d))
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }))
+        })
+        req.on('error', reject)
+        // Two writes: with no Content-Length, Node sends them as two chunks.
+        req.write(body.slice(0, 10))
+        req.end(body.slice(10))
+      })
+
+    it('refuses a declared Content-Length over the limit with 413, and stores nothing', async () => {
+      const res = await post(JSON.stringify({ ...SEND, body: 'x'.repeat(2048) }), false)
+      expect(res).toEqual({ status: 413, body: { code: 413, message: expect.stringMatching(/1024/) } })
+      await expectNothingStored(env)
+    })
+
+    it('counts a chunked body without Content-Length: 413 over the limit, accepted under it', async () => {
+      expect((await post(JSON.stringify({ ...SEND, body: 'x'.repeat(2048) }), true)).status).toBe(413)
+      await expectNothingStored(env)
+      const ok = await post(JSON.stringify(SEND), true)
+      expect(ok).toEqual({ status: 200, body: { status: 'ok', text: expect.any(String) } })
+    })
+
+    it('reads a body with Content-Length straight from the socket, multi-byte text intact', async () => {
+      const res = await post(JSON.stringify({ ...SEND, subject: 'Grüße — ✓' }), false)
+      expect(res.status).toBe(200)
+      const log = await call(env, 'GET', '/mail/log')
+      expect((await log.json()).emails[0].subject).toBe('Grüße — ✓')
+    })
   })
 })
