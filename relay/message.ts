@@ -58,7 +58,7 @@ export function composeMessage(input: ComposeInput): Composed {
   const text = isHtml(input.body)
     ? multipart('alternative', boundary(2), [textPart('plain', htmlToText(input.body)), textPart('html', input.body)])
     : textPart('plain', input.body)
-  const content = input.attachments?.length ? multipart('mixed', boundary(1), [text, ...input.attachments.map(attachmentPart)]) : text
+  const content = input.attachments?.length ? multipart('mixed', boundary(1), [text, ...input.attachments.map(attachmentPart)]) : text.endsWith('\r\n') ? text : `${text}\r\n`
   const raw = Buffer.from(headers.join('') + content, 'utf8')
   const recipients = uniqueAddresses([...input.to, ...(input.cc ?? []), ...(input.bcc ?? [])].map((m) => m.address))
   return { raw, messageId, recipients }
@@ -67,10 +67,13 @@ export function composeMessage(input: ComposeInput): Composed {
 /** One header line, folded, CRLF-terminated. */
 const header = (name: string, value: string) => `${foldLines(`${name}: ${value}`, 76)}\r\n`
 
+/** A word too long to fold around: written as RFC 2047 words, which can be split, it keeps lines within 998. */
+const LONG_WORD = /\S{77,}/
+
 /** Unstructured header text: line breaks become spaces, non-ASCII and control characters RFC 2047 words. */
 function headerText(value: string): string {
   const flat = value.replace(/\r?\n|\r/g, ' ')
-  return /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(flat) ? encodeWord(flat, 'Q', 52) : encodeWords(flat, 'Q', 52)
+  return /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(flat) || LONG_WORD.test(flat) ? encodeWord(flat, 'Q', 52) : encodeWords(flat, 'Q', 52)
 }
 
 /** An address list header value; addresses are checked ASCII (`isEmail`), names are quoted or encoded as needed. */
@@ -78,19 +81,22 @@ function mailboxes(list: Mailbox[]): string {
   return list
     .map(({ name, address }) => {
       if (!name) return /^[^\s",;<>()]+$/.test(address) ? address : `<${address}>`
-      const display = /^[\w ]*$/.test(name) ? name : /^[\x20-\x7e]*$/.test(name) ? quoteString(name) : encodeWord(name, 'Q', 52)
+      const display = LONG_WORD.test(name) || !/^[\x20-\x7e]*$/.test(name) ? encodeWord(name, 'Q', 52) : /^[\w ]*$/.test(name) ? name : quoteString(name)
       return `${display} <${address}>`
     })
     .join(', ')
 }
 
-/** A text part: 7bit when it is ASCII with lines of at most 998 characters, else quoted-printable. */
+/**
+ * A text part: 7bit when it is ASCII with lines of at most 998 characters, else quoted-printable.
+ * Its body ends as written: the line break that ends a message, or starts a boundary, is added by the caller.
+ */
 function textPart(subtype: 'plain' | 'html', body: string): string {
   const crlf = body.replace(/\r?\n|\r/g, '\r\n')
   const sevenBit = !/[^\x09\x0d\x0a\x20-\x7e]/.test(crlf) && !/[^\r\n]{999}/.test(crlf)
   return (
     `Content-Type: text/${subtype}; charset=utf-8\r\nContent-Transfer-Encoding: ${sevenBit ? '7bit' : 'quoted-printable'}\r\n\r\n` +
-    `${sevenBit ? crlf : qpWrap(qpEncode(crlf), 76)}\r\n`
+    (sevenBit ? crlf : qpWrap(qpEncode(crlf), 76))
   )
 }
 
@@ -102,7 +108,7 @@ function attachmentPart(a: { filename?: string; data: string }): string {
     header('Content-Type', `${detectMimeType(filename)}; ${param('name', filename)}`) +
     'Content-Transfer-Encoding: base64\r\n' +
     header('Content-Disposition', `attachment; ${param('filename', filename)}`) +
-    `\r\n${data}\r\n`
+    `\r\n${data}`
   )
 }
 
@@ -115,8 +121,9 @@ function param(key: string, value: string): string {
     .join('; ')
 }
 
+/** A multipart body; the CRLF before each delimiter belongs to the delimiter (RFC 2046 §5.1.1), not to the part. */
 function multipart(subtype: 'alternative' | 'mixed', boundary: string, parts: string[]): string {
-  return `Content-Type: multipart/${subtype}; boundary="${boundary}"\r\n\r\n${parts.map((p) => `--${boundary}\r\n${p}`).join('')}--${boundary}--\r\n`
+  return `Content-Type: multipart/${subtype}; boundary="${boundary}"\r\n\r\n${parts.map((p) => `--${boundary}\r\n${p}\r\n`).join('')}--${boundary}--\r\n`
 }
 
 /** The plain-text alternative of an HTML body: tags dropped, block ends as line breaks. */
