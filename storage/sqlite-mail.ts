@@ -26,6 +26,9 @@ const DELIVERY_FILTERS = { to: 'recipient', mx: 'mx_hostname', delivered: 'deliv
 /** A message's bytes are stored in parts of this size (SQLite copies each part it is given). */
 export const BODY_PART_SIZE = 1024 * 1024
 
+/** How soon after a message is queued its Message-ID is indexed (with every other one queued meanwhile). */
+const MESSAGE_ID_INDEX_DELAY_MS = 1000
+
 /** The trigram tokenizer needs at least three characters to use its index. */
 const TRIGRAM_MIN = 3
 
@@ -71,12 +74,34 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     return { rowId }
   }
 
-  const enqueue = groupCommit(sqlite, insertOne)
+  const commit = groupCommit(sqlite, insertOne)
+
+  // The trigram index of Message-IDs is brought up to date in batches (migration 0006): a bulk
+  // insert indexes a row for a fraction of what it costs inside each message's own transaction.
+  const indexMessageIds = sqlite.prepare(`INSERT INTO messages_fts (rowid, message_id)
+    SELECT id, message_id FROM messages WHERE id > (SELECT COALESCE(MAX(id), 0) FROM messages_fts_docsize) AND message_id IS NOT NULL`)
+  let indexing: NodeJS.Timeout | undefined
+  const indexSoon = () => {
+    indexing ??= setTimeout(() => {
+      indexing = undefined
+      // A failure here (the database busy for too long, say) is left to the next batch, and a
+      // search runs the same statement itself, where an error is reported.
+      try {
+        if (sqlite.open) indexMessageIds.run()
+      } catch {}
+    }, MESSAGE_ID_INDEX_DELAY_MS).unref()
+  }
 
   return {
-    enqueue,
+    async enqueue(message) {
+      const queued = await commit(message)
+      indexSoon()
+      return queued
+    },
 
     async log(q) {
+      // A messageId search first indexes what the batches have not reached yet.
+      if (q.messageId !== undefined && q.messageId.length >= TRIGRAM_MIN) indexMessageIds.run()
       let idRange: [number, number] | undefined
       if (q.startTime !== undefined || q.endTime !== undefined) {
         // The first and last message of the window, each one step into the (order_id, time) index.
