@@ -12,9 +12,13 @@ export interface Runtime extends Services {
   close(): Promise<void>
 }
 
-/** Logs go to stderr when stdout is reserved (stdio MCP, --json output); else to stdout. */
+/**
+ * Logs go to stderr when stdout is reserved (stdio MCP, --json output); else to stdout. Every
+ * line is one synchronous write, so that the lines of the engine thread and of the main thread,
+ * both written straight to the same descriptor, never cut into each other.
+ */
 export function createLogger(config: Pick<Config, 'logLevel'>, destination: 1 | 2 = 1): Logger {
-  return pino({ level: config.logLevel, base: { pid: process.pid } }, pino.destination({ fd: destination, sync: destination === 2 }))
+  return pino({ level: config.logLevel, base: { pid: process.pid } }, pino.destination({ fd: destination, sync: true }))
 }
 
 /** Wires the services around a store. */

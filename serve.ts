@@ -2,6 +2,7 @@ import { serve } from '@hono/node-server'
 import type { AddressInfo } from 'node:net'
 import type { Config } from './config.js'
 import { DeliveryWorker } from './relay/delivery.js'
+import { startEngineThread } from './relay/engine.js'
 import { createResolver, type MxResolver } from './relay/routes.js'
 import { createSubmissionServer } from './relay/submission.js'
 import { loadTls } from './relay/tls.js'
@@ -20,7 +21,14 @@ export interface RunningServer {
  * `mailroom serve`: the data directory (migrated on open), HTTP (REST, MCP, documents), the SMTP
  * submission server and the delivery worker, all over the one store and pipeline.
  */
-export async function startServer(config: Config, options: { resolver?: MxResolver } = {}): Promise<RunningServer> {
+export interface ServeOptions {
+  /** Where the engine runs: its own worker thread (the default), or this event loop. */
+  engine?: 'thread' | 'in-process'
+  /** MX lookups of the in-process engine (the thread always uses DNS). */
+  resolver?: MxResolver
+}
+
+export async function startServer(config: Config, options: ServeOptions = {}): Promise<RunningServer> {
   const logger = createLogger(config)
   const rt = openRuntime(config, { logger })
   const first = await bootstrap(rt)
@@ -37,9 +45,23 @@ export async function startServer(config: Config, options: { resolver?: MxResolv
   const pruning = setInterval(prune, 3_600_000)
   pruning.unref()
 
-  const worker = new DeliveryWorker({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
-  rt.relay.onQueued(() => worker.kick())
-  await worker.start()
+  // The engine (queue commits and delivery) runs in its own thread; in process when asked (the
+  // in-process tests, which run from TypeScript sources that a worker thread cannot load).
+  let engine: { stop(): Promise<void> }
+  if (options.engine === 'in-process') {
+    const worker = new DeliveryWorker({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
+    rt.relay.onQueued(() => worker.kick())
+    await worker.start()
+    engine = worker
+  } else {
+    const thread = await startEngineThread(config, (err) => {
+      logger.fatal({ err }, 'the relay engine stopped; exiting')
+      process.exit(1)
+    })
+    // Accepted messages are committed by the engine thread: the pipeline's store hands them over.
+    rt.store.mail.enqueue = thread.enqueue
+    engine = thread
+  }
 
   const app = createHttpApp(rt)
   const http = serve({ fetch: app.fetch, hostname: config.http.host, port: config.http.port })
@@ -77,7 +99,8 @@ export async function startServer(config: Config, options: { resolver?: MxResolv
       clearInterval(pruning)
       const closed = (server: { close(cb: () => void): unknown }) => new Promise<void>((resolve) => void server.close(() => resolve()))
       // Stop taking work first, then let deliveries in flight finish.
-      await Promise.race([Promise.all([closed(smtp), closed(http), worker.stop(), app.close()]), new Promise((r) => setTimeout(r, 5000).unref())])
+      const drained = Promise.all([closed(smtp), closed(http), app.close()]).then(() => engine.stop())
+      await Promise.race([drained, new Promise((r) => setTimeout(r, 5000).unref())])
       await rt.close()
     },
   }

@@ -30,7 +30,7 @@ describe('every door delivers', () => {
       MAILROOM_LOG_LEVEL: 'silent',
       MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
     })
-    server = await startServer(config)
+    server = await startServer(config, { engine: 'in-process' })
     apiKey = /API key \(shown only now\): (\S+)/.exec(server.firstStart!)![1]
     smtpUser = /SMTP username: +(\S+)/.exec(server.firstStart!)![1]
     smtpPassword = /SMTP password: +(\S+)/.exec(server.firstStart!)![1]

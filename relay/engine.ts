@@ -1,0 +1,132 @@
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
+import type { Config } from '../config.js'
+import { MailroomError } from '../errors.js'
+import { createLogger } from '../runtime.js'
+import { openDataDir } from '../storage/sqlite.js'
+import type { NewMessage, Store } from '../storage/store.js'
+import { DeliveryWorker } from './delivery.js'
+import { createResolver } from './routes.js'
+
+/**
+ * The relay's engine thread of `mailroom serve`: with its own connection to the database, it
+ * commits accepted messages to the durable queue (group commit, one fsync per batch) and runs
+ * the delivery worker over it. Neither the commits nor outbound SMTP then take turns with the
+ * doors on the main event loop, and all queue writes happen in this one thread, so they never
+ * wait for each other's locks. The main thread keeps its own connection for everything else.
+ */
+export interface Engine {
+  /** Resolves once the message is committed (the reply to the client may then be sent). */
+  enqueue: Store['mail']['enqueue']
+  stop(): Promise<void>
+}
+
+// Messages between the threads carry batches: whatever one turn of an event loop produced.
+type Outcome = { id: number; rowId: number } | { id: number; error: string }
+type ToEngine = { enqueue: { id: number; message: NewMessage }[] } | { stop: true }
+type FromEngine = { ready: true } | { outcomes: Outcome[] } | { stopped: true }
+
+/** Collects items and hands them over together once the current turn of the event loop is done. */
+function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => void): (item: T) => void {
+  let items: T[] = []
+  return (item) => {
+    if (items.push(item) > 1) return
+    schedule(() => {
+      const out = items
+      items = []
+      send(out)
+    })
+  }
+}
+
+/** Starts the engine thread. `onFailure` is called if the thread dies: nothing can be accepted after that. */
+export async function startEngineThread(config: Config, onFailure: (err: Error) => void): Promise<Engine> {
+  const worker = new Worker(new URL(import.meta.url), { workerData: { mailroomEngine: config } })
+  const pending = new Map<number, { resolve: (r: { rowId: number }) => void; reject: (e: Error) => void }>()
+  let nextId = 0
+  let dead: Error | null = null
+  let stopping = false
+  let ready: () => void
+  const started = new Promise<void>((resolve) => (ready = resolve))
+  let stopped: () => void
+  const done = new Promise<void>((resolve) => (stopped = resolve))
+
+  worker.on('message', (m: FromEngine) => {
+    if ('outcomes' in m) {
+      for (const o of m.outcomes) {
+        const p = pending.get(o.id)
+        pending.delete(o.id)
+        if ('rowId' in o) p?.resolve({ rowId: o.rowId })
+        else p?.reject(new Error(o.error))
+      }
+    } else if ('ready' in m) ready()
+    else if ('stopped' in m) stopped()
+  })
+  const fail = (err: Error) => {
+    if (dead) return
+    dead = err
+    for (const p of pending.values()) p.reject(err)
+    pending.clear()
+    ready()
+    stopped()
+    if (!stopping) onFailure(err)
+  }
+  worker.on('error', fail)
+  worker.on('exit', (code) => fail(new Error(`the relay engine thread exited (code ${code})`)))
+  await started
+  if (dead) throw dead
+  const send = batcher<{ id: number; message: NewMessage }>((enqueue) => worker.postMessage({ enqueue } satisfies ToEngine), setImmediate)
+
+  return {
+    enqueue(message) {
+      if (dead) return Promise.reject(new MailroomError(503, 'the relay engine is not running; nothing can be queued'))
+      const id = nextId++
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject })
+        // A small Buffer is a view into a shared pool, which a message between threads would copy
+        // whole: the message's own bytes go instead.
+        const { raw } = message
+        send({ id, message: raw.byteLength === raw.buffer.byteLength ? message : { ...message, raw: Buffer.from(new Uint8Array(raw).buffer) } })
+      })
+    },
+    async stop() {
+      stopping = true
+      if (!dead) worker.postMessage({ stop: true } satisfies ToEngine)
+      await done
+      await worker.terminate()
+    },
+  }
+}
+
+/** The thread's side: its own store, logger and delivery worker. */
+async function runEngineThread(config: Config): Promise<void> {
+  const port = parentPort!
+  const post = (m: FromEngine) => port.postMessage(m)
+  const logger = createLogger(config)
+  const store = openDataDir(config.dataDir)
+  const worker = new DeliveryWorker({ store, config, logger, clock: Date.now, resolver: createResolver(config.delivery.dnsServers) })
+  await worker.start()
+  // The outcomes of one group commit are resolved together, so they go back in one message.
+  const reply = batcher<Outcome>((outcomes) => post({ outcomes }), queueMicrotask)
+  port.on('message', (m: ToEngine) => {
+    if ('enqueue' in m) {
+      for (const { id, message } of m.enqueue) {
+        // The bytes arrive as a Uint8Array: the same memory is viewed as a Buffer, not copied.
+        store.mail.enqueue({ ...message, raw: Buffer.from(message.raw.buffer, message.raw.byteOffset, message.raw.byteLength) }).then(
+          ({ rowId }) => {
+            reply({ id, rowId })
+            worker.kick()
+          },
+          (err: Error) => reply({ id, error: err.message }),
+        )
+      }
+    } else if ('stop' in m) {
+      void worker
+        .stop()
+        .then(() => store.close())
+        .then(() => post({ stopped: true }))
+    }
+  })
+  post({ ready: true })
+}
+
+if (!isMainThread && workerData?.mailroomEngine) await runEngineThread(workerData.mailroomEngine as Config)
