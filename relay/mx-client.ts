@@ -52,9 +52,19 @@ export class MxClient {
     let last: Reply = { code: null, response: 'no MX host could be reached' }
     for (const host of hosts) {
       for (const address of host.addresses) {
+        const key = `${host.name}|${address}|${host.port}`
+        // A parked connection goes straight into the next transaction. If it turns out to have
+        // died meanwhile (no reply at all), the transaction is run again on a new connection.
+        const parked = this.unpark(key)
+        if (parked) {
+          const raw = await load()
+          if (!raw) return this.missingBody(key, parked, host, envelope)
+          const replies = await this.transaction(parked, key, envelope, raw)
+          if (![...replies.values()].every((r) => r.code === null)) return { mxHostname: host.name, replies }
+        }
         let conn: SMTPConnection
         try {
-          conn = await this.acquire(host, address)
+          conn = await this.connect(host, address)
         } catch (err) {
           const reply = replyOf(err as SmtpError)
           last = { ...reply, response: `${host.name} [${address}]:${host.port}: ${reply.response}` }
@@ -62,11 +72,7 @@ export class MxClient {
         }
         // The bytes are read only once a host answered: a destination that is down costs no memory.
         const raw = await load()
-        const key = `${host.name}|${address}|${host.port}`
-        if (!raw) {
-          this.park(key, conn)
-          return { mxHostname: host.name, replies: sameReply(envelope.to, { code: 554, response: '5.3.0 the message body is missing from the queue' }) }
-        }
+        if (!raw) return this.missingBody(key, conn, host, envelope)
         return { mxHostname: host.name, replies: await this.transaction(conn, key, envelope, raw) }
       }
     }
@@ -82,46 +88,51 @@ export class MxClient {
   private transaction(conn: SMTPConnection, key: string, envelope: { from: string; to: string[] }, raw: Buffer): Promise<Map<string, Reply>> {
     return new Promise((resolve) => {
       let settled = false
-      const finish = (replies: Map<string, Reply>, reusable: boolean) => {
+      /** `reuse`: 'as is' after a completed transaction, 'reset' after a refusal (RSET ends what the server may hold open). */
+      const finish = (replies: Map<string, Reply>, reuse: 'as is' | 'reset' | 'no') => {
         if (settled) return
         settled = true
         conn.removeListener('error', onError)
-        if (reusable) this.park(key, conn)
+        if (reuse === 'as is') this.park(key, conn)
+        else if (reuse === 'reset') conn.reset((err) => (err ? conn.close() : this.park(key, conn)))
         else conn.close()
         resolve(replies)
       }
       const all = (reply: Reply) => sameReply(envelope.to, reply)
-      const onError = (err: SmtpError) => finish(all(replyOf(err)), false)
+      const onError = (err: SmtpError) => finish(all(replyOf(err)), 'no')
       conn.once('error', onError)
       conn.send({ from: envelope.from, to: envelope.to, size: raw.length }, raw, (err, info) => {
         if (err) {
           const e = err as SmtpError
           // A reply (refused envelope or message) leaves the connection usable; a network error does not.
-          if (!e.responseCode) return finish(all(replyOf(e)), false)
+          if (!e.responseCode) return finish(all(replyOf(e)), 'no')
           const replies = all(replyOf(e))
           for (const r of e.rejectedErrors ?? []) if (r.recipient) replies.set(r.recipient, replyOf(r))
-          return finish(replies, true)
+          return finish(replies, 'reset')
         }
         const ok: Reply = { code: replyCode(info.response) ?? 250, response: info.response.trim() }
         const replies = all(ok)
         for (const r of (info.rejectedErrors ?? []) as SmtpError[]) if (r.recipient) replies.set(r.recipient, replyOf(r))
-        finish(replies, true)
+        finish(replies, 'as is')
       })
     })
   }
 
-  private async acquire(host: MxHost, address: string): Promise<SMTPConnection> {
-    const key = `${host.name}|${address}|${host.port}`
-    const list = this.idle.get(key)
-    while (list?.length) {
-      const { conn, timer, onEnd } = list.pop()!
-      clearTimeout(timer)
-      conn.removeListener('end', onEnd)
-      // RSET proves the parked connection still works before it carries a message.
-      const alive = await new Promise<boolean>((resolve) => conn.reset((err) => resolve(!err)))
-      if (alive) return conn
-      conn.close()
-    }
+  private missingBody(key: string, conn: SMTPConnection, host: MxHost, envelope: { to: string[] }): Attempt {
+    this.park(key, conn)
+    return { mxHostname: host.name, replies: sameReply(envelope.to, { code: 554, response: '5.3.0 the message body is missing from the queue' }) }
+  }
+
+  /** The most recently parked connection to this host, if any. */
+  private unpark(key: string): SMTPConnection | undefined {
+    const entry = this.idle.get(key)?.pop()
+    if (!entry) return undefined
+    clearTimeout(entry.timer)
+    entry.conn.removeListener('end', entry.onEnd)
+    return entry.conn
+  }
+
+  private connect(host: MxHost, address: string): Promise<SMTPConnection> {
     return new Promise((resolve, reject) => {
       const conn = new SMTPConnection({
         host: address,

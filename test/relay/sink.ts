@@ -15,11 +15,11 @@ export type SinkRule = (rcpt: string) => { code: number; message: string } | und
 /**
  * A real SMTP server on 127.0.0.1, port 0, standing in for a destination MX. It records every
  * accepted message; `rcptRule` and `dataRule` make it refuse, and `dropDuringData` makes it
- * hang up in the middle of DATA.
+ * hang up in the middle of DATA. `connections` and `rsets` count what clients did.
  */
 export async function startSink(options: { tls?: { key: string | Buffer; cert: string | Buffer } } = {}) {
   const messages: SunkMessage[] = []
-  const state = { rcptRule: undefined as SinkRule | undefined, dataRule: undefined as (() => { code: number; message: string } | undefined) | undefined, dropDuringData: false, connections: 0 }
+  const state = { rcptRule: undefined as SinkRule | undefined, dataRule: undefined as (() => { code: number; message: string } | undefined) | undefined, dropDuringData: false, connections: 0, rsets: 0 }
   const server = new SMTPServer({
     authOptional: true,
     disableReverseLookup: true,
@@ -64,6 +64,8 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
   server.server.on('connection', (socket: Socket) => {
     sockets.add(socket)
     socket.on('close', () => sockets.delete(socket))
+    // Commands are counted off the wire (smtp-server has no hook for RSET).
+    socket.on('data', (d: Buffer) => (state.rsets += (d.toString('latin1').match(/^RSET\r?$/gim) ?? []).length))
   })
   server.on('error', () => {})
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
@@ -72,6 +74,8 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
     port,
     messages,
     state,
+    /** Hangs up every open connection without a word, as a server that restarted would. */
+    dropConnections: () => sockets.forEach((s) => s.destroy()),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   }
 }
