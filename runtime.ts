@@ -13,12 +13,18 @@ export interface Runtime extends Services {
 }
 
 /**
- * Logs go to stderr when stdout is reserved (stdio MCP, --json output); else to stdout. Every
- * line is one synchronous write, so that the lines of the engine thread and of the main thread,
- * both written straight to the same descriptor, never cut into each other.
+ * Logs go to stderr when stdout is reserved (stdio MCP, --json output), one synchronous write per
+ * line; else to stdout, buffered (and flushed at exit). A stream given instead takes the lines:
+ * the engine thread hands its lines over to the main thread's logger, the one writer of stdout.
  */
-export function createLogger(config: Pick<Config, 'logLevel'>, destination: 1 | 2 = 1): Logger {
-  return pino({ level: config.logLevel, base: { pid: process.pid } }, pino.destination({ fd: destination, sync: true }))
+export function createLogger(config: Pick<Config, 'logLevel'>, destination: 1 | 2 | { write(line: string): void } = 1): Logger {
+  const stream = typeof destination === 'number' ? pino.destination({ fd: destination, sync: destination === 2 }) : destination
+  return pino({ level: config.logLevel, base: { pid: process.pid } }, stream)
+}
+
+/** Writes lines that are already formatted (the engine thread's) through the logger's destination. */
+export function writeLogLines(logger: Logger, lines: string): void {
+  ;(logger as unknown as Record<symbol, { write(text: string): void }>)[pino.symbols.streamSym].write(lines)
 }
 
 /** Wires the services around a store. */

@@ -54,7 +54,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
     await worker.start()
     engine = worker
   } else {
-    const thread = await startEngineThread(config, (err) => {
+    const thread = await startEngineThread(config, logger, (err) => {
       logger.fatal({ err }, 'the relay engine stopped; exiting')
       process.exit(1)
     })

@@ -25,7 +25,9 @@ export function parseAddressString(value: string): Mailbox[] {
  */
 export function toMailboxes(field: string, value: string | { email: string; name?: string } | (string | { email: string; name?: string })[]): Mailbox[] {
   const items = Array.isArray(value) ? value : [value]
-  const boxes = items.flatMap((item) => (typeof item === 'string' ? parseAddressString(item) : [{ name: item.name ?? '', address: item.email.trim() }]))
+  const boxes = items.flatMap((item) =>
+    typeof item !== 'string' ? [{ name: item.name ?? '', address: item.email.trim() }] : isEmail(item) ? [{ name: '', address: item }] : parseAddressString(item),
+  )
   for (const box of boxes) {
     if (!isEmail(box.address)) throw badInput(`${field}: "${box.address || String(value)}" is not a valid email address`)
   }

@@ -32,6 +32,8 @@ export class DeliveryWorker {
   private loopDone: Promise<void> = Promise.resolve()
   private wake: (() => void) | null = null
   private inFlight = new Set<Promise<void>>()
+  /** Outcomes on their way into the queue (a delivery slot is free again before its commit). */
+  private recording = new Set<Promise<void>>()
   private perDomain = new Map<string, number>()
   private waiting: QueueItem[][] = []
   private routes = new Map<string, { route: Route; expires: number }>()
@@ -60,6 +62,7 @@ export class DeliveryWorker {
     this.kick()
     await this.loopDone
     await Promise.all(this.inFlight)
+    await Promise.all(this.recording)
     this.mx.close()
   }
 
@@ -160,7 +163,11 @@ export class DeliveryWorker {
       outcomes.push({ id: item.id, state, code: reply.code, response, mxHostname: attempt.mxHostname, nextAttemptAt: next })
       logger.info({ txid, row: item.id, rcpt: item.recipient, state, code: reply.code, mx: attempt.mxHostname }, 'delivery attempt')
     }
-    await store.queue.record(outcomes)
+    const recorded = store.queue
+      .record(outcomes)
+      .catch((err) => logger.error({ err, txid }, 'recording delivery attempts failed; the rows are tried again once their lease expires'))
+      .finally(() => this.recording.delete(recorded))
+    this.recording.add(recorded)
   }
 }
 

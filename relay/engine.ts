@@ -1,7 +1,8 @@
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
+import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
-import { createLogger } from '../runtime.js'
+import { createLogger, writeLogLines } from '../runtime.js'
 import { openDataDir } from '../storage/sqlite.js'
 import type { NewMessage, Store } from '../storage/store.js'
 import { DeliveryWorker } from './delivery.js'
@@ -23,7 +24,7 @@ export interface Engine {
 // Messages between the threads carry batches: whatever one turn of an event loop produced.
 type Outcome = { id: number; rowId: number } | { id: number; error: string }
 type ToEngine = { enqueue: { id: number; message: NewMessage }[] } | { stop: true }
-type FromEngine = { ready: true } | { outcomes: Outcome[] } | { stopped: true }
+type FromEngine = { ready: true } | { outcomes: Outcome[] } | { log: string } | { stopped: true }
 
 /** Collects items and hands them over together once the current turn of the event loop is done. */
 function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => void): (item: T) => void {
@@ -38,8 +39,12 @@ function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => voi
   }
 }
 
-/** Starts the engine thread. `onFailure` is called if the thread dies: nothing can be accepted after that. */
-export async function startEngineThread(config: Config, onFailure: (err: Error) => void): Promise<Engine> {
+/**
+ * Starts the engine thread. Its log lines come back in batches and go out through `logger`'s own
+ * destination, so that stdout has one writer and lines stay whole. `onFailure` is called if the
+ * thread dies: nothing can be accepted after that.
+ */
+export async function startEngineThread(config: Config, logger: Logger, onFailure: (err: Error) => void): Promise<Engine> {
   const worker = new Worker(new URL(import.meta.url), { workerData: { mailroomEngine: config } })
   const pending = new Map<number, { resolve: (r: { rowId: number }) => void; reject: (e: Error) => void }>()
   let nextId = 0
@@ -58,7 +63,8 @@ export async function startEngineThread(config: Config, onFailure: (err: Error) 
         if ('rowId' in o) p?.resolve({ rowId: o.rowId })
         else p?.reject(new Error(o.error))
       }
-    } else if ('ready' in m) ready()
+    } else if ('log' in m) writeLogLines(logger, m.log)
+    else if ('ready' in m) ready()
     else if ('stopped' in m) stopped()
   })
   const fail = (err: Error) => {
@@ -101,7 +107,7 @@ export async function startEngineThread(config: Config, onFailure: (err: Error) 
 async function runEngineThread(config: Config): Promise<void> {
   const port = parentPort!
   const post = (m: FromEngine) => port.postMessage(m)
-  const logger = createLogger(config)
+  const logger = createLogger(config, { write: batcher<string>((lines) => post({ log: lines.join('') }), setImmediate) })
   const store = openDataDir(config.dataDir)
   const worker = new DeliveryWorker({ store, config, logger, clock: Date.now, resolver: createResolver(config.delivery.dnsServers) })
   await worker.start()

@@ -4,15 +4,20 @@ import type Database from 'better-sqlite3'
  * Group commit: work submitted while a commit is pending shares the next transaction, so
  * concurrent callers pay for one fsync between them. Each caller resolves only after the commit
  * that holds its work. If the shared transaction fails, each item is retried alone, so one bad
- * item cannot fail the others.
+ * item cannot fail the others. `delayMs` keeps the batch open that long, for work whose callers
+ * need not hear back at once: more of it shares each commit.
  */
-export function groupCommit<T, R>(sqlite: Database.Database, apply: (item: T) => R): (item: T) => Promise<R> {
+export function groupCommit<T, R>(sqlite: Database.Database, apply: (item: T) => R, options: { delayMs?: number } = {}): (item: T) => Promise<R> {
   let batch: { item: T; resolve: (r: R) => void; reject: (e: unknown) => void }[] = []
   const together = sqlite.transaction((items: typeof batch) => items.map((b) => apply(b.item)))
   const alone = sqlite.transaction(apply)
   const flush = () => {
     const items = batch
     batch = []
+    if (!sqlite.open) {
+      for (const b of items) b.reject(new Error('the database is closed'))
+      return
+    }
     try {
       const results = together(items)
       items.forEach((b, i) => b.resolve(results[i]))
@@ -28,6 +33,8 @@ export function groupCommit<T, R>(sqlite: Database.Database, apply: (item: T) =>
   }
   return (item) =>
     new Promise<R>((resolve, reject) => {
-      if (batch.push({ item, resolve, reject }) === 1) setImmediate(flush)
+      if (batch.push({ item, resolve, reject }) > 1) return
+      if (options.delayMs) setTimeout(flush, options.delayMs)
+      else setImmediate(flush)
     })
 }

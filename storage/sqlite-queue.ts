@@ -2,6 +2,13 @@ import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
 import type { AttemptOutcome, QueueItem, Store } from './store.js'
 
+/**
+ * How long the outcome of a delivery attempt may wait for others to share its commit. Until it is
+ * committed its row stays leased; a crash in between means the recipient gets the message again
+ * (delivery is at least once).
+ */
+const RECORD_DELAY_MS = 50
+
 /** The durable queue: the deliveries table, leased row by row. */
 export function createQueueStore(sqlite: Database.Database): Store['queue'] {
   // The partial index deliveries_due holds only rows with a next attempt: final rows cost nothing.
@@ -28,7 +35,7 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       return { ...r, ...m }
     })
   })
-  // Outcomes of attempts finishing together share one commit.
+  // Outcomes of attempts finishing within RECORD_DELAY_MS share one commit.
   const recordTx = groupCommit(sqlite, (outcomes: AttemptOutcome[]) => {
     const touched = new Set<number>()
     for (const o of outcomes) {
@@ -36,7 +43,7 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       if (row) touched.add(row.messageRowId)
     }
     for (const id of touched) dropBody.run({ id })
-  })
+  }, { delayMs: RECORD_DELAY_MS })
 
   return {
     async claim({ node, now, leaseMs, limit }) {

@@ -73,6 +73,16 @@ describe('delivery', () => {
     expect(await t.env.services.store.queue.pending()).toBe(0)
   })
 
+  it('records outcomes a moment after the transaction, and always before stop() returns', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    const txids = [await t.send(['a@example.com']), await t.send(['b@example.com']), await t.send(['c@example.com'])]
+    await expect.poll(() => t.sink.messages.length, { interval: 5 }).toBe(3)
+    // Stopped the moment the last message reached the MX: its outcome is committed all the same.
+    await t.worker.stop()
+    for (const txid of txids) expect((await t.rows(txid)).map((r) => [r.delivered, r.code, r.locked])).toEqual([[1, 250, 0]])
+    expect(await t.env.services.store.queue.pending()).toBe(0)
+  })
+
   it('defers a 4xx and delivers on the retry', async () => {
     const t = await setup({ resolver: (p) => local(p) })
     t.sink.state.rcptRule = () => ({ code: 451, message: '4.7.1 Greylisted, try again later' })
