@@ -1,5 +1,4 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js'
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import type { Context, Hono } from 'hono'
 import { randomUUID } from 'node:crypto'
@@ -11,6 +10,8 @@ import { authenticate, clientIp } from './rest.js'
 /** A session nobody used for this long is closed. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000
 const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '::1', '[::1]']
+/** At most this many servers are kept for session-less requests (about their concurrency). */
+const MAX_IDLE_SERVERS = 64
 
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport
@@ -35,6 +36,8 @@ const rpcError = (c: Context, status: 400 | 404 | 405, message: string) =>
  */
 export function mountMcp(app: Hono, services: Services): { close(): Promise<void> } {
   const sessions = new Map<string, Session>()
+  /** Servers of finished session-less requests, ready for the next ones. */
+  const idle: Server[] = []
   const { config, clock } = services
   const loopback = LOOPBACK_HOSTS.includes(config.http.host)
   const allowedHosts = new Set([...LOOPBACK_HOSTS, new URL(config.publicUrl).hostname])
@@ -77,9 +80,10 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
     } catch {
       return c.json({ jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: the body is not JSON' }, id: null }, 400)
     }
-    const initializing = Array.isArray(body) ? body.some(isInitializeRequest) : isInitializeRequest(body)
-    const server = createMcpServer(services, callerOf)
+    // Only the method decides where the request goes; the transport validates the message itself.
+    const initializing = (Array.isArray(body) ? body : [body]).some((m) => (m as { method?: unknown } | null)?.method === 'initialize')
     if (initializing) {
+      const server = createMcpServer(services, callerOf)
       const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: randomUUID,
         onsessioninitialized: (id) => void sessions.set(id, { transport, server, accountId, lastSeen: clock() }),
@@ -88,11 +92,14 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
       await server.connect(transport)
       return transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
     }
-    // Session-less: one transport for this one request, answered as plain JSON.
+    // Session-less: one transport for this one request, answered as plain JSON. Its server is
+    // taken from the idle ones (a server serves one transport at a time) and given back once
+    // closed, after the handler has settled: closing sooner would abort the handler's signal.
+    const server = idle.pop() ?? createMcpServer(services, callerOf)
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
     await server.connect(transport)
     const response = await transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
-    void server.close()
+    setImmediate(() => void server.close().then(() => idle.length < MAX_IDLE_SERVERS && idle.push(server)))
     return response
   })
 

@@ -145,6 +145,28 @@ describe('MCP over Streamable HTTP', () => {
     expect(body.result.structuredContent).toEqual({ orders: [{ id: env.orderId, status: 'active', username: `mb${env.orderId}` }] })
   })
 
+  it('answers many session-less calls, at once and one after another, each with its own result', async () => {
+    const other = await env.newAccount()
+    const call = (id: number, apiKey: string) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'X-API-KEY': apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'getMailOrders', arguments: {} } }),
+      }).then((r) => r.json())
+    // The same JSON-RPC id from two accounts at the same time, in three waves: the servers of
+    // finished calls serve the next ones, and no answer crosses to another caller.
+    for (let wave = 0; wave < 3; wave++) {
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => call(i % 2, i % 4 < 2 ? env.apiKey : other.apiKey)))
+      answers.forEach((body, i) => {
+        expect(body.id).toBe(i % 2)
+        expect(body.result.structuredContent.orders.map((o: { id: number }) => o.id)).toEqual([i % 4 < 2 ? env.orderId : other.orderId])
+      })
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    const single = [await call(1, env.apiKey), await call(1, other.apiKey), await call(2, env.apiKey)]
+    expect(single.map((b) => b.result.structuredContent.orders[0].id)).toEqual([env.orderId, other.orderId, env.orderId])
+  })
+
   it('refuses a missing or wrong key with 401 before reading JSON-RPC', async () => {
     for (const key of [undefined, 'mr_wrong']) {
       const res = await fetch(url, { method: 'POST', headers: { ...(key ? { 'X-API-KEY': key } : {}), 'Content-Type': 'application/json' }, body: 'not json at all' })
