@@ -108,7 +108,6 @@ export const messages = sqliteTable(
     index('messages_order_subject').on(t.orderId, t.subject, t.id, t.rcptCount),
     index('messages_order_header_from').on(t.orderId, t.headerFrom, t.id, t.rcptCount),
     index('messages_order_reply_to').on(t.orderId, t.replyTo, t.id, t.rcptCount),
-    index('messages_account_time').on(t.accountId, t.time),
   ],
 )
 
