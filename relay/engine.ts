@@ -16,7 +16,10 @@ import { createResolver } from './routes.js'
  * wait for each other's locks. The main thread keeps its own connection for everything else.
  */
 export interface Engine {
-  /** Resolves once the message is committed (the reply to the client may then be sent). */
+  /**
+   * Resolves once the message is committed (the reply to the client may then be sent). The
+   * memory of `raw` is handed over to the engine thread: the caller must not read it afterwards.
+   */
   enqueue: Store['mail']['enqueue']
   stop(): Promise<void>
 }
@@ -80,7 +83,19 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
   worker.on('exit', (code) => fail(new Error(`the relay engine thread exited (code ${code})`)))
   await started
   if (dead) throw dead
-  const send = batcher<{ id: number; message: NewMessage }>((enqueue) => worker.postMessage({ enqueue } satisfies ToEngine), setImmediate)
+  const send = batcher<{ id: number; message: NewMessage }>((enqueue) => {
+    // The bytes move to the engine without a copy: their memory is transferred. A small Buffer
+    // is a view into Node's shared pool, which must not move (and would be copied whole), so
+    // its own bytes are copied out first.
+    const transfer: ArrayBuffer[] = []
+    for (const item of enqueue) {
+      const { raw } = item.message
+      const own = raw.buffer.byteLength > Buffer.poolSize ? raw : Buffer.from(new Uint8Array(raw).buffer)
+      item.message = { ...item.message, raw: own }
+      transfer.push(own.buffer as ArrayBuffer)
+    }
+    worker.postMessage({ enqueue } satisfies ToEngine, transfer)
+  }, setImmediate)
 
   return {
     enqueue(message) {
@@ -88,10 +103,7 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
       const id = nextId++
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject })
-        // A small Buffer is a view into a shared pool, which a message between threads would copy
-        // whole: the message's own bytes go instead.
-        const { raw } = message
-        send({ id, message: raw.byteLength === raw.buffer.byteLength ? message : { ...message, raw: Buffer.from(new Uint8Array(raw).buffer) } })
+        send({ id, message })
       })
     },
     async stop() {
@@ -109,6 +121,9 @@ async function runEngineThread(config: Config): Promise<void> {
   const post = (m: FromEngine) => port.postMessage(m)
   const logger = createLogger(config, { write: batcher<string>((lines) => post({ log: lines.join('') }), setImmediate) })
   const store = openDataDir(config.dataDir)
+  // A small page cache: this connection mostly appends, and a large message would otherwise
+  // fill SQLite's 16 MB default here, beside the main thread's own.
+  store.sqlite.pragma('cache_size = -4000')
   const worker = new DeliveryWorker({ store, config, logger, clock: Date.now, resolver: createResolver(config.delivery.dnsServers) })
   await worker.start()
   // The outcomes of one group commit are resolved together, so they go back in one message.

@@ -95,6 +95,8 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       // Last of the checks: it counts the message once it passes.
       await filter.checkSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)
       const txid = s.txid ?? relay.newTxid()
+      // Read before the bytes go to the queue: in `mailroom serve` their memory moves to the engine thread.
+      const size = s.raw.length
       await store.mail.enqueue({
         txid,
         accountId: s.order.accountId,
@@ -112,7 +114,7 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
         raw: s.raw,
         time: clock(),
       })
-      logger.info({ txid, order: s.order.id, rcpts: s.recipients.length, size: s.raw.length, via: s.interface }, 'message queued')
+      logger.info({ txid, order: s.order.id, rcpts: s.recipients.length, size, via: s.interface }, 'message queued')
       for (const listener of queuedListeners) listener()
       return txid
     },

@@ -56,8 +56,11 @@ describe('system: the engine thread of mailroom serve', () => {
     expect(subjects.sort()).toEqual(Array.from({ length: 300 }, (_, i) => `engine ${i}`).sort())
     // Both threads write to stdout: every line is one whole JSON record.
     const lines = t.server.output().split('\n').filter((l) => l.startsWith('{'))
-    const records = lines.map((l) => JSON.parse(l) as { msg: string })
-    expect(records.filter((r) => r.msg === 'message queued')).toHaveLength(300)
+    const records = lines.map((l) => JSON.parse(l) as { msg: string; size?: number })
+    const queued = records.filter((r) => r.msg === 'message queued')
+    expect(queued).toHaveLength(300)
+    // The bytes moved to the engine thread; the size logged was read before they went.
+    for (const r of queued) expect(r.size).toBeGreaterThan(100)
     expect(records.filter((r) => r.msg === 'delivery attempt')).toHaveLength(300)
   })
 
