@@ -1,8 +1,8 @@
 import { Hono } from 'hono'
+import { randomUUID } from 'node:crypto'
 import { bodyLimit } from 'hono/body-limit'
 import { cors } from 'hono/cors'
 import { HTTPException } from 'hono/http-exception'
-import { requestId } from 'hono/request-id'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import { MailroomError, asMailroomError } from '../errors.js'
 import type { Services } from '../tools/define.js'
@@ -10,15 +10,38 @@ import { mountDocuments } from './documents.js'
 import { mountMcp } from './mcp-http.js'
 import { mountRest } from './rest.js'
 
+declare module 'hono' {
+  interface ContextVariableMap {
+    /** The request's X-Request-Id, also in its log lines. */
+    requestId: string
+  }
+}
+
 /** The whole HTTP surface in one Hono app: REST, MCP at /mcp, and the documents. */
 export function createHttpApp(services: Services): Hono & { close(): Promise<void> } {
   const app = new Hono()
   const { logger } = services
 
-  app.use(requestId())
+  // Every answer carries X-Request-Id (the client's, when it sent a usable one) and the CORS
+  // headers. They are set once the handler has answered: set before, they would make Hono wrap a
+  // response the handler built itself (MCP's) into a new one whose body is a stream.
+  const preflight = cors({
+    origin: '*',
+    allowMethods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+    allowHeaders: ['Content-Type', 'Accept', 'X-API-KEY', 'Mcp-Session-Id', 'Mcp-Protocol-Version', 'Last-Event-ID'],
+    maxAge: 86400,
+  })
   app.use(async (c, next) => {
     const started = performance.now()
-    await next()
+    const given = c.req.header('x-request-id')
+    const id = given && given.length <= 255 && /^[\w\-=]+$/.test(given) ? given : randomUUID()
+    c.set('requestId', id)
+    // Browsers may call the API and MCP from other origins: the API key, never a cookie, authorizes.
+    if (c.req.method !== 'OPTIONS') await next()
+    else c.res = (await preflight(c, next)) ?? c.res
+    c.res.headers.set('X-Request-Id', id)
+    c.res.headers.set('Access-Control-Allow-Origin', '*')
+    c.res.headers.set('Access-Control-Expose-Headers', 'Mcp-Session-Id,Mcp-Protocol-Version,X-Request-Id')
     // Access lines are debug: each send already logs its own `message queued` line at info.
     logger.debug(
       { req: c.get('requestId'), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) },
@@ -39,17 +62,6 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
     if (Number(length) > limit) tooLarge()
     await next()
   })
-
-  // Browsers may call the API and MCP from other origins: the API key, never a cookie, authorizes.
-  app.use(
-    cors({
-      origin: '*',
-      allowMethods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-      allowHeaders: ['Content-Type', 'Accept', 'X-API-KEY', 'Mcp-Session-Id', 'Mcp-Protocol-Version', 'Last-Event-ID'],
-      exposeHeaders: ['Mcp-Session-Id', 'Mcp-Protocol-Version'],
-      maxAge: 86400,
-    }),
-  )
 
   mountRest(app, services)
   mountDocuments(app, services.config)

@@ -167,6 +167,34 @@ describe('MCP over Streamable HTTP', () => {
     expect(single.map((b) => b.result.structuredContent.orders[0].id)).toEqual([env.orderId, other.orderId, env.orderId])
   })
 
+  it('gives every answer X-Request-Id and the CORS headers: REST, MCP, errors, preflight', async () => {
+    const base = url.toString().replace(/\/mcp$/, '')
+    const mcpHeaders = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
+    const answers = await Promise.all([
+      fetch(`${base}/ping`),
+      fetch(`${base}/mail`, { headers: { 'X-API-KEY': env.apiKey } }),
+      fetch(`${base}/mail`),
+      fetch(`${base}/no/such/path`),
+      fetch(url, { method: 'POST', headers: mcpHeaders, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) }),
+      fetch(url, { method: 'POST', headers: mcpHeaders, body: 'not json' }),
+      fetch(url, { method: 'OPTIONS', headers: { Origin: 'http://localhost:3000', 'Access-Control-Request-Method': 'POST' } }),
+    ])
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 401, 404, 200, 400, 204])
+    const ids = answers.map((r) => r.headers.get('x-request-id'))
+    for (const [i, r] of answers.entries()) {
+      expect(ids[i], `answer ${i}`).toMatch(/^[0-9a-f-]{36}$/)
+      expect(r.headers.get('access-control-allow-origin'), `answer ${i}`).toBe('*')
+      await r.arrayBuffer()
+    }
+    expect(new Set(ids).size).toBe(ids.length)
+    expect(answers[4].headers.get('access-control-expose-headers')).toContain('Mcp-Session-Id')
+    // A usable id from the client is kept; anything else is replaced.
+    const kept = await fetch(`${base}/ping`, { headers: { 'X-Request-Id': 'trace-42=a' } })
+    expect(kept.headers.get('x-request-id')).toBe('trace-42=a')
+    const replaced = await fetch(`${base}/ping`, { headers: { 'X-Request-Id': 'bad id;' } })
+    expect(replaced.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/)
+  })
+
   it('refuses a missing or wrong key with 401 before reading JSON-RPC', async () => {
     for (const key of [undefined, 'mr_wrong']) {
       const res = await fetch(url, { method: 'POST', headers: { ...(key ? { 'X-API-KEY': key } : {}), 'Content-Type': 'application/json' }, body: 'not json at all' })
