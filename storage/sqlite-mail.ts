@@ -78,8 +78,11 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
 
   // The trigram index of Message-IDs is brought up to date in batches (migration 0006): a bulk
   // insert indexes a row for a fraction of what it costs inside each message's own transaction.
-  const indexMessageIds = sqlite.prepare(`INSERT INTO messages_fts (rowid, message_id)
-    SELECT id, message_id FROM messages WHERE id > (SELECT COALESCE(MAX(id), 0) FROM messages_fts_docsize) AND message_id IS NOT NULL`)
+  const unindexed = `FROM messages WHERE id > (SELECT COALESCE(MAX(id), 0) FROM messages_fts_docsize) AND message_id IS NOT NULL`
+  const indexBatch = sqlite.prepare(`INSERT INTO messages_fts (rowid, message_id) SELECT id, message_id ${unindexed}`)
+  const anyUnindexed = sqlite.prepare(`SELECT 1 ${unindexed} LIMIT 1`).pluck()
+  // A read first: the write (a transaction and its fsync) only when there is something to index.
+  const indexMessageIds = () => anyUnindexed.get() !== undefined && indexBatch.run()
   let indexing: NodeJS.Timeout | undefined
   const indexSoon = () => {
     indexing ??= setTimeout(() => {
@@ -87,7 +90,7 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
       // A failure here (the database busy for too long, say) is left to the next batch, and a
       // search runs the same statement itself, where an error is reported.
       try {
-        if (sqlite.open) indexMessageIds.run()
+        if (sqlite.open) indexMessageIds()
       } catch {}
     }, MESSAGE_ID_INDEX_DELAY_MS).unref()
   }
@@ -101,7 +104,7 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
 
     async log(q) {
       // A messageId search first indexes what the batches have not reached yet.
-      if (q.messageId !== undefined && q.messageId.length >= TRIGRAM_MIN) indexMessageIds.run()
+      if (q.messageId !== undefined && q.messageId.length >= TRIGRAM_MIN) indexMessageIds()
       let idRange: [number, number] | undefined
       if (q.startTime !== undefined || q.endTime !== undefined) {
         // The first and last message of the window, each one step into the (order_id, time) index.
