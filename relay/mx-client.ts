@@ -49,6 +49,16 @@ export class MxClient {
    * host could be reached or the connection broke.
    */
   async deliver(hosts: MxHost[], envelope: { from: string; to: string[] }, load: () => Promise<Buffer | undefined>): Promise<Attempt> {
+    // The bytes are read once, and only once a host answered: a destination that is down costs no memory.
+    let body: Promise<Buffer | undefined> | undefined
+    const run = async (conn: SMTPConnection, host: MxHost, key: string): Promise<Attempt> => {
+      const raw = await (body ??= load())
+      if (!raw) {
+        this.park(key, conn)
+        return { mxHostname: host.name, replies: sameReply(envelope.to, { code: 554, response: '5.3.0 the message body is missing from the queue' }) }
+      }
+      return { mxHostname: host.name, replies: await this.transaction(conn, key, envelope, raw) }
+    }
     let last: Reply = { code: null, response: 'no MX host could be reached' }
     for (const host of hosts) {
       for (const address of host.addresses) {
@@ -57,10 +67,8 @@ export class MxClient {
         // died meanwhile (no reply at all), the transaction is run again on a new connection.
         const parked = this.unpark(key)
         if (parked) {
-          const raw = await load()
-          if (!raw) return this.missingBody(key, parked, host, envelope)
-          const replies = await this.transaction(parked, key, envelope, raw)
-          if (![...replies.values()].every((r) => r.code === null)) return { mxHostname: host.name, replies }
+          const attempt = await run(parked, host, key)
+          if (![...attempt.replies.values()].every((r) => r.code === null)) return attempt
         }
         let conn: SMTPConnection
         try {
@@ -70,10 +78,7 @@ export class MxClient {
           last = { ...reply, response: `${host.name} [${address}]:${host.port}: ${reply.response}` }
           continue
         }
-        // The bytes are read only once a host answered: a destination that is down costs no memory.
-        const raw = await load()
-        if (!raw) return this.missingBody(key, conn, host, envelope)
-        return { mxHostname: host.name, replies: await this.transaction(conn, key, envelope, raw) }
+        return run(conn, host, key)
       }
     }
     return { mxHostname: hosts[0]?.name ?? null, replies: sameReply(envelope.to, last) }
@@ -116,11 +121,6 @@ export class MxClient {
         finish(replies, 'as is')
       })
     })
-  }
-
-  private missingBody(key: string, conn: SMTPConnection, host: MxHost, envelope: { to: string[] }): Attempt {
-    this.park(key, conn)
-    return { mxHostname: host.name, replies: sameReply(envelope.to, { code: 554, response: '5.3.0 the message body is missing from the queue' }) }
   }
 
   /** The most recently parked connection to this host, if any. */
