@@ -19,7 +19,7 @@ describe('MxClient: connection reuse', () => {
     const hosts: MxHost[] = [{ name: 'mx.example.com', port: sink.port, addresses: ['127.0.0.1'] }]
     const deliver = (n: number, to = [`r${n}@example.com`]) =>
       client.deliver(hosts, { from: 's@example.org', to }, async () => Buffer.from(`Subject: m${n}\r\n\r\nbody ${n}\r\n`))
-    return { sink, deliver }
+    return { sink, deliver, hosts, client }
   }
 
   it('sends consecutive messages over one connection without an RSET before each', async () => {
@@ -41,6 +41,25 @@ describe('MxClient: connection reuse', () => {
     expect((await deliver(2)).replies.get('r2@example.com')).toMatchObject({ code: 250 })
     expect(sink.state.connections).toBe(1)
     expect(sink.messages.map((m) => m.to)).toEqual([['r2@example.com']])
+  })
+
+  it('answers 554 without sending when the body is gone from the queue, and keeps the connection', async () => {
+    const { sink, deliver, hosts, client } = await setup()
+    const attempt = await client.deliver(hosts, { from: 's@example.org', to: ['gone@example.com'] }, async () => undefined)
+    expect(attempt.replies.get('gone@example.com')).toEqual({ code: 554, response: '5.3.0 the message body is missing from the queue' })
+    expect((await deliver(2)).replies.get('r2@example.com')).toMatchObject({ code: 250 })
+    expect(sink.messages.map((m) => m.to)).toEqual([['r2@example.com']])
+    expect(sink.state.connections).toBe(1)
+  })
+
+  it('reads the body once when a kept connection has to be replaced', async () => {
+    const { sink, deliver, hosts, client } = await setup()
+    await deliver(1)
+    sink.dropConnections()
+    let loads = 0
+    const attempt = await client.deliver(hosts, { from: 's@example.org', to: ['r2@example.com'] }, async () => (loads++, Buffer.from('Subject: m2\r\n\r\nbody 2\r\n')))
+    expect(attempt.replies.get('r2@example.com')).toMatchObject({ code: 250 })
+    expect(loads).toBe(1)
   })
 
   it('delivers at once over a new connection when the kept one died unnoticed', async () => {
