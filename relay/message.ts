@@ -113,12 +113,15 @@ function attachmentPart(a: { filename?: string; data: string }): string {
   )
 }
 
+/** A parameter value that may stand unquoted (RFC 2045 §5.1 token). */
+const isToken = (value: string) => /^[\x21-\x7e]+$/.test(value) && !/[()<>@,;:\\"/[\]?=]/.test(value)
+
 /** A header parameter: a token as is, other ASCII quoted, anything else RFC 2231-encoded. */
 function param(key: string, value: string): string {
-  if (/^[\x21-\x7e]+$/.test(value) && !/[()<>@,;:\\"/[\]?=]/.test(value)) return `${key}=${value}`
+  if (isToken(value)) return `${key}=${value}`
   if (/^[\x20-\x7e]*$/.test(value) && value.length <= 60) return `${key}=${quoteString(value)}`
   return buildHeaderParam(key, value, 50)
-    .map((p) => `${p.key}=${/^[\x21-\x7e]+$/.test(p.value) && !/[()<>@,;:\\"/[\]?=]/.test(p.value) ? p.value : quoteString(p.value)}`)
+    .map((p) => `${p.key}=${isToken(p.value) ? p.value : quoteString(p.value)}`)
     .join('; ')
 }
 
