@@ -1,65 +1,28 @@
-import { connect, type Socket } from 'node:net'
+import { RawSmtp } from '../test/relay/submission-client.js'
 
 /**
- * A lean SMTP load client, run as its own process: plain sockets, PIPELINING of MAIL, RCPT and
- * DATA, one pre-built 4 KB message reused for every send (no MIME building per message).
+ * A lean SMTP load client, run as its own process: the tests' line-level client over plain
+ * sockets, PIPELINING of MAIL, RCPT and DATA, one pre-built 4 KB message reused for every send
+ * (no MIME building per message).
  *   node smtp-load.js host port sessions messages [user pass]
  * Prints `{"sent": n, "ms": t}` when every session is done.
  */
 
-class Session {
-  private buffer = ''
-  private waiting: ((line: string) => void)[] = []
-  private constructor(private readonly socket: Socket) {
-    socket.setEncoding('latin1')
-    socket.on('data', (chunk: string) => {
-      this.buffer += chunk
-      let i: number
-      while ((i = this.buffer.indexOf('\r\n')) >= 0) {
-        const line = this.buffer.slice(0, i)
-        this.buffer = this.buffer.slice(i + 2)
-        // A final reply line is "NNN text"; "NNN-text" continues.
-        if (/^\d{3}(?: |$)/.test(line)) this.waiting.shift()?.(line)
-      }
-    })
-  }
-
-  static open(host: string, port: number): Promise<Session> {
-    return new Promise((resolve, reject) => {
-      const socket = connect(port, host, () => resolve(new Session(socket)))
-      socket.once('error', reject)
-    })
-  }
-
-  reply(): Promise<string> {
-    return new Promise((resolve) => this.waiting.push(resolve))
-  }
-
-  async command(text: string, expect: string): Promise<void> {
-    const r = this.reply()
-    this.socket.write(text + '\r\n')
-    const line = await r
-    if (!line.startsWith(expect)) throw new Error(`${text.split(' ')[0]}: ${line}`)
-  }
-
-  /** MAIL, RCPT and DATA in one write (PIPELINING), then the message. */
-  async send(from: string, to: string, message: Buffer): Promise<void> {
-    const replies = [this.reply(), this.reply(), this.reply()]
-    this.socket.write(`MAIL FROM:<${from}>\r\nRCPT TO:<${to}>\r\nDATA\r\n`)
-    const [mail, rcpt, data] = await Promise.all(replies)
-    if (!mail.startsWith('250') || !rcpt.startsWith('25') || !data.startsWith('354')) throw new Error(`envelope: ${mail} / ${rcpt} / ${data}`)
-    const done = this.reply()
-    this.socket.write(message)
-    const line = await done
-    if (!line.startsWith('250')) throw new Error(`message: ${line}`)
-  }
-
-  close(): void {
-    this.socket.end('QUIT\r\n')
-  }
+/** Throws unless the reply starts with the expected code. */
+function expectReply(what: string, reply: string, code: string): void {
+  if (!reply.startsWith(code)) throw new Error(`${what}: ${reply}`)
 }
 
-export function buildMessage(size: number): Buffer {
+/** MAIL, RCPT and DATA in one write (PIPELINING), then the message. */
+async function send(s: RawSmtp, from: string, to: string, message: Buffer): Promise<void> {
+  const [mail, rcpt, data] = await s.pipeline([`MAIL FROM:<${from}>`, `RCPT TO:<${to}>`, 'DATA'])
+  expectReply('MAIL', mail, '250')
+  expectReply('RCPT', rcpt, '25')
+  expectReply('DATA', data, '354')
+  expectReply('message', await s.data(message), '250')
+}
+
+function buildMessage(size: number): Buffer {
   const head = 'From: load@bench.example\r\nTo: sink@bench.example\r\nSubject: load test\r\nMessage-ID: <load@bench.example>\r\nMIME-Version: 1.0\r\n\r\n'
   const line = 'x'.repeat(76) + '\r\n'
   let body = ''
@@ -75,14 +38,15 @@ async function main(): Promise<void> {
   const started = performance.now()
   await Promise.all(
     Array.from({ length: Number(sessions) }, async () => {
-      const s = await Session.open(host, Number(port))
-      await s.reply()
-      await s.command('EHLO bench.example', '250')
-      if (user) await s.command(`AUTH PLAIN ${Buffer.from(`\0${user}\0${pass}`).toString('base64')}`, '235')
+      const s = await RawSmtp.open(Number(port), host)
+      expectReply('greeting', await s.greeting, '220')
+      expectReply('EHLO', await s.cmd('EHLO bench.example'), '250')
+      if (user) expectReply('AUTH', await s.authPlain(user, pass), '235')
       while (next < total) {
         next++
-        await s.send('load@bench.example', 'sink@bench.example', message)
+        await send(s, 'load@bench.example', 'sink@bench.example', message)
       }
+      await s.cmd('QUIT')
       s.close()
     }),
   )

@@ -76,8 +76,8 @@ export async function refusal(promise: Promise<unknown>): Promise<SmtpError> {
 
 /**
  * A line-level SMTP client for what nodemailer will not send on its own (a RCPT after a
- * refused MAIL, a SIZE parameter over the limit): each command resolves with the server's whole
- * reply, lines joined with `\n`.
+ * refused MAIL, a SIZE parameter over the limit, pipelined commands): each command resolves with
+ * the server's whole reply, lines joined with `\n`. The load client of the benchmark uses it too.
  */
 export class RawSmtp {
   private socket: Socket | TLSSocket
@@ -93,9 +93,9 @@ export class RawSmtp {
     this.greeting = this.next()
   }
 
-  static open(port: number): Promise<RawSmtp> {
+  static open(port: number, host = '127.0.0.1'): Promise<RawSmtp> {
     return new Promise((resolve, reject) => {
-      const socket = netConnect({ host: '127.0.0.1', port })
+      const socket = netConnect({ host, port })
       socket.once('error', reject)
       socket.once('connect', () => {
         socket.removeListener('error', reject)
@@ -135,6 +135,18 @@ export class RawSmtp {
   /** Sends one command line and resolves with the reply. */
   cmd(line: string): Promise<string> {
     this.socket.write(line + '\r\n')
+    return this.next()
+  }
+
+  /** Several command lines in one write (PIPELINING, RFC 2920); resolves with their replies in order. */
+  pipeline(lines: string[]): Promise<string[]> {
+    this.socket.write(lines.map((line) => line + '\r\n').join(''))
+    return Promise.all(lines.map(() => this.next()))
+  }
+
+  /** Bytes as they are (a message after DATA, ending in CRLF.CRLF); resolves with the reply. */
+  data(bytes: Buffer): Promise<string> {
+    this.socket.write(bytes)
     return this.next()
   }
 
