@@ -17,10 +17,6 @@ export interface RunningServer {
   stop(): Promise<void>
 }
 
-/**
- * `mailroom serve`: the data directory (migrated on open), HTTP (REST, MCP, documents), the SMTP
- * submission server and the delivery worker, all over the one store and pipeline.
- */
 export interface ServeOptions {
   /** Where the engine runs: its own worker thread (the default), or this event loop. */
   engine?: 'thread' | 'in-process'
@@ -28,6 +24,11 @@ export interface ServeOptions {
   resolver?: MxResolver
 }
 
+/**
+ * `mailroom serve`: the data directory (migrated on open), HTTP (REST, MCP, documents) and the
+ * SMTP submission server over the one pipeline, and the engine (queue commits and the delivery
+ * worker) in its own thread.
+ */
 export async function startServer(config: Config, options: ServeOptions = {}): Promise<RunningServer> {
   const logger = createLogger(config)
   const rt = openRuntime(config, { logger })
