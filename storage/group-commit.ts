@@ -14,10 +14,6 @@ export function groupCommit<T, R>(sqlite: Database.Database, apply: (item: T) =>
   const flush = () => {
     const items = batch
     batch = []
-    if (!sqlite.open) {
-      for (const b of items) b.reject(new Error('the database is closed'))
-      return
-    }
     try {
       const results = together(items)
       items.forEach((b, i) => b.resolve(results[i]))
