@@ -1,10 +1,11 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js'
 import type { Context, Hono } from 'hono'
 import { randomUUID } from 'node:crypto'
 import { MailroomError } from '../errors.js'
 import type { Services } from '../tools/define.js'
-import { createMcpServer, type CallerOf } from './mcp.js'
+import { createMcpServer, toolCaller, type CallerOf } from './mcp.js'
 import { authenticate, clientIp } from './rest.js'
 
 /** A session nobody used for this long is closed. */
@@ -41,6 +42,7 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
   const { config, clock } = services
   const loopback = LOOPBACK_HOSTS.includes(config.http.host)
   const allowedHosts = new Set([...LOOPBACK_HOSTS, new URL(config.publicUrl).hostname])
+  const call = toolCaller(services)
 
   const sweep = setInterval(() => {
     for (const [id, s] of sessions) if (clock() - s.lastSeen > MCP_SESSION_IDLE_MS) void s.server.close(), sessions.delete(id)
@@ -61,7 +63,8 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
     } catch {
       throw new MailroomError(401, 'API key is missing or invalid: send it in the X-API-KEY header')
     }
-    const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: { accountId, origin: clientIp(c) } }
+    const caller = { accountId, origin: clientIp(c) }
+    const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: caller }
 
     const sessionId = c.req.header('mcp-session-id')
     if (sessionId) {
@@ -92,7 +95,11 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
       await server.connect(transport)
       return transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
     }
-    // Session-less: one transport for this one request, answered as plain JSON. Its server is
+    // Session-less: a plain tool call is answered here; anything else gets a transport for this
+    // one request, answered as plain JSON.
+    const direct = directCall(c.req.raw.headers, body)
+    if (direct) return c.json({ result: await call(direct.name, direct.args, caller), jsonrpc: '2.0', id: direct.id })
+    // The transport's server is
     // taken from the idle ones (a server serves one transport at a time) and given back once
     // closed, after the handler has settled: closing sooner would abort the handler's signal.
     const server = idle.pop() ?? createMcpServer(services, callerOf)
@@ -110,6 +117,29 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
       sessions.clear()
     },
   }
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+const only = (o: Record<string, unknown>, keys: readonly string[]) => Object.keys(o).every((k) => keys.includes(k))
+
+/**
+ * A session-less `tools/call` exactly as the SDK's transport would take it and answer with plain
+ * JSON: one request, an integer or string id, a tool name, arguments (if any) an object, nothing
+ * else (no `_meta`, no task), headers that pass the transport's checks. Such a call is answered
+ * from the registry directly: a transport per request costs more than most tool calls. Anything
+ * else, errors included, goes to the SDK, so that the answer is always the SDK's own.
+ */
+function directCall(headers: Headers, body: unknown): { id: string | number; name: string; args: unknown } | undefined {
+  if (!isObject(body) || body.jsonrpc !== '2.0' || body.method !== 'tools/call' || !only(body, ['jsonrpc', 'id', 'method', 'params'])) return
+  const { id, params } = body
+  if (!(typeof id === 'string' || Number.isSafeInteger(id)) || !isObject(params) || !only(params, ['name', 'arguments'])) return
+  if (typeof params.name !== 'string' || (params.arguments !== undefined && !isObject(params.arguments))) return
+  const accept = headers.get('accept') ?? ''
+  const version = headers.get('mcp-protocol-version')
+  if (!accept.includes('application/json') || !accept.includes('text/event-stream')) return
+  if (headers.get('content-type')?.split(';')[0].trim().toLowerCase() !== 'application/json') return
+  if (version !== null && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) return
+  return { id: id as string | number, name: params.name, args: params.arguments }
 }
 
 function safeHostname(url: string): string {

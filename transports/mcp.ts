@@ -67,17 +67,21 @@ export function createMcpServer(services: Services, callerOf: CallerOf, tools: r
     // request cost more than the tool call itself.
     { capabilities: { tools: { listChanged: false } }, instructions: MCP_INSTRUCTIONS, jsonSchemaValidator: (validator ??= new AjvJsonSchemaValidator()) },
   )
-  const byName = new Map(tools.map((t) => [t.name, t]))
   const listed = mcpToolsOf(tools)
+  const call = toolCaller(services, tools)
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: listed }))
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const { name, arguments: args } = request.params
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => call(request.params.name, request.params.arguments, callerOf(extra)))
+  return server
+}
+
+/** What answers `tools/call` for a caller: a tool other than the public ones needs an account. */
+export function toolCaller(services: Services, tools: readonly AnyTool[] = TOOLS): (name: string, args: unknown, caller: Caller) => Promise<CallToolResult> {
+  const byName = new Map(tools.map((t) => [t.name, t]))
+  return async (name, args, caller) => {
     const tool = byName.get(name)
-    const caller = callerOf(extra)
     if (tool && !tool.public && caller.accountId === null) {
       return { isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 401, message: 'API key is missing or invalid' }) }] }
     }
     return callTool(tool, name, args, { ...services, ...caller })
-  })
-  return server
+  }
 }

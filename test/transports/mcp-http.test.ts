@@ -147,11 +147,12 @@ describe('MCP over Streamable HTTP', () => {
 
   it('answers many session-less calls, at once and one after another, each with its own result', async () => {
     const other = await env.newAccount()
+    // Half of them carry `_meta`, which only the SDK's transport takes: both paths are loaded.
     const call = (id: number, apiKey: string) =>
       fetch(url, {
         method: 'POST',
         headers: { 'X-API-KEY': apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'getMailOrders', arguments: {} } }),
+        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'getMailOrders', arguments: {}, ...(id % 2 ? { _meta: {} } : {}) } }),
       }).then((r) => r.json())
     // The same JSON-RPC id from two accounts at the same time, in three waves: the servers of
     // finished calls serve the next ones, and no answer crosses to another caller.
@@ -165,6 +166,48 @@ describe('MCP over Streamable HTTP', () => {
     }
     const single = [await call(1, env.apiKey), await call(1, other.apiKey), await call(2, env.apiKey)]
     expect(single.map((b) => b.result.structuredContent.orders[0].id)).toEqual([env.orderId, other.orderId, env.orderId])
+  })
+
+  it('answers a plain session-less tools/call directly, exactly as the SDK answers it', async () => {
+    const post = async (body: unknown, headers: Record<string, string> = {}) => {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers },
+        body: JSON.stringify(body),
+      })
+      return { status: res.status, type: res.headers.get('content-type'), session: res.headers.get('mcp-session-id'), body: await res.json() }
+    }
+    const calls: [string | number, string, unknown][] = [
+      [1, 'getMailOrders', {}],
+      ['a-string-id', 'getMailOrderById', { id: env.orderId }],
+      [3, 'getRules', undefined],
+      [4, 'viewMailLog', { limit: 'many' }],
+      [5, 'sendMail', { to: 'not an address', from: 'me@example.org', subject: 's', body: 'b' }],
+      [6, 'noSuchTool', {}],
+      [7, 'getMailOrderById', { id: 999_999 }],
+    ]
+    for (const [id, name, args] of calls) {
+      const params = args === undefined ? { name } : { name, arguments: args }
+      // `_meta` is a field the direct path leaves to the SDK: the same call, answered by each.
+      const direct = await post({ jsonrpc: '2.0', id, method: 'tools/call', params })
+      const sdk = await post({ jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: {} } })
+      expect(direct, `${name} ${JSON.stringify(args)}`).toEqual(sdk)
+      expect(direct.status).toBe(200)
+      expect(direct.session).toBeNull()
+    }
+    // The SDK's own refusals stay its own: none of these is answered as a tool call.
+    const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'getMailOrders', arguments: {} } }
+    const refused = await Promise.all([
+      post({ ...call, id: 1.5 }),
+      post({ ...call, extra: true }),
+      post({ ...call, params: { name: 'getMailOrders', arguments: [] } }),
+      post({ ...call, params: { name: 42 } }),
+      post(call, { Accept: 'application/json' }),
+      post(call, { 'Content-Type': 'text/plain' }),
+      post(call, { 'Mcp-Protocol-Version': '1999-01-01' }),
+    ])
+    expect(refused.map((r) => r.status)).toEqual([400, 400, 200, 200, 406, 415, 400])
+    for (const r of refused) expect(r.body).toMatchObject({ jsonrpc: '2.0', error: { code: expect.any(Number) } })
   })
 
   it('gives every answer X-Request-Id and the CORS headers: REST, MCP, errors, preflight', async () => {
