@@ -139,12 +139,12 @@ function smtpLoad(port: number, sessions: number, messages: number, auth?: { use
 /** #3: 10,000 messages of 4 KB over 16 sessions through mailroom to smtp-sink. */
 async function relayFigure() {
   const TOTAL = Number(process.env.BENCH_MESSAGES ?? 10_000)
-  const direct = await startSmtpSink()
+  const direct = await startSmtpSink([], { dump: false })
   cleanup.push(() => direct.stop())
   const directMs = await smtpLoad(direct.port, 16, TOTAL)
   console.error(`#3 load client straight to smtp-sink: ${((TOTAL / directMs) * 1000).toFixed(0)} msg/s`)
 
-  const sink = await startSmtpSink()
+  const sink = await startSmtpSink([], { dump: false })
   cleanup.push(() => sink.stop())
   const s = await serve({ MAILROOM_DATA_DIR: tempDir('relay'), MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_DOMAIN_CONCURRENCY: '16' })
   const started = performance.now()
@@ -155,7 +155,7 @@ async function relayFigure() {
 
   // The same load through Postfix, relaying to a sink of its own. Postfix takes it from loopback
   // without AUTH, which only favours Postfix.
-  const postfixSink = await startSmtpSink()
+  const postfixSink = await startSmtpSink([], { dump: false })
   cleanup.push(() => postfixSink.stop())
   const postfixDir = tempDir('postfix')
   const postfixPort = await freePort()
@@ -277,7 +277,7 @@ function table(): string {
 
 async function main() {
   const only = process.argv[2]
-  const sink = await startSmtpSink()
+  const sink = await startSmtpSink([], { dump: false })
   cleanup.push(() => sink.stop())
   try {
     if (!only || only === 'http') await httpFigures(sink)
