@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url'
 import * as schema from './schema.js'
 import { createMailStore } from './sqlite-mail.js'
 import { createQueueStore } from './sqlite-queue.js'
+import { settingsCache } from './settings-cache.js'
 import { apiKeyPrefix, decrypt, encrypt, generateApiKey, generatePassword, hashApiKey, loadOrCreateSecret } from './secrets.js'
 import type { Account, ApiKeyInfo, BlockEvent, BlockListEntry, DenyRule, MailOrder, Store } from './store.js'
 
@@ -61,6 +62,16 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       .pluck(),
   }
   const withSenders = (row: Omit<MailOrder, 'senders'>): MailOrder => ({ ...row, senders: hot.senders.all(row.id) as string[] })
+  // The hot reads above, but for `subjects`, are answered from memory while nothing changed.
+  const cache = settingsCache(sqlite)
+  /** Runs a change to the cached settings and drops what the cache holds. */
+  const changing = <T>(change: () => T): T => {
+    try {
+      return change()
+    } finally {
+      cache.clear()
+    }
+  }
 
   const toKeyInfo = (r: typeof schema.apiKeys.$inferSelect): ApiKeyInfo => ({
     id: r.id,
@@ -87,37 +98,39 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     apiKeys: {
       async create(accountId, now) {
         const key = generateApiKey()
-        const row = db.insert(schema.apiKeys).values({ accountId, prefix: apiKeyPrefix(key), hash: hashApiKey(key), createdAt: now }).returning().get()
+        const row = changing(() => db.insert(schema.apiKeys).values({ accountId, prefix: apiKeyPrefix(key), hash: hashApiKey(key), createdAt: now }).returning().get())
         return { info: toKeyInfo(row), key }
       },
       async authenticate(key) {
-        return hot.key.get(hashApiKey(key)) as number | undefined
+        const hash = hashApiKey(key)
+        return cache.read(`key ${hash}`, () => hot.key.get(hash) as number | undefined)
       },
       async list(accountId) {
         return db.select().from(schema.apiKeys).where(eq(schema.apiKeys.accountId, accountId)).orderBy(asc(schema.apiKeys.id)).all().map(toKeyInfo)
       },
       async revoke(idOrPrefix, now) {
         const match = typeof idOrPrefix === 'number' ? eq(schema.apiKeys.id, idOrPrefix) : eq(schema.apiKeys.prefix, idOrPrefix)
-        const res = db.update(schema.apiKeys).set({ revokedAt: now }).where(and(match, isNull(schema.apiKeys.revokedAt))).run()
-        return res.changes > 0
+        return changing(() => db.update(schema.apiKeys).set({ revokedAt: now }).where(and(match, isNull(schema.apiKeys.revokedAt))).run()).changes > 0
       },
     },
     orders: {
       async create({ accountId, comment, senders, now }) {
         const password = generatePassword()
-        const order = db.transaction((tx) => {
+        const order = changing(() => db.transaction((tx) => {
           const row = tx.insert(schema.mailOrders).values({ accountId, status: 'active', comment, passwordEnc: encrypt(secret, password), createdAt: now }).returning().get()
           for (const pattern of new Set(senders.map((s) => s.toLowerCase()))) tx.insert(schema.orderSenders).values({ orderId: row.id, pattern }).run()
           return withSenders(hot.order.get(row.id) as Omit<MailOrder, 'senders'>)
-        })
+        }))
         return { order, password }
       },
       async get(id) {
-        const row = hot.order.get(id) as Omit<MailOrder, 'senders'> | undefined
-        return row && withSenders(row)
+        return cache.read(`order ${id}`, () => {
+          const row = hot.order.get(id) as Omit<MailOrder, 'senders'> | undefined
+          return row && withSenders(row)
+        })
       },
       async list(accountId) {
-        return (hot.orders.all(accountId) as Omit<MailOrder, 'senders'>[]).map(withSenders)
+        return cache.read(`orders ${accountId}`, () => (hot.orders.all(accountId) as Omit<MailOrder, 'senders'>[]).map(withSenders))
       },
       async password(id) {
         const row = db.select({ enc: schema.mailOrders.passwordEnc }).from(schema.mailOrders).where(eq(schema.mailOrders.id, id)).get()
@@ -125,31 +138,31 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         return decrypt(secret, row.enc)
       },
       async setStatus(id, status) {
-        return db.update(schema.mailOrders).set({ status }).where(eq(schema.mailOrders.id, id)).run().changes > 0
+        return changing(() => db.update(schema.mailOrders).set({ status }).where(eq(schema.mailOrders.id, id)).run()).changes > 0
       },
       async addSender(id, pattern) {
-        return db.insert(schema.orderSenders).values({ orderId: id, pattern: pattern.toLowerCase() }).onConflictDoNothing().run().changes > 0
+        return changing(() => db.insert(schema.orderSenders).values({ orderId: id, pattern: pattern.toLowerCase() }).onConflictDoNothing().run()).changes > 0
       },
       async removeSender(id, pattern) {
         const where = and(eq(schema.orderSenders.orderId, id), eq(schema.orderSenders.pattern, pattern.toLowerCase()))
-        return db.delete(schema.orderSenders).where(where).run().changes > 0
+        return changing(() => db.delete(schema.orderSenders).where(where).run()).changes > 0
       },
     },
     rules: {
       async list(orderIds) {
         if (orderIds.length === 0) return []
-        if (orderIds.length === 1) return hot.rules.all(orderIds[0]) as DenyRule[]
+        if (orderIds.length === 1) return cache.read(`rules ${orderIds[0]}`, () => hot.rules.all(orderIds[0]) as DenyRule[])
         return db.select().from(schema.denyRules).where(inArray(schema.denyRules.orderId, orderIds)).orderBy(asc(schema.denyRules.id)).all() as DenyRule[]
       },
       async create({ orderId, type, data, now }) {
         const value = data.toLowerCase()
-        db.insert(schema.denyRules).values({ orderId, type, data: value, createdAt: now }).onConflictDoNothing().run()
+        changing(() => db.insert(schema.denyRules).values({ orderId, type, data: value, createdAt: now }).onConflictDoNothing().run())
         const where = and(eq(schema.denyRules.orderId, orderId), eq(schema.denyRules.type, type), eq(schema.denyRules.data, value))
         return db.select().from(schema.denyRules).where(where).get() as DenyRule
       },
       async delete(id, orderIds) {
         if (orderIds.length === 0) return false
-        return db.delete(schema.denyRules).where(and(eq(schema.denyRules.id, id), inArray(schema.denyRules.orderId, orderIds))).run().changes > 0
+        return changing(() => db.delete(schema.denyRules).where(and(eq(schema.denyRules.id, id), inArray(schema.denyRules.orderId, orderIds))).run()).changes > 0
       },
     },
     mail: createMailStore(sqlite),
@@ -179,13 +192,15 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         db.insert(schema.blockEvents).values({ accountId, ...e, envFrom: e.envFrom.toLowerCase() }).run()
       },
       async addToList({ accountId, source, kind, address, reason, now }) {
-        db.insert(schema.blockList).values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now }).onConflictDoNothing().run()
+        changing(() => db.insert(schema.blockList).values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now }).onConflictDoNothing().run())
       },
       async blockedSender(accountId, address) {
-        return hot.listed.get(accountId, address.toLowerCase(), 'sender') as BlockListEntry | undefined
+        const lower = address.toLowerCase()
+        return cache.read(`sender ${accountId} ${lower}`, () => hot.listed.get(accountId, lower, 'sender') as BlockListEntry | undefined)
       },
       async suppressed(accountId, address) {
-        return hot.listed.get(accountId, address.toLowerCase(), 'recipient') !== undefined
+        const lower = address.toLowerCase()
+        return cache.read(`recipient ${accountId} ${lower}`, () => hot.listed.get(accountId, lower, 'recipient') !== undefined)
       },
       async takeSubject(accountId, event, since, threshold) {
         // Synchronous from count to insert: concurrent sends cannot both slip under the threshold.
@@ -199,14 +214,14 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
       async removeFromList(accountId, address, kind) {
         const t = schema.blockList
-        return db.delete(t).where(and(eq(t.accountId, accountId), eq(t.address, address.toLowerCase()), eq(t.kind, kind))).run().changes > 0
+        return changing(() => db.delete(t).where(and(eq(t.accountId, accountId), eq(t.address, address.toLowerCase()), eq(t.kind, kind))).run()).changes > 0
       },
       async prune(before) {
         return db.delete(schema.blockEvents).where(lt(schema.blockEvents.createdAt, before)).run().changes
       },
       async delist(accountId, address) {
         const lower = address.toLowerCase()
-        return db.transaction((tx) => {
+        return changing(() => db.transaction((tx) => {
           const ev = tx
             .delete(schema.blockEvents)
             .where(and(eq(schema.blockEvents.accountId, accountId), eq(schema.blockEvents.envFrom, lower)))
@@ -216,22 +231,22 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
             .where(and(eq(schema.blockList.accountId, accountId), eq(schema.blockList.address, lower)))
             .run().changes
           return ev + list
-        })
+        }))
       },
     },
     traps: {
       async add(pattern, now) {
-        return db.insert(schema.traps).values({ pattern: pattern.toLowerCase(), createdAt: now }).onConflictDoNothing().run().changes > 0
+        return changing(() => db.insert(schema.traps).values({ pattern: pattern.toLowerCase(), createdAt: now }).onConflictDoNothing().run()).changes > 0
       },
       async remove(pattern) {
-        return db.delete(schema.traps).where(eq(schema.traps.pattern, pattern.toLowerCase())).run().changes > 0
+        return changing(() => db.delete(schema.traps).where(eq(schema.traps.pattern, pattern.toLowerCase())).run()).changes > 0
       },
       async list() {
         return db.select({ p: schema.traps.pattern }).from(schema.traps).orderBy(asc(schema.traps.pattern)).all().map((r) => r.p)
       },
       async match(address) {
         const lower = address.toLowerCase()
-        return hot.trap.get(lower, lower.slice(lower.lastIndexOf('@'))) as string | undefined
+        return cache.read(`trap ${lower}`, () => hot.trap.get(lower, lower.slice(lower.lastIndexOf('@'))) as string | undefined)
       },
     },
     async maintain() {
