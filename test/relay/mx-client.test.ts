@@ -1,5 +1,12 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer, type AddressInfo, type Server } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import { loadConfig } from '../../config.js'
 import { MxClient } from '../../relay/mx-client.js'
+import { toDataLines } from '../../relay/smtp-session.js'
+import { loadTls } from '../../relay/tls.js'
 import type { MxHost } from '../../relay/routes.js'
 import { startSink } from './sink.js'
 
@@ -71,5 +78,93 @@ describe('MxClient: connection reuse', () => {
     expect(attempt.replies.get('r2@example.com')).toMatchObject({ code: 250 })
     expect(sink.state.connections).toBe(2)
     expect(sink.messages.map((m) => m.to)).toEqual([['r1@example.com'], ['r2@example.com']])
+  })
+})
+
+describe('MxClient: the SMTP session', () => {
+  const cleanup: (() => unknown)[] = []
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f()
+  })
+
+  async function setup(options: Parameters<typeof startSink>[0] = {}) {
+    const sink = await startSink(options)
+    cleanup.push(() => sink.close())
+    const client = new MxClient({ heloName: 'test.example', timeout: 5_000 })
+    cleanup.push(() => client.close())
+    const hosts: MxHost[] = [{ name: 'localhost', port: sink.port, addresses: ['127.0.0.1'] }]
+    const deliver = (to: string[], raw: Buffer | string = 'Subject: hi\r\n\r\nbody\r\n') => client.deliver(hosts, { from: 's@example.org', to }, async () => Buffer.from(raw))
+    return { sink, deliver }
+  }
+
+  it('upgrades to TLS when the MX offers STARTTLS, and keeps the TLS connection for the next message', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mailroom-mx-tls-'))
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
+    const tls = await loadTls({ smtp: loadConfig({ MAILROOM_DATA_DIR: dir }).smtp, dataDir: dir, nodeName: 'localhost' })
+    const { sink, deliver } = await setup({ tls })
+    for (const n of [1, 2]) expect((await deliver([`r${n}@example.com`])).replies.get(`r${n}@example.com`)).toMatchObject({ code: 250 })
+    expect(sink.messages.map((m) => [m.to, m.secure])).toEqual([
+      [['r1@example.com'], true],
+      [['r2@example.com'], true],
+    ])
+    expect(sink.state.connections).toBe(1)
+  })
+
+  it.each([
+    ['with PIPELINING', false],
+    ['without PIPELINING, one command at a time', true],
+  ])('gives each recipient its own reply %s, and RSETs after a refusal', async (_label, hidePipelining) => {
+    const { sink, deliver } = await setup({ hidePipelining })
+    sink.state.rcptRule = (rcpt) => (rcpt.startsWith('gone') ? { code: 550, message: '5.1.1 no such user' } : undefined)
+    const mixed = await deliver(['gone@example.com', 'here@example.com'])
+    expect(mixed.replies.get('gone@example.com')).toEqual({ code: 550, response: '550 5.1.1 no such user' })
+    expect(mixed.replies.get('here@example.com')).toMatchObject({ code: 250, response: expect.stringMatching(/^250 2\.0\.0 Ok: queued as SINK1/) })
+    // Every recipient refused: nothing is sent, and the transaction is ended before the next.
+    const none = await deliver(['gone1@example.com', 'gone2@example.com'])
+    expect([...none.replies.values()].map((r) => r.code)).toEqual([550, 550])
+    await expect.poll(() => sink.state.rsets).toBe(1)
+    // The message itself refused.
+    sink.state.dataRule = () => ({ code: 552, message: '5.3.4 too big for us' })
+    expect((await deliver(['here@example.com'])).replies.get('here@example.com')).toEqual({ code: 552, response: '552 5.3.4 too big for us' })
+    await expect.poll(() => sink.state.rsets).toBe(2)
+    sink.state.dataRule = undefined
+    expect((await deliver(['here@example.com'])).replies.get('here@example.com')).toMatchObject({ code: 250 })
+    expect(sink.messages.map((m) => m.to)).toEqual([['here@example.com'], ['here@example.com']])
+    expect(sink.state.connections).toBe(1)
+  })
+
+  it('sends the message dot-stuffed with CRLF line ends: the MX gets it back line for line', async () => {
+    const { sink, deliver } = await setup()
+    const raw = 'Subject: dots\r\n\r\n.starts with a dot\r\n..two dots\r\n.\r\nbare LF\nbare CR\r.after bare CR\r\nno final line break'
+    expect((await deliver(['r@example.com'], raw)).replies.get('r@example.com')).toMatchObject({ code: 250 })
+    expect(sink.messages[0].raw.toString()).toBe('Subject: dots\r\n\r\n.starts with a dot\r\n..two dots\r\n.\r\nbare LF\r\nbare CR\r\n.after bare CR\r\nno final line break\r\n')
+  })
+
+  it('reports a server that refuses to talk, and one that never answers, with its host', async () => {
+    const refusing = createServer((socket) => socket.end('554-not here\r\n554 go away\r\n'))
+    const silent = createServer(() => {})
+    for (const s of [refusing, silent]) {
+      await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
+      cleanup.push(() => new Promise((r) => s.close(r)))
+    }
+    const client = new MxClient({ heloName: 'test.example', timeout: 300 })
+    cleanup.push(() => client.close())
+    const attempt = (server: Server) => client.deliver([{ name: 'mx.example.com', port: (server.address() as AddressInfo).port, addresses: ['127.0.0.1'] }], { from: 's@example.org', to: ['r@example.com'] }, async () => Buffer.from('x\r\n'))
+    expect((await attempt(refusing)).replies.get('r@example.com')).toEqual({ code: 554, response: expect.stringMatching(/^mx\.example\.com \[127\.0\.0\.1\]:\d+: 554-not here\n554 go away$/) })
+    expect((await attempt(silent)).replies.get('r@example.com')).toEqual({ code: null, response: expect.stringMatching(/^mx\.example\.com \[127\.0\.0\.1\]:\d+: connection timed out after 300 ms$/) })
+  })
+})
+
+describe('toDataLines', () => {
+  it.each([
+    ['a clean message, as it is', 'a\r\nb\r\n', 'a\r\nb\r\n.\r\n'],
+    ['a dot at the start of a line, doubled', '.a\r\n.\r\nb.c\r\n', '..a\r\n..\r\nb.c\r\n.\r\n'],
+    ['bare LF, made CRLF', 'a\nb\n', 'a\r\nb\r\n.\r\n'],
+    ['bare CR, made CRLF, and a dot after it doubled', 'a\r.b\rc\r\n', 'a\r\n..b\r\nc\r\n.\r\n'],
+    ['no final line break, one added', 'a\r\nb', 'a\r\nb\r\n.\r\n'],
+    ['a final bare CR, completed', 'a\r', 'a\r\n.\r\n'],
+    ['an empty message, only the dot', '', '.\r\n'],
+  ])('%s', (_label, input, output) => {
+    expect(Buffer.concat(toDataLines(Buffer.from(input))).toString()).toBe(output)
   })
 })

@@ -17,7 +17,7 @@ export type SinkRule = (rcpt: string) => { code: number; message: string } | und
  * accepted message; `rcptRule` and `dataRule` make it refuse, and `dropDuringData` makes it
  * hang up in the middle of DATA. `connections` and `rsets` count what clients did.
  */
-export async function startSink(options: { tls?: { key: string | Buffer; cert: string | Buffer } } = {}) {
+export async function startSink(options: { tls?: { key: string | Buffer; cert: string | Buffer }; hidePipelining?: boolean } = {}) {
   const messages: SunkMessage[] = []
   const state = { rcptRule: undefined as SinkRule | undefined, dataRule: undefined as (() => { code: number; message: string } | undefined) | undefined, dropDuringData: false, connections: 0, rsets: 0 }
   const server = new SMTPServer({
@@ -27,6 +27,7 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
     // The relay keeps connections open for reuse: do not wait for them on close.
     closeTimeout: 100,
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : { hideSTARTTLS: true }),
+    hidePIPELINING: options.hidePipelining ?? false,
     onConnect(_session, cb) {
       state.connections++
       cb()

@@ -1,0 +1,322 @@
+import { connect as netConnect, isIP, type Socket } from 'node:net'
+import { connect as tlsConnect, type TLSSocket } from 'node:tls'
+
+/** A destination's answer for one recipient; `code` is null when none came (timeout, dropped connection). */
+export interface Reply {
+  code: number | null
+  response: string
+}
+
+/** A failure with no reply from the server behind it (refused connection, timeout, hang-up). */
+export class SmtpNetworkError extends Error {}
+
+/** A refusal while the session was being set up (greeting, EHLO), with the server's reply. */
+export class SmtpRefusal extends Error {
+  constructor(readonly reply: Reply) {
+    super(reply.response)
+  }
+}
+
+export interface SessionOptions {
+  /** The address to connect to. */
+  address: string
+  port: number
+  /** The MX host's name: the TLS server name. */
+  hostname: string
+  /** Our name in EHLO. */
+  heloName: string
+  /** How long connecting, and then each wait for a reply, may take. */
+  timeout: number
+}
+
+const CRLF = Buffer.from('\r\n')
+const isAscii = (s: string) => /^[\x00-\x7f]*$/.test(s)
+
+/**
+ * One SMTP client session toward a destination MX: EHLO (HELO for servers that refuse it),
+ * opportunistic STARTTLS (certificates are not checked, as is usual between MTAs), then
+ * transactions. With PIPELINING (RFC 2920) MAIL, every RCPT and DATA leave in one write and the
+ * message with its terminating dot in one more: a transaction costs two writes and two round trips.
+ */
+export class SmtpSession {
+  private socket: Socket | TLSSocket
+  private extensions = new Set<string>()
+  private buffer = ''
+  private lines: string[] = []
+  /** Callers waiting for the next replies, in the order of the commands sent. */
+  private waiting: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] = []
+  private closedWith: Error | null = null
+  private closeListeners: (() => void)[] = []
+
+  private constructor(socket: Socket, private readonly options: SessionOptions) {
+    this.socket = socket
+    this.attach(socket)
+  }
+
+  /** Connects, reads the greeting, says EHLO and upgrades to TLS when the server offers it. */
+  static async open(options: SessionOptions): Promise<SmtpSession> {
+    const socket = netConnect({ host: options.address, port: options.port })
+    socket.setNoDelay(true)
+    const session = new SmtpSession(socket, options)
+    const greeting = session.next()
+    const deadline = setTimeout(() => session.close(new SmtpNetworkError(`connection timed out after ${options.timeout} ms`)), options.timeout)
+    try {
+      await new Promise<void>((resolve, reject) => {
+        socket.once('connect', resolve)
+        greeting.catch(reject)
+      })
+      session.expect(await greeting, 2)
+      await session.hello()
+      if (session.extensions.has('STARTTLS')) {
+        session.expect(await session.command('STARTTLS'), 2)
+        await session.upgrade()
+        await session.hello()
+      }
+      session.socket.setTimeout(options.timeout)
+      return session
+    } catch (err) {
+      session.close()
+      throw err
+    } finally {
+      clearTimeout(deadline)
+    }
+  }
+
+  /** False once the connection is gone. */
+  get open(): boolean {
+    return this.closedWith === null
+  }
+
+  /** Called once when the connection is gone. */
+  onClose(listener: () => void): void {
+    this.closeListeners.push(listener)
+  }
+
+  removeCloseListener(listener: () => void): void {
+    this.closeListeners = this.closeListeners.filter((l) => l !== listener)
+  }
+
+  /**
+   * One mail transaction. Every recipient gets a reply: its RCPT refusal, or the refusal of MAIL
+   * or of the message, or the final reply. `clean` is false when a refusal may have left the
+   * transaction open on the server (RSET ends it). Throws SmtpNetworkError when no reply came.
+   */
+  async send(envelope: { from: string; to: string[] }, raw: Buffer): Promise<{ replies: Map<string, Reply>; clean: boolean }> {
+    const params: string[] = []
+    if (this.extensions.has('SIZE')) params.push(`SIZE=${raw.length}`)
+    if (this.extensions.has('SMTPUTF8') && ![envelope.from, ...envelope.to].every(isAscii)) params.push('SMTPUTF8')
+    const mailLine = `MAIL FROM:<${envelope.from}>${params.length ? ' ' + params.join(' ') : ''}`
+    const rcptLines = envelope.to.map((to) => `RCPT TO:<${to}>`)
+    const everyone = (reply: Reply) => ({ replies: new Map(envelope.to.map((to) => [to, reply])), clean: false })
+    let mail: Reply
+    let rcpts: Reply[]
+    let data: Reply | undefined
+    if (this.extensions.has('PIPELINING')) {
+      const replies = await Promise.all(this.pipeline([mailLine, ...rcptLines, 'DATA']))
+      mail = replies[0]
+      rcpts = replies.slice(1, -1)
+      data = replies[replies.length - 1]
+    } else {
+      mail = await this.command(mailLine)
+      if (!positive(mail)) return everyone(mail)
+      rcpts = []
+      for (const line of rcptLines) rcpts.push(await this.command(line))
+      if (rcpts.some(positive)) data = await this.command('DATA')
+    }
+    if (!positive(mail)) {
+      // RFC 2920 §3.1: a DATA accepted after all is given an empty message.
+      if (data?.code === 354) await this.message(Buffer.alloc(0))
+      return everyone(mail)
+    }
+    const replies = new Map(envelope.to.map((to, i) => [to, rcpts[i]]))
+    const accepted = envelope.to.filter((_, i) => positive(rcpts[i]))
+    if (accepted.length === 0) {
+      if (data?.code === 354) await this.message(Buffer.alloc(0))
+      return { replies, clean: false }
+    }
+    if (data!.code !== 354) {
+      for (const to of accepted) replies.set(to, data!)
+      return { replies, clean: false }
+    }
+    const final = await this.message(raw)
+    for (const to of accepted) replies.set(to, final)
+    return { replies, clean: positive(final) }
+  }
+
+  /** RSET: true when the server confirmed it. */
+  async reset(): Promise<boolean> {
+    try {
+      return (await this.command('RSET')).code === 250
+    } catch {
+      return false
+    }
+  }
+
+  /** QUIT, then the connection ends. */
+  quit(): void {
+    if (!this.open) return
+    this.command('QUIT').then(
+      () => this.close(),
+      () => this.close(),
+    )
+  }
+
+  close(reason = new SmtpNetworkError('connection closed')): void {
+    this.fail(reason)
+    this.socket.destroy()
+  }
+
+  private async hello(): Promise<void> {
+    let reply = await this.command(`EHLO ${this.options.heloName}`)
+    this.extensions.clear()
+    if (reply.code !== 250) {
+      reply = await this.command(`HELO ${this.options.heloName}`)
+      this.expect(reply, 2)
+      return
+    }
+    for (const line of reply.response.split('\n').slice(1)) {
+      const [keyword, arg] = line.slice(4).toUpperCase().split(/\s+/)
+      if (keyword) this.extensions.add(keyword)
+      if (keyword === 'SIZE' && arg === '0') this.extensions.delete('SIZE')
+    }
+  }
+
+  private upgrade(): Promise<void> {
+    const plain = this.socket as Socket
+    plain.removeAllListeners('data')
+    plain.removeAllListeners('close')
+    plain.removeAllListeners('error')
+    plain.removeAllListeners('timeout')
+    return new Promise((resolve, reject) => {
+      const name = this.options.hostname
+      const secure = tlsConnect({ socket: plain, rejectUnauthorized: false, ...(isIP(name) ? {} : { servername: name }) })
+      secure.once('secureConnect', () => {
+        secure.removeListener('error', reject)
+        this.socket = secure
+        this.attach(secure)
+        resolve()
+      })
+      secure.once('error', reject)
+      secure.once('close', () => reject(this.closedWith ?? new SmtpNetworkError('the connection closed during the TLS handshake')))
+    })
+  }
+
+  private expect(reply: Reply, kind: 2 | 3): void {
+    if (reply.code === null || Math.floor(reply.code / 100) !== kind) throw new SmtpRefusal(reply)
+  }
+
+  /** Sends the message: dot-stuffed, with CRLF line ends and the terminating dot, in one write. */
+  private message(raw: Buffer): Promise<Reply> {
+    const reply = this.next()
+    if (this.open) {
+      this.socket.cork()
+      for (const piece of toDataLines(raw)) this.socket.write(piece)
+      this.socket.uncork()
+    }
+    return reply
+  }
+
+  private command(line: string): Promise<Reply> {
+    return this.pipeline([line])[0]
+  }
+
+  private pipeline(lines: string[]): Promise<Reply>[] {
+    const replies = lines.map(() => this.next())
+    if (this.open) this.socket.write(lines.join('\r\n') + '\r\n')
+    return replies
+  }
+
+  /** The next reply to arrive. */
+  private next(): Promise<Reply> {
+    const reply = this.closedWith ? Promise.reject(this.closedWith) : new Promise<Reply>((resolve, reject) => this.waiting.push({ resolve, reject }))
+    // A caller that stops at the first failed reply leaves the later ones unread.
+    reply.catch(() => {})
+    return reply
+  }
+
+  private attach(socket: Socket | TLSSocket): void {
+    socket.setEncoding('utf8')
+    socket.on('data', (chunk: string) => this.read(chunk))
+    socket.on('timeout', () => {
+      this.fail(new SmtpNetworkError(`no reply within ${this.options.timeout} ms`))
+      socket.destroy()
+    })
+    socket.on('error', (err) => this.fail(new SmtpNetworkError(err.message)))
+    socket.on('close', () => this.fail(new SmtpNetworkError('the server closed the connection')))
+  }
+
+  private read(chunk: string): void {
+    this.buffer += chunk
+    let i: number
+    while ((i = this.buffer.indexOf('\n')) >= 0) {
+      const line = this.buffer.slice(0, i).replace(/\r$/, '')
+      this.buffer = this.buffer.slice(i + 1)
+      this.lines.push(line)
+      // The last line of a reply has a space (or nothing) after its code.
+      if (line.length > 3 && line[3] === '-') continue
+      const response = this.lines.join('\n')
+      this.lines = []
+      const code = /^[2-5]\d\d$/.test(response.slice(0, 3)) ? Number(response.slice(0, 3)) : null
+      const waiter = this.waiting.shift()
+      if (waiter) waiter.resolve({ code, response })
+    }
+  }
+
+  private fail(err: Error): void {
+    if (this.closedWith) return
+    this.closedWith = err
+    for (const w of this.waiting.splice(0)) w.reject(err)
+    for (const l of this.closeListeners.splice(0)) l()
+  }
+}
+
+const positive = (r: Reply | undefined) => r !== undefined && r.code !== null && r.code >= 200 && r.code < 300
+
+/**
+ * The message as DATA lines (RFC 5321 §4.5.2): a dot at the start of a line doubled, bare CR and
+ * LF made CRLF (a lone CR read as a line end would let "\r.\r" end the data early), a final CRLF
+ * if missing, then the terminating dot. The pieces share the message's memory: it is not copied.
+ */
+export function toDataLines(raw: Buffer): Buffer[] {
+  const last = raw.length ? raw[raw.length - 1] : 0x0a
+  const end = raw.length === 0 ? END : last === 0x0a ? END : last === 0x0d ? END_AFTER_CR : END_NO_EOL
+  if (isClean(raw)) return [raw, end]
+  const pieces: Buffer[] = []
+  let from = 0
+  for (let i = 0; i < raw.length; i++) {
+    const byte = raw[i]
+    const prev = i === 0 ? 0x0a : raw[i - 1]
+    let insert: Buffer | null = null
+    if (byte === 0x0a && prev !== 0x0d) insert = CR
+    else if (prev === 0x0d && byte !== 0x0a) insert = byte === 0x2e ? LF_DOT : LF
+    else if (byte === 0x2e && prev === 0x0a) insert = DOT
+    if (insert) {
+      pieces.push(raw.subarray(from, i), insert)
+      from = i
+    }
+  }
+  pieces.push(raw.subarray(from), end)
+  // Past a few pieces, one buffer is cheaper to write than many.
+  return pieces.length > 64 ? [Buffer.concat(pieces)] : pieces
+}
+
+/** True when every line ends in CRLF and none starts with a dot: the usual case, found with native searches. */
+function isClean(raw: Buffer): boolean {
+  if (raw[0] === 0x2e) return false
+  let lines = 0
+  for (let i = raw.indexOf(0x0a); i !== -1; i = raw.indexOf(0x0a, i + 1), lines++) {
+    if (raw[i - 1] !== 0x0d || raw[i + 1] === 0x2e) return false
+  }
+  // Every LF has its CR: any CR more is a bare one.
+  let crs = 0
+  for (let i = raw.indexOf(0x0d); i !== -1; i = raw.indexOf(0x0d, i + 1)) crs++
+  return crs === lines
+}
+
+const CR = Buffer.from('\r')
+const LF = Buffer.from('\n')
+const LF_DOT = Buffer.from('\n.')
+const DOT = Buffer.from('.')
+const END = Buffer.from('.\r\n')
+const END_AFTER_CR = Buffer.from('\n.\r\n')
+const END_NO_EOL = Buffer.concat([CRLF, END])
