@@ -66,7 +66,8 @@ function tempDir(name: string): string {
 
 /** `mailroom serve` over a data directory; `credentials` are those its first start printed. */
 async function serve(env: Record<string, string>, credentials?: { apiKey: string; user: string; password: string }) {
-  const server = await startMailroom({ MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false', ...env })
+  // Its log goes to a file in its data directory, as it would in production.
+  const server = await startMailroom({ MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false', ...env }, { logFile: join(env.MAILROOM_DATA_DIR, 'serve.log') })
   cleanup.push(() => server.child.kill('SIGKILL'))
   const banner = credentials
     ? `API key (shown only now): ${credentials.apiKey}\nSMTP username: ${credentials.user}\nSMTP password: ${credentials.password}`

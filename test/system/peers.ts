@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer, Socket, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -91,20 +91,27 @@ export async function startSmtpSink(extraArgs: string[] = [], { dump = true } = 
 }
 
 /** `mailroom serve` as a child process over a data directory; resolves once it listens. */
-export async function startMailroom(env: Record<string, string>): Promise<{ child: ChildProcess; httpPort: number; smtpPort: number; output: () => string }> {
+/**
+ * `mailroom serve` as a child process. Its output is collected in memory, or with `logFile`
+ * written to that file (the bench: reading a log of millions of lines would load its machine).
+ */
+export async function startMailroom(env: Record<string, string>, options: { logFile?: string } = {}): Promise<{ child: ChildProcess; httpPort: number; smtpPort: number; output: () => string }> {
+  const log = options.logFile === undefined ? 'pipe' : openSync(options.logFile, 'w')
   const child = spawn(process.execPath, [BIN, 'serve'], {
     env: { ...process.env, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', log, log],
   })
   let out = ''
-  child.stdout!.on('data', (d) => (out += d))
-  child.stderr!.on('data', (d) => (out += d))
+  child.stdout?.on('data', (d) => (out += d))
+  child.stderr?.on('data', (d) => (out += d))
+  if (typeof log === 'number') closeSync(log)
+  const output = () => (options.logFile === undefined ? out : readFileSync(options.logFile, 'utf8'))
   const ports = await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`mailroom serve exited: ${out}`)
-    const m = /"port":(\d+),.*"smtpPort":(\d+).*HTTP and SMTP listening/.exec(out)
+    if (child.exitCode !== null) throw new Error(`mailroom serve exited: ${output()}`)
+    const m = /"port":(\d+),.*"smtpPort":(\d+).*HTTP and SMTP listening/.exec(output())
     return m ? { httpPort: Number(m[1]), smtpPort: Number(m[2]) } : undefined
   })
-  return { child, ...ports, output: () => out }
+  return { child, ...ports, output }
 }
 
 export async function waitFor<T>(check: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
