@@ -155,6 +155,69 @@ describe('MxClient: the SMTP session', () => {
   })
 })
 
+/**
+ * A server that answers each command line with the reply `answer` gives (none: stay silent), and
+ * records what it was sent. In DATA it answers the message once its terminating dot arrives.
+ */
+async function scriptedServer(answer: (line: string) => string | undefined) {
+  const lines: string[] = []
+  const server = createServer((socket) => {
+    let buffer = ''
+    let inData = false
+    socket.write('220 scripted.example ESMTP\r\n')
+    socket.on('data', (d: Buffer) => {
+      buffer += d.toString('latin1')
+      let i: number
+      while ((i = buffer.indexOf('\r\n')) >= 0) {
+        const line = buffer.slice(0, i)
+        buffer = buffer.slice(i + 2)
+        lines.push(line)
+        if (inData) {
+          if (line === '.') (inData = false), socket.write('250 2.0.0 stored\r\n')
+          continue
+        }
+        const reply = answer(line)
+        if (reply?.startsWith('354')) inData = true
+        if (reply) socket.write(reply + '\r\n')
+      }
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
+  const host: MxHost = { name: 'scripted.example', port: (server.address() as AddressInfo).port, addresses: ['127.0.0.1'] }
+  return { server, host, lines, close: () => new Promise((r) => server.close(r)) }
+}
+
+describe('MxClient: servers of another kind', () => {
+  const cleanup: (() => unknown)[] = []
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f()
+  })
+
+  it('says HELO to a server that refuses EHLO, and then sends one command at a time', async () => {
+    const s = await scriptedServer((line) => (line.startsWith('EHLO') ? '502 5.5.2 EHLO not implemented' : line === 'DATA' ? '354 go on' : '250 ok'))
+    cleanup.push(() => s.close())
+    const client = new MxClient({ heloName: 'test.example', timeout: 5_000 })
+    cleanup.push(() => client.close())
+    const attempt = await client.deliver([s.host], { from: 's@example.org', to: ['a@example.com', 'b@example.com'] }, async () => Buffer.from('Subject: hi\r\n\r\nbody\r\n'))
+    expect([...attempt.replies.values()]).toEqual([
+      { code: 250, response: '250 2.0.0 stored' },
+      { code: 250, response: '250 2.0.0 stored' },
+    ])
+    expect(s.lines.slice(0, 7)).toEqual(['EHLO test.example', 'HELO test.example', 'MAIL FROM:<s@example.org>', 'RCPT TO:<a@example.com>', 'RCPT TO:<b@example.com>', 'DATA', 'Subject: hi'])
+  })
+
+  it('gives every recipient no reply (code null) when the server stops answering mid-transaction, and does not reuse it', async () => {
+    const s = await scriptedServer((line) => (line.startsWith('EHLO') ? '250-scripted.example\r\n250 PIPELINING' : line.startsWith('MAIL') ? undefined : '250 ok'))
+    cleanup.push(() => s.close())
+    const client = new MxClient({ heloName: 'test.example', timeout: 300 })
+    cleanup.push(() => client.close())
+    const deliver = () => client.deliver([s.host], { from: 's@example.org', to: ['a@example.com'] }, async () => Buffer.from('x\r\n'))
+    expect((await deliver()).replies.get('a@example.com')).toEqual({ code: null, response: 'no reply within 300 ms' })
+    await deliver()
+    expect(s.lines.filter((l) => l.startsWith('EHLO'))).toHaveLength(2)
+  })
+})
+
 describe('toDataLines', () => {
   it.each([
     ['a clean message, as it is', 'a\r\nb\r\n', 'a\r\nb\r\n.\r\n'],
