@@ -1,8 +1,6 @@
 import type { MxHost } from './routes.js'
 import { SmtpNetworkError, SmtpRefusal, SmtpSession, type Reply } from './smtp-session.js'
 
-export type { Reply }
-
 export interface Attempt {
   /** The MX host the transaction ran on, or null when none could be reached. */
   mxHostname: string | null
