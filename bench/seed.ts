@@ -5,8 +5,9 @@ import { openDataDir } from '../storage/sqlite.js'
  * the filters' values: 100 senders, 100 recipients, 50 client IPs, 100 subjects, 10 MX hosts, 1%
  * undelivered, times over the last 30 days. Each value a query asks for (but a transaction id or
  * a Message-ID) then fills at least a page of 100 rows at 10,000 rows as at 1,000,000, so that #4
- * compares the same answer from a table a hundred times larger. One transaction; the secondary indexes and the trigram index are built once at the end,
- * which is much faster than keeping them up to date row by row. Returns values to query with.
+ * compares the same answer from a table a hundred times larger. One transaction; the secondary
+ * indexes and the trigram index are built once at the end, which is much faster than keeping them
+ * up to date row by row. Returns values to query with.
  */
 export function seedLog(dataDir: string, rows: number, orderId: number): Record<string, string> {
   const store = openDataDir(dataDir)

@@ -2,7 +2,8 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import type { AttemptOutcome, QueueItem, Store } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
-import { MxClient, sameReply, type Attempt } from './mx-client.js'
+import { MxClient, type Attempt } from './mx-client.js'
+import { sameReply } from './smtp-session.js'
 import { resolveRoute, type MxResolver, type Route } from './routes.js'
 
 /** A lease older than this is taken to belong to a dead worker. */

@@ -1,5 +1,5 @@
 import type { MxHost } from './routes.js'
-import { SmtpNetworkError, SmtpRefusal, SmtpSession, type Reply } from './smtp-session.js'
+import { sameReply, SmtpNetworkError, SmtpRefusal, SmtpSession, type Reply } from './smtp-session.js'
 
 export interface Attempt {
   /** The MX host the transaction ran on, or null when none could be reached. */
@@ -9,9 +9,6 @@ export interface Attempt {
 
 /** How long an open connection waits for the next transaction to the same host. */
 const IDLE_MS = 5_000
-
-/** The same reply for every recipient. */
-export const sameReply = (recipients: string[], reply: Reply) => new Map(recipients.map((r) => [r, reply]))
 
 /** A failure as the reply it stands for: the server's, or none (code null) when none came. */
 const replyOf = (err: unknown): Reply => (err instanceof SmtpRefusal ? err.reply : { code: null, response: err instanceof Error ? err.message : String(err) })

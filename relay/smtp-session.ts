@@ -10,6 +10,9 @@ export interface Reply {
 /** A failure with no reply from the server behind it (refused connection, timeout, hang-up). */
 export class SmtpNetworkError extends Error {}
 
+/** The same reply for every recipient. */
+export const sameReply = (recipients: string[], reply: Reply) => new Map(recipients.map((r) => [r, reply]))
+
 /** A refusal while the session was being set up (greeting, EHLO), with the server's reply. */
 export class SmtpRefusal extends Error {
   constructor(readonly reply: Reply) {
@@ -83,7 +86,7 @@ export class SmtpSession {
   }
 
   /** False once the connection is gone. */
-  get open(): boolean {
+  get connected(): boolean {
     return this.closedWith === null
   }
 
@@ -107,7 +110,7 @@ export class SmtpSession {
     if (this.extensions.has('SMTPUTF8') && ![envelope.from, ...envelope.to].every(isAscii)) params.push('SMTPUTF8')
     const mailLine = `MAIL FROM:<${envelope.from}>${params.length ? ' ' + params.join(' ') : ''}`
     const rcptLines = envelope.to.map((to) => `RCPT TO:<${to}>`)
-    const everyone = (reply: Reply) => ({ replies: new Map(envelope.to.map((to) => [to, reply])), clean: false })
+    const everyone = (reply: Reply) => ({ replies: sameReply(envelope.to, reply), clean: false })
     let mail: Reply
     let rcpts: Reply[]
     let data: Reply | undefined
@@ -154,7 +157,7 @@ export class SmtpSession {
 
   /** QUIT, then the connection ends. */
   quit(): void {
-    if (!this.open) return
+    if (!this.connected) return
     this.command('QUIT').then(
       () => this.close(),
       () => this.close(),
@@ -208,7 +211,7 @@ export class SmtpSession {
   /** Sends the message: dot-stuffed, with CRLF line ends and the terminating dot, in one write. */
   private message(raw: Buffer): Promise<Reply> {
     const reply = this.next()
-    if (this.open) {
+    if (this.connected) {
       this.socket.cork()
       for (const piece of toDataLines(raw)) this.socket.write(piece)
       this.socket.uncork()
@@ -222,7 +225,7 @@ export class SmtpSession {
 
   private pipeline(lines: string[]): Promise<Reply>[] {
     const replies = lines.map(() => this.next())
-    if (this.open) this.socket.write(lines.join('\r\n') + '\r\n')
+    if (this.connected) this.socket.write(lines.join('\r\n') + '\r\n')
     return replies
   }
 
@@ -279,7 +282,7 @@ const positive = (r: Reply | undefined) => r !== undefined && r.code !== null &&
  */
 export function toDataLines(raw: Buffer): Buffer[] {
   const last = raw.length ? raw[raw.length - 1] : 0x0a
-  const end = raw.length === 0 ? END : last === 0x0a ? END : last === 0x0d ? END_AFTER_CR : END_NO_EOL
+  const end = last === 0x0a ? END : last === 0x0d ? END_AFTER_CR : END_NO_EOL
   if (isClean(raw)) return [raw, end]
   const pieces: Buffer[] = []
   let from = 0

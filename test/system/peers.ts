@@ -90,10 +90,10 @@ export async function startSmtpSink(extraArgs: string[] = [], { dump = true } = 
   }
 }
 
-/** `mailroom serve` as a child process over a data directory; resolves once it listens. */
 /**
- * `mailroom serve` as a child process. Its output is collected in memory, or with `logFile`
- * written to that file (the bench: reading a log of millions of lines would load its machine).
+ * `mailroom serve` as a child process over a data directory; resolves once it listens. Its output
+ * is collected in memory, or with `logFile` written to that file (the bench: reading a log of
+ * millions of lines would load its machine).
  */
 export async function startMailroom(env: Record<string, string>, options: { logFile?: string } = {}): Promise<{ child: ChildProcess; httpPort: number; smtpPort: number; output: () => string }> {
   const log = options.logFile === undefined ? 'pipe' : openSync(options.logFile, 'w')
