@@ -51,7 +51,8 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   let engine: { stop(): Promise<void> }
   if (options.engine === 'in-process') {
     const worker = new DeliveryWorker({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
-    rt.relay.onQueued(() => worker.kick())
+    // Accepted messages go through the worker, which starts them at once when it has room.
+    rt.store.mail.enqueue = (message) => worker.accept(message)
     await worker.start()
     engine = worker
   } else {

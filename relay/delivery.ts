@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
-import type { AttemptOutcome, QueueItem, Store } from '../storage/store.js'
+import type { AttemptOutcome, NewMessage, QueueItem, Store } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { sameReply } from './smtp-session.js'
@@ -14,6 +14,11 @@ const POLL_MS = 1_000
 const ROUTE_TTL_MS = 60_000
 /** Most recipients in one SMTP transaction (RFC 5321 §4.5.3.1.8 requires servers to take 100). */
 const MAX_RCPTS_PER_TRANSACTION = 100
+/**
+ * A message leased as it is accepted keeps its bytes in memory up to this size (at most a claim's
+ * worth of messages wait, 200 by default: 13 MB); a larger one is read back from the queue.
+ */
+const BODY_IN_MEMORY_MAX = 64 * 1024
 
 export interface DeliveryDeps {
   store: Store
@@ -23,10 +28,17 @@ export interface DeliveryDeps {
   resolver: MxResolver
 }
 
+/** Recipients of one message at one domain (one SMTP transaction), and the message's bytes when they are at hand. */
+interface Group {
+  items: QueueItem[]
+  body?: Buffer
+}
+
 /**
  * The delivery worker: leases due recipients from the durable queue, groups them by message and
  * destination domain (one SMTP transaction each), delivers within the global and per-domain
- * concurrency limits, and records every attempt on the log row.
+ * concurrency limits, and records every attempt on the log row. Messages accepted through
+ * `accept` while it has room are leased as they are committed and start at once.
  */
 export class DeliveryWorker {
   private running = false
@@ -36,12 +48,19 @@ export class DeliveryWorker {
   /** Outcomes on their way into the queue (a delivery slot is free again before its commit). */
   private recording = new Set<Promise<void>>()
   private perDomain = new Map<string, number>()
-  private waiting: QueueItem[][] = []
+  /** Groups waiting for a connection, by destination domain (a domain at its limit is passed over whole). */
+  private waiting = new Map<string, Group[]>()
+  private waitingCount = 0
+  /** Messages accepted into delivery whose commit is still under way. */
+  private reserved = 0
   private routes = new Map<string, { route: Route; expires: number }>()
   private readonly mx: MxClient
+  /** The store's own enqueue, kept before a caller routes the pipeline's enqueue through `accept`. */
+  private readonly enqueue: Store['mail']['enqueue']
 
   constructor(private readonly deps: DeliveryDeps) {
     this.mx = new MxClient({ heloName: deps.config.nodeName, timeout: deps.config.delivery.timeout })
+    this.enqueue = deps.store.mail.enqueue
   }
 
   /** Takes back the leases this node held before a restart, then starts working. */
@@ -52,9 +71,47 @@ export class DeliveryWorker {
     this.loopDone = this.loop()
   }
 
-  /** Looks at the queue now (a message was just accepted). */
+  /** Looks at the queue now. */
   kick(): void {
     this.wake?.()
+  }
+
+  /**
+   * Queues an accepted message; resolves once it is committed. Unless the worker already holds
+   * as much as one claim would lease, the message's recipients are leased in the same
+   * transaction and wait in memory for a connection: no claim (a transaction and an fsync of its
+   * own) and, for a small message, no read of its bytes. Otherwise the worker is woken to claim
+   * it from the queue later.
+   */
+  async accept(message: NewMessage): Promise<{ rowId: number }> {
+    if (!this.running || this.inFlight.size + this.waitingCount + this.reserved >= this.claimLimit()) {
+      const queued = await this.enqueue(message)
+      this.kick()
+      return { rowId: queued.rowId }
+    }
+    const body = message.raw.length <= BODY_IN_MEMORY_MAX ? message.raw : undefined
+    this.reserved++
+    try {
+      const { rowId, leased = [] } = await this.enqueue(message, { node: this.deps.config.nodeName, now: this.deps.clock() })
+      // Once stopping, the leases wait for the next start, which takes them back.
+      if (this.running) {
+        for (const items of groupItems(leased)) this.wait({ items, body })
+        this.pump()
+      }
+      return { rowId }
+    } finally {
+      this.reserved--
+    }
+  }
+
+  /** Whether to claim more: only once little is left, so that leases do not age in memory. */
+  private hasRoom(): boolean {
+    return this.inFlight.size + this.waitingCount + this.reserved < this.deps.config.delivery.concurrency
+  }
+
+  /** The most rows one claim leases. */
+  private claimLimit(): number {
+    return this.deps.config.delivery.concurrency * 10
   }
 
   /** Stops claiming, lets transactions in flight finish, closes connections. */
@@ -71,12 +128,11 @@ export class DeliveryWorker {
     const { delivery } = this.deps.config
     while (this.running) {
       let claimed = 0
-      // Claim only what can start soon, so that leases do not age in memory.
-      if (this.inFlight.size + this.waiting.length < delivery.concurrency) {
+      if (this.hasRoom()) {
         try {
-          const items = await this.deps.store.queue.claim({ node: this.deps.config.nodeName, now: this.deps.clock(), leaseMs: LEASE_MS, limit: delivery.concurrency * 10 })
+          const items = await this.deps.store.queue.claim({ node: this.deps.config.nodeName, now: this.deps.clock(), leaseMs: LEASE_MS, limit: this.claimLimit() })
           claimed = items.length
-          this.waiting.push(...groupItems(items))
+          for (const group of groupItems(items)) this.wait({ items: group })
           this.pump()
         } catch (err) {
           this.deps.logger.error({ err }, 'claiming from the queue failed')
@@ -97,27 +153,34 @@ export class DeliveryWorker {
     })
   }
 
-  /** Starts waiting groups while the global and per-domain limits allow. */
+  private wait(group: Group): void {
+    const domain = group.items[0].domain
+    const queue = this.waiting.get(domain)
+    if (queue) queue.push(group)
+    else this.waiting.set(domain, [group])
+    this.waitingCount++
+  }
+
+  /** Starts waiting groups, in order within each domain, while the global and per-domain limits allow. */
   private pump(): void {
     const { concurrency, domainConcurrency } = this.deps.config.delivery
-    for (let i = 0; i < this.waiting.length && this.inFlight.size < concurrency; ) {
-      const group = this.waiting[i]
-      const domain = group[0].domain
-      if ((this.perDomain.get(domain) ?? 0) >= domainConcurrency) {
-        i++
-        continue
+    for (const [domain, queue] of this.waiting) {
+      if (this.inFlight.size >= concurrency) return
+      while (queue.length > 0 && this.inFlight.size < concurrency && (this.perDomain.get(domain) ?? 0) < domainConcurrency) {
+        const group = queue.shift()!
+        this.waitingCount--
+        this.perDomain.set(domain, (this.perDomain.get(domain) ?? 0) + 1)
+        const task = this.deliverGroup(group)
+          .catch((err) => this.deps.logger.error({ err, txid: group.items[0].txid }, 'delivery attempt failed unexpectedly'))
+          .finally(() => {
+            this.inFlight.delete(task)
+            this.perDomain.set(domain, this.perDomain.get(domain)! - 1)
+            this.pump()
+            this.kick()
+          })
+        this.inFlight.add(task)
       }
-      this.waiting.splice(i, 1)
-      this.perDomain.set(domain, (this.perDomain.get(domain) ?? 0) + 1)
-      const task = this.deliverGroup(group)
-        .catch((err) => this.deps.logger.error({ err, txid: group[0].txid }, 'delivery attempt failed unexpectedly'))
-        .finally(() => {
-          this.inFlight.delete(task)
-          this.perDomain.set(domain, this.perDomain.get(domain)! - 1)
-          this.pump()
-          this.kick()
-        })
-      this.inFlight.add(task)
+      if (queue.length === 0) this.waiting.delete(domain)
     }
   }
 
@@ -132,7 +195,7 @@ export class DeliveryWorker {
   }
 
   /** One SMTP transaction for the recipients of one message at one domain. */
-  private async deliverGroup(items: QueueItem[]): Promise<void> {
+  private async deliverGroup({ items, body }: Group): Promise<void> {
     const { store, logger, clock } = this.deps
     const { txid, messageRowId, envFrom, domain } = items[0]
     const recipients = items.map((i) => i.recipient)
@@ -140,7 +203,7 @@ export class DeliveryWorker {
     const attempt: Attempt =
       'error' in route
         ? { mxHostname: null, replies: sameReply(recipients, { code: route.error.code, response: route.error.response }) }
-        : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, () => store.queue.body(messageRowId))
+        : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, body ? async () => body : () => store.queue.body(messageRowId))
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []

@@ -20,7 +20,7 @@ export interface Engine {
    * Resolves once the message is committed (the reply to the client may then be sent). The
    * memory of `raw` is handed over to the engine thread: the caller must not read it afterwards.
    */
-  enqueue: Store['mail']['enqueue']
+  enqueue(message: NewMessage): Promise<{ rowId: number }>
   stop(): Promise<void>
 }
 
@@ -132,11 +132,8 @@ async function runEngineThread(config: Config): Promise<void> {
     if ('enqueue' in m) {
       for (const { id, message } of m.enqueue) {
         // The bytes arrive as a Uint8Array: the same memory is viewed as a Buffer, not copied.
-        store.mail.enqueue({ ...message, raw: Buffer.from(message.raw.buffer, message.raw.byteOffset, message.raw.byteLength) }).then(
-          ({ rowId }) => {
-            reply({ id, rowId })
-            worker.kick()
-          },
+        worker.accept({ ...message, raw: Buffer.from(message.raw.buffer, message.raw.byteOffset, message.raw.byteLength) }).then(
+          ({ rowId }) => reply({ id, rowId }),
           (err: Error) => reply({ id, error: err.message }),
         )
       }

@@ -27,8 +27,6 @@ export interface Submission {
 
 export interface Relay {
   newTxid(): string
-  /** Calls the listener after each message is committed to the queue (the delivery worker wakes). */
-  onQueued(listener: () => void): void
   /** Authorized senders and sender deny rules; throws a MailroomError with the SMTP reply to use. */
   checkSender(order: MailOrder, envFrom: string, headerFrom?: string | null, rules?: DenyRule[]): Promise<void>
   /**
@@ -55,11 +53,9 @@ const DENIED = { code: 550, enhanced: '5.7.1' }
 export function createRelay({ store, config, logger, clock }: RelayDeps): Relay {
   const newTxid = createTxidGenerator()
   const filter = createSpamFilter({ store, logger, clock })
-  const queuedListeners: (() => void)[] = []
 
   const relay: Relay = {
     newTxid: () => newTxid(clock()),
-    onQueued: (listener) => void queuedListeners.push(listener),
 
     async checkSender(order, envFrom, headerFrom, rules) {
       if (order.status !== 'active') throw new MailroomError(404, `mail order ${order.id} is canceled`, { smtp: { code: 535, enhanced: '5.7.8' } })
@@ -115,7 +111,6 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
         time: clock(),
       })
       logger.info({ txid, order: s.order.id, rcpts: s.recipients.length, size, via: s.interface }, 'message queued')
-      for (const listener of queuedListeners) listener()
       return txid
     },
   }

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
-import type { LogQuery, LogRow, NewMessage, Store } from './store.js'
+import type { LogQuery, LogRow, NewMessage, QueueItem, Store } from './store.js'
 
 /** `YYYY-MM-DD HH:MM:SS` in UTC, the contract's `created` format. */
 export const sqlDateTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
@@ -44,8 +44,8 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     VALUES (@txid, @accountId, @orderId, @envFrom, @headerFrom, @replyTo, @subject, @messageId, @origin, @transtype,
     @interface, @sendingZone, @bodySize, @rcptTo, @rcptCount, @time, @createdAt)`)
   const insertBody = sqlite.prepare('INSERT INTO message_bodies (message_id, part, raw) VALUES (?, ?, ?)')
-  const insertDelivery = sqlite.prepare(`INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued)
-    VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?)`)
+  const insertDelivery = sqlite.prepare(`INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued,
+    locked, lock_time, assigned) VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?)`)
   const count = sqlite.prepare(`INSERT INTO order_counts (order_id, messages, deliveries) VALUES (?, 1, ?)
     ON CONFLICT (order_id) DO UPDATE SET messages = messages + 1, deliveries = deliveries + excluded.deliveries`)
   const counts = sqlite.prepare('SELECT messages, deliveries FROM order_counts WHERE order_id = ?')
@@ -55,7 +55,7 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
   }
   const windowEdge = (dir: 'ASC' | 'DESC') => edges[dir]
 
-  const insertOne = (m: NewMessage) => {
+  const insertOne = ({ message: m, lease }: { message: NewMessage; lease?: { node: string; now: number } }) => {
     const { lastInsertRowid } = insertMessage.run({
       ...m,
       bodySize: m.raw.length,
@@ -69,9 +69,15 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
       insertBody.run(rowId, part, m.raw.subarray(at, at + BODY_PART_SIZE))
     }
     const queued = new Date(m.time).toISOString()
-    m.recipients.forEach((rcpt, i) => insertDelivery.run(rowId, m.orderId, i + 1, rcpt, domainOf(rcpt), m.time, queued))
+    const lock = lease ? [1, String(lease.now), lease.node] : [0, null, null]
+    const leased: QueueItem[] = []
+    m.recipients.forEach((recipient, i) => {
+      const domain = domainOf(recipient)
+      const id = Number(insertDelivery.run(rowId, m.orderId, i + 1, recipient, domain, m.time, queued, ...lock).lastInsertRowid)
+      if (lease) leased.push({ id, messageRowId: rowId, txid: m.txid, accountId: m.accountId, envFrom: m.envFrom, recipient, domain, attempts: 0, queuedAt: m.time })
+    })
     count.run(m.orderId, m.recipients.length)
-    return { rowId }
+    return lease ? { rowId, leased } : { rowId }
   }
 
   const commit = groupCommit(sqlite, insertOne)
@@ -96,8 +102,8 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
   }
 
   return {
-    async enqueue(message) {
-      const queued = await commit(message)
+    async enqueue(message, lease) {
+      const queued = await commit({ message, lease })
       indexSoon()
       return queued
     },

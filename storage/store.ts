@@ -208,8 +208,12 @@ export interface Store {
     delete(id: number, orderIds: number[]): Promise<boolean>
   }
   mail: {
-    /** Stores the message, its body and one queued delivery row per recipient, in one transaction. */
-    enqueue(message: NewMessage): Promise<{ rowId: number }>
+    /**
+     * Stores the message, its body and one queued delivery row per recipient, in one transaction.
+     * With `lease`, the rows are leased to that node in the same transaction and returned: a
+     * worker with room starts them without claiming them from the queue.
+     */
+    enqueue(message: NewMessage, lease?: { node: string; now: number }): Promise<{ rowId: number; leased?: QueueItem[] }>
     log(query: LogQuery): Promise<{ total: number; rows: LogRow[] }>
     stats(query: StatsQuery): Promise<StatsResult>
   }

@@ -19,8 +19,16 @@ describe('delivery', () => {
     const port = options.port ?? sink.port
     const env: TestEnv = await createTestEnv({ MAILROOM_MX_PORT: String(port), MAILROOM_RETRY_SCHEDULE: '5m,10m', MAILROOM_MAX_QUEUE_AGE: '1h', MAILROOM_DELIVERY_TIMEOUT: '5s', ...options.env })
     cleanup.push(() => env.close())
+    // How many rows each claim leased.
+    const claimed: number[] = []
+    const { claim } = env.services.store.queue
+    env.services.store.queue.claim = async (input) => {
+      const items = await claim(input)
+      claimed.push(items.length)
+      return items
+    }
     const worker = new DeliveryWorker({ ...env.services, resolver: options.resolver(port) })
-    env.services.relay.onQueued(() => worker.kick())
+    env.services.store.mail.enqueue = (message) => worker.accept(message)
     cleanup.push(() => worker.stop())
     await worker.start()
     const send = (to: string[], extra: Record<string, unknown> = {}) =>
@@ -50,7 +58,7 @@ describe('delivery', () => {
       env.clock.advance(ms)
       worker.kick()
     }
-    return { sink, env, worker, send, rows, settled, later }
+    return { sink, env, worker, send, rows, settled, later, claimed }
   }
 
   const local = (port: number, domains: string[] = ['example.com']) =>
@@ -221,6 +229,23 @@ describe('delivery', () => {
     worker.kick()
     await expect.poll(async () => (await smart.services.store.mail.log({ orderId: smart.orderId, mailid: txid, skip: 0, limit: 1, dir: 'asc', groupby: 'recipient' })).rows[0].delivered, { timeout: 10_000 }).toBe(1)
     expect(t.sink.messages.map((m) => m.to)).toEqual([['r@unresolvable.test']])
+  })
+
+  it('starts a message it has room for at once: its rows are leased in the commit that queues it, with no claim', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    const txid = await t.send(['a@example.com', 'b@example.com'])
+    await t.settled(txid, (r) => r.every((x) => x.delivered === 1))
+    expect(t.claimed.filter((n) => n > 0)).toEqual([])
+    expect(t.sink.messages.map((m) => m.to)).toEqual([['a@example.com', 'b@example.com']])
+  })
+
+  it('leaves what it has no room for in the queue, claims it later, and delivers everything once', async () => {
+    // One delivery at a time: a claim leases at most 10 rows, and so the worker takes no more than that at acceptance.
+    const t = await setup({ resolver: (p) => local(p), env: { MAILROOM_DELIVERY_CONCURRENCY: '1' } })
+    const txids = await Promise.all(Array.from({ length: 30 }, (_, i) => t.send([`r${i}@example.com`])))
+    for (const txid of txids) await t.settled(txid, (r) => r[0].delivered === 1)
+    expect(t.claimed.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(20)
+    expect(t.sink.messages.map((m) => m.to[0]).sort()).toEqual(Array.from({ length: 30 }, (_, i) => `r${i}@example.com`).sort())
   })
 
   it('takes back the rows a dead process had leased', async () => {
