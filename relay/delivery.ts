@@ -53,6 +53,12 @@ export class DeliveryWorker {
   private waitingCount = 0
   /** Messages accepted into delivery whose commit is still under way. */
   private reserved = 0
+  /**
+   * Whether the queue may hold due rows that nobody leased: false after a claim took all there
+   * were, true again when a message is left in the queue, on kick(), and at every poll (retries
+   * come due, other nodes' leases expire). A delivery that frees a slot claims only then.
+   */
+  private due = true
   private routes = new Map<string, { route: Route; expires: number }>()
   private readonly mx: MxClient
   /** The store's own enqueue, kept before a caller routes the pipeline's enqueue through `accept`. */
@@ -73,6 +79,7 @@ export class DeliveryWorker {
 
   /** Looks at the queue now. */
   kick(): void {
+    this.due = true
     this.wake?.()
   }
 
@@ -128,10 +135,12 @@ export class DeliveryWorker {
     const { delivery } = this.deps.config
     while (this.running) {
       let claimed = 0
-      if (this.hasRoom()) {
+      if (this.due && this.hasRoom()) {
         try {
-          const items = await this.deps.store.queue.claim({ node: this.deps.config.nodeName, now: this.deps.clock(), leaseMs: LEASE_MS, limit: this.claimLimit() })
+          const limit = this.claimLimit()
+          const items = await this.deps.store.queue.claim({ node: this.deps.config.nodeName, now: this.deps.clock(), leaseMs: LEASE_MS, limit })
           claimed = items.length
+          if (claimed < limit) this.due = false
           for (const group of groupItems(items)) this.wait({ items: group })
           this.pump()
         } catch (err) {
@@ -144,7 +153,10 @@ export class DeliveryWorker {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms)
+      const timer = setTimeout(() => {
+        this.due = true
+        done()
+      }, ms)
       function done() {
         clearTimeout(timer)
         resolve()
@@ -176,7 +188,8 @@ export class DeliveryWorker {
             this.inFlight.delete(task)
             this.perDomain.set(domain, this.perDomain.get(domain)! - 1)
             this.pump()
-            this.kick()
+            // A slot is free: claim more if the queue may have some.
+            this.wake?.()
           })
         this.inFlight.add(task)
       }
