@@ -50,13 +50,15 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
   })
   // A declared Content-Length is checked from the header alone, so that the body is then read
   // straight from the socket (hono's bodyLimit would wrap every body in a web stream first);
-  // bodies of unknown length are counted as they arrive.
+  // bodies of unknown length are counted as they arrive. No GET or HEAD body is ever read: those
+  // pass untouched (even asking bodyLimit would build a whole web Request for each).
   const limit = services.config.http.bodyLimit
   const tooLarge = () => {
     throw new MailroomError(413, `the request body is larger than ${limit} bytes`)
   }
   const countedLimit = bodyLimit({ maxSize: limit, onError: tooLarge })
   app.use(async (c, next) => {
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next()
     const length = c.req.header('content-length')
     if (length === undefined || c.req.header('transfer-encoding') !== undefined) return countedLimit(c, next)
     if (Number(length) > limit) tooLarge()
