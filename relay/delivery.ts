@@ -138,12 +138,15 @@ export class DeliveryWorker {
       if (this.due && this.hasRoom()) {
         try {
           const limit = this.claimLimit()
+          // Cleared first: a kick() while the claim is under way must not be lost.
+          this.due = false
           const items = await this.deps.store.queue.claim({ node: this.deps.config.nodeName, now: this.deps.clock(), leaseMs: LEASE_MS, limit })
           claimed = items.length
-          if (claimed < limit) this.due = false
+          if (claimed === limit) this.due = true
           for (const group of groupItems(items)) this.wait({ items: group })
           this.pump()
         } catch (err) {
+          this.due = true
           this.deps.logger.error({ err }, 'claiming from the queue failed')
         }
       }

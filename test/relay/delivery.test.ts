@@ -239,6 +239,14 @@ describe('delivery', () => {
     expect(t.sink.messages.map((m) => m.to)).toEqual([['a@example.com', 'b@example.com']])
   })
 
+  it('does not look at the queue after each delivery when nothing was left there', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    for (let i = 0; i < 20; i++) await t.settled(await t.send([`r${i}@example.com`]), (r) => r[0].delivered === 1)
+    // One claim at start, then one per poll (a second): not one per delivery.
+    expect(t.claimed.length).toBeLessThan(10)
+    expect(t.claimed.filter((n) => n > 0)).toEqual([])
+  })
+
   it('leaves what it has no room for in the queue, claims it later, and delivers everything once', async () => {
     // One delivery at a time: a claim leases at most 10 rows, and so the worker takes no more than that at acceptance.
     const t = await setup({ resolver: (p) => local(p), env: { MAILROOM_DELIVERY_CONCURRENCY: '1' } })
