@@ -4,7 +4,7 @@ import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
 import { createLogger, writeLogLines } from '../runtime.js'
 import { openDataDir } from '../storage/sqlite.js'
-import type { NewMessage, Store } from '../storage/store.js'
+import type { NewMessage } from '../storage/store.js'
 import { DeliveryWorker } from './delivery.js'
 import { createResolver } from './routes.js'
 

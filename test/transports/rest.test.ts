@@ -919,6 +919,20 @@ describe('REST API with a 1kb body limit', () => {
       expect(ok).toEqual({ status: 200, body: { status: 'ok', text: expect.any(String) } })
     })
 
+    it('answers a GET without reading a body sent with it, whatever its size', async () => {
+      const res = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const body = 'x'.repeat(2048)
+        const req = request({ host: '127.0.0.1', port, method: 'GET', path: '/ping', headers: { 'Content-Length': body.length } }, (r) => {
+          let text = ''
+          r.on('data', (d) => (text += d))
+          r.on('end', () => resolve({ status: r.statusCode!, text }))
+        })
+        req.on('error', reject)
+        req.end(body)
+      })
+      expect(res).toEqual({ status: 200, text: 'Server is up and running' })
+    })
+
     it('reads a body with Content-Length straight from the socket, multi-byte text intact', async () => {
       const res = await post(JSON.stringify({ ...SEND, subject: 'Grüße — ✓' }), false)
       expect(res.status).toBe(200)
