@@ -194,7 +194,7 @@ async function logFigures() {
     const first = await serve({ MAILROOM_DATA_DIR: dir })
     await first.stop()
     const t0 = performance.now()
-    const values = seedLog(dir, rowCount, 1)
+    const values = await seedLog(dir, rowCount, 1)
     console.error(`#4 seeded ${rowCount} log rows in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
     return { server: await serve({ MAILROOM_DATA_DIR: dir }, first), values }
   }
