@@ -26,7 +26,8 @@ export async function seedLog(dataDir: string, rows: number, orderId: number): P
   const db = store.sqlite
   if (db.prepare('SELECT 1 FROM messages LIMIT 1').get()) throw new Error('seedLog fills an empty log only')
   const ftsFile = join(dataDir, 'seed-fts.db')
-  const fts = buildMessageIdIndex(ftsFile, rows)
+  const ftsSql = db.prepare("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'").pluck().get() as string
+  const fts = buildMessageIdIndex(ftsFile, ftsSql, rows)
   // Helper threads sort the index entries: the index builds took 9 s instead of 13.
   db.pragma('threads = 4')
   const now = Date.now()
@@ -80,9 +81,12 @@ export async function seedLog(dataDir: string, rows: number, orderId: number): P
   return { from: 'sender7@bench.example', to: 'rcpt34@dest4.example', origin: '192.0.2.7', subject: 'subject 42', mailid: middle, messageId: `m${Math.floor(rows / 2)}.`, mx: 'mx3.dest.example' }
 }
 
-/** Builds, in a thread of its own, the trigram index of the seeded Message-IDs into a database file of its own. */
-function buildMessageIdIndex(file: string, rows: number): Promise<void> {
-  const worker = new Worker(new URL(import.meta.url), { workerData: { seedMessageIdIndex: { file, rows } } })
+/**
+ * Builds, in a thread of its own, the trigram index of the seeded Message-IDs into a database file
+ * of its own, whose index table `sql` creates as the data directory's own schema does.
+ */
+function buildMessageIdIndex(file: string, sql: string, rows: number): Promise<void> {
+  const worker = new Worker(new URL(import.meta.url), { workerData: { seedMessageIdIndex: { file, sql, rows } } })
   return new Promise((resolve, reject) => {
     worker.once('message', () => resolve())
     worker.once('error', reject)
@@ -91,13 +95,13 @@ function buildMessageIdIndex(file: string, rows: number): Promise<void> {
 }
 
 if (!isMainThread && workerData?.seedMessageIdIndex) {
-  const { file, rows } = workerData.seedMessageIdIndex as { file: string; rows: number }
+  const { file, sql, rows } = workerData.seedMessageIdIndex as { file: string; sql: string; rows: number }
   const db = new Database(file)
   // A scratch file, removed once copied: nothing to keep safe.
   db.pragma('journal_mode = OFF')
   db.pragma('synchronous = OFF')
-  // The same table as migration 0001's, filled directly: its rows need no content table here.
-  db.exec(`CREATE VIRTUAL TABLE messages_fts USING fts5(message_id, content='messages', content_rowid='id', tokenize='trigram')`)
+  // The data directory's own index table, filled directly: its rows need no content table here.
+  db.exec(sql)
   db.prepare(`${COUNTER} INSERT INTO messages_fts (rowid, message_id) SELECT 1 + i, ${MESSAGE_ID} FROM n`).run({ rows })
   db.close()
   parentPort!.postMessage('done')
