@@ -91,7 +91,7 @@ export class DeliveryWorker {
    * it from the queue later.
    */
   async accept(message: NewMessage): Promise<{ rowId: number }> {
-    if (!this.running || this.inFlight.size + this.waitingCount + this.reserved >= this.claimLimit()) {
+    if (!this.running || this.held() >= this.claimLimit()) {
       const queued = await this.enqueue(message)
       this.kick()
       return { rowId: queued.rowId }
@@ -111,9 +111,14 @@ export class DeliveryWorker {
     }
   }
 
+  /** Groups delivering or waiting, and messages on their way in: what this worker holds leased. */
+  private held(): number {
+    return this.inFlight.size + this.waitingCount + this.reserved
+  }
+
   /** Whether to claim more: only once little is left, so that leases do not age in memory. */
   private hasRoom(): boolean {
-    return this.inFlight.size + this.waitingCount + this.reserved < this.deps.config.delivery.concurrency
+    return this.held() < this.deps.config.delivery.concurrency
   }
 
   /** The most rows one claim leases. */
