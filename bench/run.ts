@@ -198,8 +198,7 @@ async function logFigures() {
     console.error(`#4 seeded ${rowCount} log rows in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
     return { server: await serve({ MAILROOM_DATA_DIR: dir }, first), values }
   }
-  const small = await start(10_000)
-  const large = await start(big)
+  const seeded = [await start(10_000), await start(big)]
   const now = Math.floor(Date.now() / 1000)
   // The same queries of both; a transaction id and a Message-ID are each log's middle message's.
   const queriesOf = (values: Record<string, string>): Record<string, string> => ({
@@ -217,15 +216,16 @@ async function logFigures() {
     'startDate/endDate': `startDate=${now - 86_400}&endDate=${now}`,
     'groupby=message': 'groupby=message',
   })
+  const [small, large] = seeded.map(({ server, values }) => ({ server, queries: queriesOf(values) }))
   const timed = async (s: typeof small, name: string) => {
     const t = performance.now()
-    const res = await fetch(`${s.server.base}/mail/log?${queriesOf(s.values)[name]}`, { headers: { 'X-API-KEY': s.server.apiKey } })
+    const res = await fetch(`${s.server.base}/mail/log?${s.queries[name]}`, { headers: { 'X-API-KEY': s.server.apiKey } })
     if (res.status !== 200) throw new Error(`${name}: ${res.status} ${await res.text()}`)
     await res.arrayBuffer()
     return performance.now() - t
   }
   const p95 = (times: number[]) => times.sort((a, b) => a - b)[Math.ceil(times.length * 0.95) - 1]
-  for (const name of Object.keys(queriesOf(large.values))) {
+  for (const name of Object.keys(large.queries)) {
     const times = { small: [] as number[], large: [] as number[] }
     for (let i = 0; i < REQUESTS; i++) {
       times.small.push(await timed(small, name))
