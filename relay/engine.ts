@@ -24,9 +24,9 @@ export interface Engine {
   stop(): Promise<void>
 }
 
-// Messages between the threads carry batches: whatever one turn of an event loop produced.
+// Messages from the engine carry batches: whatever one turn of its event loop produced.
 type Outcome = { id: number; rowId: number } | { id: number; error: string }
-type ToEngine = { enqueue: { id: number; message: NewMessage }[] } | { stop: true }
+type ToEngine = { enqueue: { id: number; message: NewMessage } } | { stop: true }
 type FromEngine = { ready: true } | { outcomes: Outcome[] } | { log: string } | { stopped: true }
 
 /** Collects items and hands them over together once the current turn of the event loop is done. */
@@ -83,19 +83,18 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
   worker.on('exit', (code) => fail(new Error(`the relay engine thread exited (code ${code})`)))
   await started
   if (dead) throw dead
-  const send = batcher<{ id: number; message: NewMessage }>((enqueue) => {
+  // Each message goes to the engine as soon as it is handed over, not at the end of this turn:
+  // the engine starts its commit while this thread still reads the requests that came with it,
+  // so the two threads overlap instead of taking turns. The engine's group commit still shares
+  // each fsync between everything that arrived meanwhile.
+  const send = (id: number, message: NewMessage) => {
     // The bytes move to the engine without a copy: their memory is transferred. A small Buffer
     // is a view into Node's shared pool, which must not move (and would be copied whole), so
     // its own bytes are copied out first.
-    const transfer: ArrayBuffer[] = []
-    for (const item of enqueue) {
-      const { raw } = item.message
-      const own = raw.buffer.byteLength > Buffer.poolSize ? raw : Buffer.from(new Uint8Array(raw).buffer)
-      item.message = { ...item.message, raw: own }
-      transfer.push(own.buffer as ArrayBuffer)
-    }
-    worker.postMessage({ enqueue } satisfies ToEngine, transfer)
-  }, setImmediate)
+    const { raw } = message
+    const own = raw.buffer.byteLength > Buffer.poolSize ? raw : Buffer.from(new Uint8Array(raw).buffer)
+    worker.postMessage({ enqueue: { id, message: { ...message, raw: own } } } satisfies ToEngine, [own.buffer as ArrayBuffer])
+  }
 
   return {
     enqueue(message) {
@@ -103,7 +102,7 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
       const id = nextId++
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject })
-        send({ id, message })
+        send(id, message)
       })
     },
     async stop() {
@@ -130,13 +129,12 @@ async function runEngineThread(config: Config): Promise<void> {
   const reply = batcher<Outcome>((outcomes) => post({ outcomes }), queueMicrotask)
   port.on('message', (m: ToEngine) => {
     if ('enqueue' in m) {
-      for (const { id, message } of m.enqueue) {
-        // The bytes arrive as a Uint8Array: the same memory is viewed as a Buffer, not copied.
-        worker.accept({ ...message, raw: Buffer.from(message.raw.buffer, message.raw.byteOffset, message.raw.byteLength) }).then(
-          ({ rowId }) => reply({ id, rowId }),
-          (err: Error) => reply({ id, error: err.message }),
-        )
-      }
+      const { id, message } = m.enqueue
+      // The bytes arrive as a Uint8Array: the same memory is viewed as a Buffer, not copied.
+      worker.accept({ ...message, raw: Buffer.from(message.raw.buffer, message.raw.byteOffset, message.raw.byteLength) }).then(
+        ({ rowId }) => reply({ id, rowId }),
+        (err: Error) => reply({ id, error: err.message }),
+      )
     } else if ('stop' in m) {
       void worker
         .stop()
