@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -23,6 +24,10 @@ describe('bench: the seeded log', () => {
   it('holds every row, an index that matches them, and finds what the benchmark asks for', async () => {
     const values = await seedLog(dataDir, 3000, 1)
     expect(existsSync(join(dataDir, 'seed-fts.db'))).toBe(false)
+    // The seed writes without the WAL, then leaves the file in the product's own journal mode.
+    const raw = new Database(join(dataDir, 'mailroom.db'), { readonly: true })
+    expect(raw.pragma('journal_mode', { simple: true })).toBe('wal')
+    raw.close()
     const store = openDataDir(dataDir)
     try {
       // With rank 1, FTS5 also checks its index against the messages themselves.
