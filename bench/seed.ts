@@ -18,8 +18,9 @@ const FTS_TABLES = ['data', 'idx', 'docsize', 'config'].map((t) => `messages_fts
  * transaction id or a Message-ID) then fills at least a page of 100 rows at 10,000 rows as at
  * 1,000,000, so that #4 compares the same answer from a table a hundred times larger. One
  * transaction, without the WAL; the secondary indexes are built once at the end, which is much
- * faster than keeping them up to date row by row. The Message-ID trigram index is built meanwhile on the other core,
- * in a thread and a file of its own, and copied in at the end. Returns values to query with.
+ * faster than keeping them up to date row by row. The Message-ID trigram index is built
+ * meanwhile on the other core, in a thread and a file of its own, and copied in at the end.
+ * Returns values to query with.
  */
 export async function seedLog(dataDir: string, rows: number, orderId: number): Promise<Record<string, string>> {
   const store = openDataDir(dataDir)
