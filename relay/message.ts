@@ -42,10 +42,11 @@ export interface ComposeInput {
  */
 export function composeMessage(input: ComposeInput): Composed {
   const domain = input.from.address.slice(input.from.address.lastIndexOf('@') + 1).toLowerCase()
-  // randomUUID draws from a cached pool of random bytes: 32 hex characters without the dashes.
-  const random = randomUUID().replace(/-/g, '').slice(0, 24)
-  const messageId = `<${input.txid}.${random.slice(0, 12)}@${domain}>`
-  const boundary = (n: number) => `--_mailroom-${random.slice(12)}-${n}`
+  // randomUUID draws from a cached pool of random bytes (8-4-4-4-12 hex digits; the third and
+  // fourth groups hold the version and variant): 12 random hex digits for the Message-ID, 12 for boundaries.
+  const uuid = randomUUID()
+  const messageId = `<${input.txid}.${uuid.slice(0, 8)}${uuid.slice(9, 13)}@${domain}>`
+  const boundary = (n: number) => `--_mailroom-${uuid.slice(24)}-${n}`
   const headers = [
     header('From', mailboxes([input.from])),
     header('To', mailboxes(input.to)),
@@ -53,7 +54,7 @@ export function composeMessage(input: ComposeInput): Composed {
     input.replyTo?.length ? header('Reply-To', mailboxes(input.replyTo)) : '',
     header('Subject', headerText(input.subject)),
     `Message-ID: ${messageId}\r\n`,
-    `Date: ${input.date.toUTCString().replace(/GMT/, '+0000')}\r\n`,
+    `Date: ${dateHeader(input.date)}\r\n`,
     'MIME-Version: 1.0\r\n',
   ]
   const text = isHtml(input.body)
@@ -63,6 +64,14 @@ export function composeMessage(input: ComposeInput): Composed {
   const raw = Buffer.from(headers.join('') + content, 'utf8')
   const recipients = uniqueAddresses([...input.to, ...(input.cc ?? []), ...(input.bcc ?? [])].map((m) => m.address))
   return { raw, messageId, recipients }
+}
+
+/** The Date header's value (RFC 5322 §3.3, in UTC), kept for the second it names. */
+let lastDate = { second: NaN, text: '' }
+function dateHeader(date: Date): string {
+  const second = Math.floor(date.getTime() / 1000)
+  if (second !== lastDate.second) lastDate = { second, text: date.toUTCString().replace(/GMT/, '+0000') }
+  return lastDate.text
 }
 
 /** One header line, folded, CRLF-terminated. */

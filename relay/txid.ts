@@ -6,6 +6,8 @@ import { randomInt } from 'node:crypto'
  * process and the sequence never repeats within one millisecond, so ids are unique across
  * processes and nodes (the store's unique index is the last guard).
  */
+const SEQ_HEX = Array.from({ length: 0x1000 }, (_, i) => i.toString(16).padStart(3, '0'))
+
 export function createTxidGenerator(suffix: number = randomInt(0x10000)): (now?: number) => string {
   const tail = suffix.toString(16).padStart(4, '0')
   let seq = randomInt(0x1000)
@@ -21,6 +23,7 @@ export function createTxidGenerator(suffix: number = randomInt(0x10000)): (now?:
       usedInMs = 0
     }
     seq = (seq + 1) % 0x1000
-    return (BigInt(lastMs) * 0x1000n + BigInt(seq)).toString(16) + tail
+    // hex(ms * 0x1000 + seq) is hex(ms) followed by seq's three hex digits (no BigInt needed).
+    return lastMs.toString(16) + SEQ_HEX[seq] + tail
   }
 }
