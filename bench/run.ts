@@ -248,7 +248,7 @@ async function memoryFigure() {
     await store.mail.enqueue({
       txid: (BigInt(Date.now()) * 0x1000n + BigInt(i % 0x1000)).toString(16) + (i >> 12).toString(16).padStart(4, '0'),
       accountId: 1, orderId: 1, envFrom: 'bench@bench.example', recipients: ['sink@bench.example'], headerFrom: null, replyTo: null,
-      subject: 'queued', messageId: null, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api', sendingZone: 'default', raw, time: Date.now() + 3_600_000,
+      subject: 'queued', messageId: null, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api', sendingZone: 'default', raw: [raw], time: Date.now() + 3_600_000,
     })
   }
   await store.close()

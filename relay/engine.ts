@@ -18,7 +18,8 @@ import { createResolver } from './routes.js'
 export interface Engine {
   /**
    * Resolves once the message is committed (the reply to the client may then be sent). The
-   * memory of `raw` is handed over to the engine thread: the caller must not read it afterwards.
+   * memory under the pieces of `raw` (their whole ArrayBuffers) is handed over to the engine
+   * thread: the caller must not read it afterwards.
    */
   enqueue(message: NewMessage): Promise<{ rowId: number }>
   stop(): Promise<void>
@@ -88,12 +89,12 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
   // so the two threads overlap instead of taking turns. The engine's group commit still shares
   // each fsync between everything that arrived meanwhile.
   const send = (id: number, message: NewMessage) => {
-    // The bytes move to the engine without a copy: their memory is transferred. A small Buffer
-    // is a view into Node's shared pool, which must not move (and would be copied whole), so
-    // its own bytes are copied out first.
-    const { raw } = message
-    const own = raw.buffer.byteLength > Buffer.poolSize ? raw : Buffer.from(new Uint8Array(raw).buffer)
-    worker.postMessage({ enqueue: { id, message: { ...message, raw: own } } } satisfies ToEngine, [own.buffer as ArrayBuffer])
+    // The bytes move to the engine without a copy: the memory under each piece is transferred.
+    // A small Buffer is a view into Node's shared pool, which must not move (and would be
+    // copied whole), so its own bytes are copied out first.
+    const raw = message.raw.map((piece) => (piece.buffer.byteLength > Buffer.poolSize ? piece : Buffer.from(new Uint8Array(piece).buffer)))
+    const memory = [...new Set(raw.map((piece) => piece.buffer as ArrayBuffer))]
+    worker.postMessage({ enqueue: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
   }
 
   return {
@@ -130,8 +131,8 @@ async function runEngineThread(config: Config): Promise<void> {
   port.on('message', (m: ToEngine) => {
     if ('enqueue' in m) {
       const { id, message } = m.enqueue
-      // The bytes arrive as a Uint8Array: the same memory is viewed as a Buffer, not copied.
-      worker.accept({ ...message, raw: Buffer.from(message.raw.buffer, message.raw.byteOffset, message.raw.byteLength) }).then(
+      // The pieces arrive as Uint8Arrays: the same memory is viewed as Buffers, not copied.
+      worker.accept({ ...message, raw: message.raw.map((piece) => Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength)) }).then(
         ({ rowId }) => reply({ id, rowId }),
         (err: Error) => reply({ id, error: err.message }),
       )

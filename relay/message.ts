@@ -196,6 +196,17 @@ export function readHeaders(raw: Buffer): RawHeaders {
   }
 }
 
+/**
+ * The start of a message in pieces, enough to hold its header block: the first piece, or the
+ * first two, four, ... joined until the blank line that ends it is in, or the whole message.
+ */
+export function messageHead(pieces: Buffer[]): Buffer {
+  for (let n = 1; ; n *= 2) {
+    const head = n === 1 ? (pieces[0] ?? Buffer.alloc(0)) : Buffer.concat(pieces.slice(0, n))
+    if (n >= pieces.length || head.includes('\r\n\r\n') || head.includes('\n\n')) return head
+  }
+}
+
 /** Offset just past the blank line that ends the header block (or the whole message when none). */
 function headerEnd(raw: Buffer): number {
   const crlf = raw.indexOf('\r\n\r\n')

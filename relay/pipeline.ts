@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { MailroomError, badInput } from '../errors.js'
-import type { DenyRule, MailOrder, Store } from '../storage/store.js'
+import { byteLength, type DenyRule, type MailOrder, type Store } from '../storage/store.js'
 import { findDenyRule, senderAuthorized } from './deny-rules.js'
 import { createSpamFilter } from './spam-filter.js'
 import { createTxidGenerator } from './txid.js'
@@ -15,7 +15,8 @@ export interface Submission {
   replyTo: string | null
   subject: string | null
   messageId: string | null
-  raw: Buffer
+  /** The message's bytes in pieces (see NewMessage.raw); their memory is handed over. */
+  raw: Buffer[]
   origin: string
   /** ESMTPSA, ESMTPA or HTTP */
   transtype: string
@@ -76,8 +77,9 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
     },
 
     async submit(s) {
-      if (s.raw.length > config.maxMessageSize) {
-        throw new MailroomError(413, `the message is ${s.raw.length} bytes; the limit is ${config.maxMessageSize}`, { smtp: { code: 552, enhanced: '5.3.4' } })
+      const size = byteLength(s.raw)
+      if (size > config.maxMessageSize) {
+        throw new MailroomError(413, `the message is ${size} bytes; the limit is ${config.maxMessageSize}`, { smtp: { code: 552, enhanced: '5.3.4' } })
       }
       if (s.recipients.length === 0) throw badInput('to: the message has no recipients')
       if (s.recipients.length > config.maxRecipients) {
@@ -91,8 +93,6 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       // Last of the checks: it counts the message once it passes.
       await filter.checkSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)
       const txid = s.txid ?? relay.newTxid()
-      // Read before the bytes go to the queue: in `mailroom serve` their memory moves to the engine thread.
-      const size = s.raw.length
       await store.mail.enqueue({
         txid,
         accountId: s.order.accountId,

@@ -5,7 +5,7 @@ import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
 import { safeEqual } from '../storage/secrets.js'
 import type { MailOrder, Store } from '../storage/store.js'
 import { isEmail } from './addresses.js'
-import { readHeaders } from './message.js'
+import { messageHead, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
 
 /** Failed AUTH attempts are counted per client address over this window. */
@@ -121,7 +121,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     },
 
     onData(stream, session, callback) {
-      const body = new MessageBuffer(declaredSize(session), config.maxMessageSize)
+      const body = new MessageBuffer()
       stream.on('data', (chunk: Buffer) => {
         // Past the limit the rest is read and dropped: nothing beyond it is held in memory.
         if (!stream.sizeExceeded) body.push(chunk)
@@ -129,8 +129,8 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
       stream.on('end', async () => {
         if (stream.sizeExceeded) return callback(reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`))
         try {
-          const raw = body.bytes()
-          const headers = readHeaders(raw)
+          const raw = body.take()
+          const headers = readHeaders(messageHead(raw))
           const txid = await relay.submit({
             order: orderOf(session)!,
             envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
@@ -156,39 +156,25 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
   return server
 }
 
-/** The SIZE a client declared at MAIL FROM (RFC 1870), if any. */
-function declaredSize(session: SMTPServerSession): number | undefined {
-  const args = session.envelope.mailFrom ? session.envelope.mailFrom.args : false
-  const size = args ? Number((args as Record<string, string>).SIZE) : NaN
-  return Number.isSafeInteger(size) && size > 0 ? size : undefined
-}
-
 /**
- * The bytes of a message as they arrive. When the client declared its SIZE, one buffer of that
- * size is filled in place, so a large message is held once rather than as chunks plus their
- * concatenation; otherwise (or if the declaration was wrong) chunks are joined at the end.
+ * The bytes of a message as they arrive, kept as the chunks smtp-server hands over. Those are
+ * already its own copies (it joins each chunk it reads to the end of the one before while it
+ * looks for the end of the data), so a large message is held once, not copied again into one
+ * buffer, and goes to the queue in those pieces.
  */
 class MessageBuffer {
-  private buffer: Buffer | null
-  private chunks: Buffer[] = []
-  private length = 0
-
-  constructor(declared: number | undefined, limit: number) {
-    // Dot-unstuffed DATA is at most the declared size; a little room for a client's rounding.
-    this.buffer = declared !== undefined && declared <= limit ? Buffer.allocUnsafe(declared + 1024) : null
-  }
+  private pieces: Buffer[] = []
 
   push(chunk: Buffer): void {
-    if (this.buffer && this.length + chunk.length <= this.buffer.length) {
-      chunk.copy(this.buffer, this.length)
-    } else {
-      if (this.buffer) this.chunks.push(this.buffer.subarray(0, this.length)), (this.buffer = null)
-      this.chunks.push(chunk)
-    }
-    this.length += chunk.length
+    this.pieces.push(chunk)
   }
 
-  bytes(): Buffer {
-    return this.buffer ? this.buffer.subarray(0, this.length) : Buffer.concat(this.chunks, this.length)
+  /**
+   * The pieces, theirs to hand over. smtp-server goes on to read what the client sent after the
+   * message from the memory of the last chunk, so the pieces in that memory are copied out.
+   */
+  take(): Buffer[] {
+    const last = this.pieces.at(-1)?.buffer
+    return this.pieces.map((piece) => (piece.buffer === last ? Buffer.from(piece) : piece))
   }
 }

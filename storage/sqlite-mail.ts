@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
-import type { LogQuery, LogRow, NewMessage, QueueItem, Store } from './store.js'
+import { byteLength, type LogQuery, type LogRow, type NewMessage, type QueueItem, type Store } from './store.js'
 
 /** `YYYY-MM-DD HH:MM:SS` in UTC, the contract's `created` format. */
 export const sqlDateTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
@@ -23,8 +23,41 @@ const MESSAGE_FILTERS = {
 /** The recipient-level filters. */
 const DELIVERY_FILTERS = { to: 'recipient', mx: 'mx_hostname', delivered: 'delivered' } as const
 
-/** A message's bytes are stored in parts of this size (SQLite copies each part it is given). */
+/** A message's bytes are stored in parts of at most this size (SQLite copies each part it is given). */
 export const BODY_PART_SIZE = 1024 * 1024
+/** Pieces smaller than this are joined with their neighbours into one part. */
+const BODY_PART_MIN = 64 * 1024
+
+/**
+ * The parts a message's pieces are stored as: each piece of at least 64 KB as it is (split at
+ * 1 MB), smaller neighbours joined, so that the chunks of a large SMTP message are not copied
+ * again and a message cut into many small pieces is not stored as many rows. Always one part at least.
+ */
+export function bodyParts(pieces: Buffer[]): Buffer[] {
+  const parts: Buffer[] = []
+  let small: Buffer[] = []
+  let smallBytes = 0
+  const flush = () => {
+    if (small.length) parts.push(small.length === 1 ? small[0] : Buffer.concat(small, smallBytes))
+    small = []
+    smallBytes = 0
+  }
+  for (const piece of pieces) {
+    for (let at = 0; at < piece.length; at += BODY_PART_SIZE) {
+      const bytes = piece.subarray(at, at + BODY_PART_SIZE)
+      if (bytes.length >= BODY_PART_MIN) {
+        flush()
+        parts.push(bytes)
+      } else {
+        small.push(bytes)
+        smallBytes += bytes.length
+        if (smallBytes >= BODY_PART_MIN) flush()
+      }
+    }
+  }
+  flush()
+  return parts.length ? parts : [Buffer.alloc(0)]
+}
 
 /** How soon after a message is queued its Message-ID is indexed (with every other one queued meanwhile). */
 const MESSAGE_ID_INDEX_DELAY_MS = 1000
@@ -58,16 +91,14 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
   const insertOne = ({ message: m, lease }: { message: NewMessage; lease?: { node: string; now: number } }) => {
     const { lastInsertRowid } = insertMessage.run({
       ...m,
-      bodySize: m.raw.length,
+      bodySize: byteLength(m.raw),
       rcptTo: m.recipients.join(','),
       rcptCount: m.recipients.length,
       time: Math.floor(m.time / 1000),
       createdAt: m.time,
     })
     const rowId = Number(lastInsertRowid)
-    for (let part = 0, at = 0; at < m.raw.length || part === 0; part++, at += BODY_PART_SIZE) {
-      insertBody.run(rowId, part, m.raw.subarray(at, at + BODY_PART_SIZE))
-    }
+    bodyParts(m.raw).forEach((bytes, part) => insertBody.run(rowId, part, bytes))
     const queued = new Date(m.time).toISOString()
     const lock = lease ? [1, String(lease.now), lease.node] : [0, null, null]
     const leased: QueueItem[] = []

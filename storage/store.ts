@@ -59,9 +59,16 @@ export interface NewMessage {
   transtype: string
   interface: string
   sendingZone: string
-  raw: Buffer
+  /**
+   * The message's bytes in pieces, in order (most messages are one piece): a message received
+   * over SMTP is kept as the chunks it arrived in rather than copied into one buffer.
+   */
+  raw: Buffer[]
   time: number
 }
+
+/** The size of a message in pieces. */
+export const byteLength = (pieces: Buffer[]) => pieces.reduce((n, p) => n + p.length, 0)
 
 export interface LogQuery {
   orderId: number

@@ -40,7 +40,7 @@ export async function sendComposed(ctx: ToolContext, order: MailOrder, input: Om
     replyTo: input.replyTo?.[0]?.address ?? null,
     subject: input.subject,
     messageId: composed.messageId,
-    raw: composed.raw,
+    raw: [composed.raw],
     origin: ctx.origin,
     transtype: 'HTTP',
     interface: 'api',

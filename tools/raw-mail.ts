@@ -40,7 +40,7 @@ export const rawMail = defineTool({
       replyTo: headers.replyTo,
       subject: headers.subject,
       messageId: headers.messageId,
-      raw,
+      raw: [raw],
       origin: ctx.origin,
       transtype: 'HTTP',
       interface: 'api',

@@ -40,7 +40,7 @@ describe('delivery', () => {
         replyTo: null,
         subject: 'delivery test',
         messageId: '<t@example.org>',
-        raw: Buffer.from(`From: sender@example.org\r\nTo: ${to.join(', ')}\r\nSubject: delivery test\r\n\r\nhello\r\n`),
+        raw: [Buffer.from(`From: sender@example.org\r\nTo: ${to.join(', ')}\r\nSubject: delivery test\r\n\r\nhello\r\n`)],
         origin: '127.0.0.1',
         transtype: 'HTTP',
         interface: 'api',
@@ -224,7 +224,7 @@ describe('delivery', () => {
     const txid = await smart.services.relay.submit({
       order: { id: smart.orderId, accountId: smart.accountId, status: 'active', comment: null, senders: [], createdAt: 0 },
       envFrom: 's@example.org', recipients: ['r@unresolvable.test'], headerFrom: null, replyTo: null, subject: null, messageId: null,
-      raw: Buffer.from('Subject: x\r\n\r\nx\r\n'), origin: '127.0.0.1', transtype: 'HTTP', interface: 'api',
+      raw: [Buffer.from('Subject: x\r\n\r\nx\r\n')], origin: '127.0.0.1', transtype: 'HTTP', interface: 'api',
     })
     worker.kick()
     await expect.poll(async () => (await smart.services.store.mail.log({ orderId: smart.orderId, mailid: txid, skip: 0, limit: 1, dir: 'asc', groupby: 'recipient' })).rows[0].delivered, { timeout: 10_000 }).toBe(1)

@@ -1,6 +1,6 @@
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser'
 import { describe, expect, it } from 'vitest'
-import { composeMessage, type ComposeInput } from '../../relay/message.js'
+import { composeMessage, messageHead, type ComposeInput } from '../../relay/message.js'
 
 const EPOCH = new Date(0)
 const BASE: ComposeInput = {
@@ -423,5 +423,23 @@ describe('composeMessage', () => {
       expect(bBoundaries).toHaveLength(2)
       for (const boundary of aBoundaries) expect(bBoundaries).not.toContain(boundary)
     })
+  })
+})
+
+describe('messageHead', () => {
+  const pieces = (...texts: string[]) => texts.map((t) => Buffer.from(t))
+
+  it('is the first piece when the header block ends in it', () => {
+    expect(messageHead(pieces('Subject: a\r\n\r\nbody', ' more')).toString()).toBe('Subject: a\r\n\r\nbody')
+  })
+
+  it('joins the first pieces until the blank line that ends the header block is in', () => {
+    const head = messageHead(pieces('Subject: a\r\n', 'To: b@example.com\r\n', '\r\nbody', ' more', ' and more'))
+    expect(head.toString()).toBe('Subject: a\r\nTo: b@example.com\r\n\r\nbody more')
+  })
+
+  it('is the whole message when no blank line ends the header block, and empty for no pieces', () => {
+    expect(messageHead(pieces('Subject: a\r\n', 'X: y\r\n', 'Z: w')).toString()).toBe('Subject: a\r\nX: y\r\nZ: w')
+    expect(messageHead([]).length).toBe(0)
   })
 })

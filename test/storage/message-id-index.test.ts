@@ -21,7 +21,7 @@ describe('the Message-ID index, brought up to date in batches', () => {
     store.mail.enqueue({
       txid: randomBytes(9).toString('hex'), accountId: 1, orderId: 1, envFrom: 'a@example.org', recipients: ['b@example.com'],
       headerFrom: null, replyTo: null, subject: null, messageId, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api',
-      sendingZone: 'default', raw: Buffer.from('Subject: x\r\n\r\nx\r\n'), time: Date.now(),
+      sendingZone: 'default', raw: [Buffer.from('Subject: x\r\n\r\nx\r\n')], time: Date.now(),
     })
   const indexed = () => store.sqlite.prepare('SELECT COUNT(*) FROM messages_fts_docsize').pluck().get() as number
   const search = async (messageId: string) =>

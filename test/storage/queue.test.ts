@@ -12,10 +12,10 @@ describe('the durable queue', () => {
   })
   afterEach(() => store.close())
 
-  const message = (raw: Buffer, recipients = ['b@example.com']) => ({
+  const message = (raw: Buffer, recipients = ['b@example.com'], pieces = [raw]) => ({
     txid: randomBytes(9).toString('hex'), accountId: 1, orderId: 1, envFrom: 'a@example.org', recipients,
     headerFrom: null, replyTo: null, subject: null, messageId: null, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api',
-    sendingZone: 'default', raw, time: Date.now(),
+    sendingZone: 'default', raw: pieces, time: Date.now(),
   })
   const enqueue = (raw: Buffer) => store.mail.enqueue(message(raw))
   const locks = (rowId: number) => store.sqlite.prepare('SELECT locked, assigned FROM deliveries WHERE message_id = ? ORDER BY seq').raw().all(rowId)
@@ -30,6 +30,15 @@ describe('the durable queue', () => {
     const { rowId } = await enqueue(raw)
     expect(store.sqlite.prepare('SELECT COUNT(*) FROM message_bodies WHERE message_id = ?').pluck().get(rowId)).toBe(parts)
     expect((await store.queue.body(rowId))!.equals(raw)).toBe(true)
+  })
+
+  it('stores a message given in pieces without joining the large ones, and reads it back whole', async () => {
+    // 70 KB as is; 10 bytes, 20 KB and 40 KB joined into one part; 2.5 MB split at 1 MB.
+    const pieces = [70_000, 10, 20_000, 40_000, Math.floor(BODY_PART_SIZE * 2.5)].map((n) => randomBytes(n))
+    const { rowId } = await store.mail.enqueue(message(Buffer.alloc(0), undefined, pieces))
+    const sizes = store.sqlite.prepare('SELECT length(raw) FROM message_bodies WHERE message_id = ? ORDER BY part').pluck().all(rowId)
+    expect(sizes).toEqual([70_000, 60_010, BODY_PART_SIZE, BODY_PART_SIZE, Math.floor(BODY_PART_SIZE * 0.5)])
+    expect((await store.queue.body(rowId))!.equals(Buffer.concat(pieces))).toBe(true)
   })
 
   it('leases the rows in the commit that queues the message when asked, and only then', async () => {

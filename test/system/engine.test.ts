@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs'
+import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -78,5 +79,51 @@ describe('system: the engine thread of mailroom serve', () => {
     expect(ok.length).toBeGreaterThan(0)
     const stored = await committed(t.dataDir)
     for (const txid of ok) expect(stored.has(txid), txid).toBe(true)
+  })
+
+  it('takes a large SMTP message in the chunks it arrived in, and a transaction pipelined right after its end, both whole', async () => {
+    const t = await start({ MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false' })
+    const banner = t.server.output()
+    const user = /SMTP username: +(\S+)/.exec(banner)![1]
+    const password = /SMTP password: +(\S+)/.exec(banner)![1]
+    // About 3 MB, every 50th line starting with a dot (dot-stuffed on the wire).
+    const body = Array.from({ length: 45_000 }, (_, i) => `${i % 50 === 0 ? '.' : ''}line ${i} ${'x'.repeat(60)}\r\n`).join('')
+    const message = (n: number) => `From: me@example.org\r\nTo: r@example.com\r\nSubject: big ${n}\r\n\r\n${body}`
+    const stuffed = (n: number) => message(n).replace(/^\./gm, '..')
+    const envelope = 'MAIL FROM:<me@example.org>\r\nRCPT TO:<r@example.com>\r\nDATA\r\n'
+
+    const socket = connect(t.server.smtpPort, '127.0.0.1')
+    let received = ''
+    const replies: string[] = []
+    socket.setEncoding('latin1').on('data', (chunk: string) => {
+      received += chunk
+      for (let i; (i = received.indexOf('\r\n')) >= 0; received = received.slice(i + 2)) if (received[3] === ' ') replies.push(received.slice(0, i))
+    })
+    const next = async (n: number) => {
+      await waitFor(async () => replies.length >= n, 10_000)
+      return replies.splice(0, n).map((r) => r.slice(0, 3))
+    }
+    expect(await next(1)).toEqual(['220'])
+    socket.write('EHLO client.example\r\n')
+    expect(await next(1)).toEqual(['250'])
+    socket.write(`AUTH PLAIN ${Buffer.from(`\0${user}\0${password}`).toString('base64')}\r\n`)
+    expect(await next(1)).toEqual(['235'])
+    socket.write(envelope)
+    expect(await next(3)).toEqual(['250', '250', '354'])
+    // The second transaction follows the first message's end in the same write: smtp-server
+    // reads it from the memory of the first message's last chunk.
+    socket.write(stuffed(1) + '.\r\n' + envelope)
+    expect(await next(4)).toEqual(['250', '250', '250', '354'])
+    socket.write(stuffed(2) + '.\r\nQUIT\r\n')
+    expect(await next(2)).toEqual(['250', '221'])
+    socket.destroy()
+
+    // smtp-sink writes each message as it reads it, unstuffed, with LF line ends and a blank line at the end.
+    const dumped = (n: number) => t.sink.messages().find((m) => m.text.includes(`Subject: big ${n}\n`))?.text ?? ''
+    const expected = (n: number) => message(n).replace(/\r\n/g, '\n')
+    for (const n of [1, 2]) {
+      await waitFor(async () => dumped(n).endsWith(expected(n).slice(-100) + '\n'), 30_000)
+      expect(dumped(n).slice(dumped(n).indexOf('From: me@example.org'))).toBe(expected(n) + '\n')
+    }
   })
 })
