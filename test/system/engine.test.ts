@@ -79,6 +79,9 @@ describe('system: the engine thread of mailroom serve', () => {
     expect(ok.length).toBeGreaterThan(0)
     const stored = await committed(t.dataDir)
     for (const txid of ok) expect(stored.has(txid), txid).toBe(true)
+    // Log lines are written in batches: those still held at the stop were written on the way out.
+    const logged = new Set(t.server.output().split('\n').filter((l) => l.includes('"message queued"')).map((l) => JSON.parse(l).txid as string))
+    for (const txid of ok) expect(logged.has(txid), txid).toBe(true)
   })
 
   it('takes a large SMTP message in the chunks it arrived in, and a transaction pipelined right after its end, both whole', async () => {
