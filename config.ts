@@ -90,7 +90,7 @@ export const ConfigSchema = z.object({
     .optional(),
   /** Port used to reach an MX host. */
   MAILROOM_MX_PORT: Port.default(25),
-  /** Most SMTP transactions in flight toward destinations, in all. */
+  /** Most SMTP transactions in flight toward destinations, in all (not counting those whose message is out and that only wait for its reply). */
   MAILROOM_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(20),
   /** Most SMTP transactions in flight toward one destination domain. */
   MAILROOM_DOMAIN_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),

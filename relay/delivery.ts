@@ -44,7 +44,13 @@ export class DeliveryWorker {
   private running = false
   private loopDone: Promise<void> = Promise.resolve()
   private wake: (() => void) | null = null
+  /** Every delivery under way, until its outcome is known. */
   private inFlight = new Set<Promise<void>>()
+  /**
+   * Deliveries holding a slot of the concurrency limits: a delivery gives its slot back once its
+   * message is out (its connection can then carry the next one), before the reply to it.
+   */
+  private active = 0
   /** Outcomes on their way into the queue (a delivery slot is free again before its commit). */
   private recording = new Set<Promise<void>>()
   private perDomain = new Map<string, number>()
@@ -155,7 +161,7 @@ export class DeliveryWorker {
           this.deps.logger.error({ err }, 'claiming from the queue failed')
         }
       }
-      if (claimed === 0 || this.inFlight.size >= delivery.concurrency) await this.sleep(POLL_MS)
+      if (claimed === 0 || this.active >= delivery.concurrency) await this.sleep(POLL_MS)
     }
   }
 
@@ -185,19 +191,29 @@ export class DeliveryWorker {
   private pump(): void {
     const { concurrency, domainConcurrency } = this.deps.config.delivery
     for (const [domain, queue] of this.waiting) {
-      if (this.inFlight.size >= concurrency) return
-      while (queue.length > 0 && this.inFlight.size < concurrency && (this.perDomain.get(domain) ?? 0) < domainConcurrency) {
+      if (this.active >= concurrency) return
+      while (queue.length > 0 && this.active < concurrency && (this.perDomain.get(domain) ?? 0) < domainConcurrency) {
         const group = queue.shift()!
         this.waitingCount--
+        this.active++
         this.perDomain.set(domain, (this.perDomain.get(domain) ?? 0) + 1)
-        const task = this.deliverGroup(group)
+        let holding = true
+        const release = () => {
+          if (!holding) return
+          holding = false
+          this.active--
+          this.perDomain.set(domain, this.perDomain.get(domain)! - 1)
+          // Started now, the next delivery to this domain takes the connection just freed, and
+          // its commands leave with the end of the message before it.
+          this.pump()
+          // A slot is free: claim more if the queue may have some.
+          this.wake?.()
+        }
+        const task = this.deliverGroup(group, release)
           .catch((err) => this.deps.logger.error({ err, txid: group.items[0].txid }, 'delivery attempt failed unexpectedly'))
           .finally(() => {
             this.inFlight.delete(task)
-            this.perDomain.set(domain, this.perDomain.get(domain)! - 1)
-            this.pump()
-            // A slot is free: claim more if the queue may have some.
-            this.wake?.()
+            release()
           })
         this.inFlight.add(task)
       }
@@ -216,7 +232,7 @@ export class DeliveryWorker {
   }
 
   /** One SMTP transaction for the recipients of one message at one domain. */
-  private async deliverGroup({ items, body }: Group): Promise<void> {
+  private async deliverGroup({ items, body }: Group, sent: () => void): Promise<void> {
     const { store, logger, clock } = this.deps
     const { txid, messageRowId, envFrom, domain } = items[0]
     const recipients = items.map((i) => i.recipient)
@@ -224,7 +240,7 @@ export class DeliveryWorker {
     const attempt: Attempt =
       'error' in route
         ? { mxHostname: null, replies: sameReply(recipients, { code: route.error.code, response: route.error.response }) }
-        : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, body ? async () => body : () => store.queue.body(messageRowId))
+        : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, body ? async () => body : () => store.queue.body(messageRowId), sent)
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []

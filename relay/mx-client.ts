@@ -25,9 +25,10 @@ export class MxClient {
   /**
    * Delivers one message to a set of recipients at one domain, trying the hosts in order until
    * one answers. Every recipient gets a reply: the destination's, or a transient one when no
-   * host could be reached or the connection broke.
+   * host could be reached or the connection broke. `sent` is called when the message is out and
+   * the connection is free for another transaction, before the reply (see SmtpSession.send).
    */
-  async deliver(hosts: MxHost[], envelope: { from: string; to: string[] }, load: () => Promise<Buffer | undefined>): Promise<Attempt> {
+  async deliver(hosts: MxHost[], envelope: { from: string; to: string[] }, load: () => Promise<Buffer | undefined>, sent?: () => void): Promise<Attempt> {
     // The bytes are read once, and only once a host answered: a destination that is down costs no memory.
     let body: Promise<Buffer | undefined> | undefined
     const run = async (conn: SmtpSession, host: MxHost, key: string): Promise<Attempt> => {
@@ -36,7 +37,7 @@ export class MxClient {
         this.park(key, conn)
         return { mxHostname: host.name, replies: sameReply(envelope.to, { code: 554, response: '5.3.0 the message body is missing from the queue' }) }
       }
-      return { mxHostname: host.name, replies: await this.transaction(conn, key, envelope, raw) }
+      return { mxHostname: host.name, replies: await this.transaction(conn, key, envelope, raw, sent) }
     }
     let last: Reply = { code: null, response: 'no MX host could be reached' }
     for (const host of hosts) {
@@ -69,10 +70,17 @@ export class MxClient {
     this.idle.clear()
   }
 
-  private async transaction(conn: SmtpSession, key: string, envelope: { from: string; to: string[] }, raw: Buffer): Promise<Map<string, Reply>> {
+  private async transaction(conn: SmtpSession, key: string, envelope: { from: string; to: string[] }, raw: Buffer, sent?: () => void): Promise<Map<string, Reply>> {
+    let parked = false
     try {
-      const { replies, clean } = await conn.send(envelope, raw)
+      const { replies, clean } = await conn.send(envelope, raw, () => {
+        // The message is out: the connection can take the next transaction before its reply.
+        parked = true
+        this.park(key, conn)
+        sent?.()
+      })
       // After a refusal the server may still hold the transaction open: RSET ends it first.
+      if (parked) return replies
       if (clean) this.park(key, conn)
       else void conn.reset().then((ok) => (ok ? this.park(key, conn) : conn.close()))
       return replies

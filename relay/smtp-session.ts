@@ -39,7 +39,12 @@ const isAscii = (s: string) => /^[\x00-\x7f]*$/.test(s)
  * One SMTP client session toward a destination MX: EHLO (HELO for servers that refuse it),
  * opportunistic STARTTLS (certificates are not checked, as is usual between MTAs), then
  * transactions. With PIPELINING (RFC 2920) MAIL, every RCPT and DATA leave in one write and the
- * message with its terminating dot in one more: a transaction costs two writes and two round trips.
+ * message with its terminating dot in one more: a transaction costs two writes and two round
+ * trips. The next transaction need not wait for the reply to the message: once the dot is out,
+ * the server's next command is MAIL again whatever it answers, so the next MAIL, RCPT and DATA
+ * leave in the same write as the dot (RFC 2920 §3.1 lets the message start a group of commands),
+ * and a connection that carries one message after the other costs one write and one round trip
+ * per message.
  */
 export class SmtpSession {
   private socket: Socket | TLSSocket
@@ -103,8 +108,10 @@ export class SmtpSession {
    * One mail transaction. Every recipient gets a reply: its RCPT refusal, or the refusal of MAIL
    * or of the message, or the final reply. `clean` is false when a refusal may have left the
    * transaction open on the server (RSET ends it). Throws SmtpNetworkError when no reply came.
+   * With PIPELINING, `sent` is called once the message is written, before its reply: the session
+   * may then carry the next transaction, whose commands go out with the message's end.
    */
-  async send(envelope: { from: string; to: string[] }, raw: Buffer): Promise<{ replies: Map<string, Reply>; clean: boolean }> {
+  async send(envelope: { from: string; to: string[] }, raw: Buffer, sent?: () => void): Promise<{ replies: Map<string, Reply>; clean: boolean }> {
     const params: string[] = []
     if (this.extensions.has('SIZE')) params.push(`SIZE=${raw.length}`)
     if (this.extensions.has('SMTPUTF8') && ![envelope.from, ...envelope.to].every(isAscii)) params.push('SMTPUTF8')
@@ -141,9 +148,12 @@ export class SmtpSession {
       for (const to of accepted) replies.set(to, data!)
       return { replies, clean: false }
     }
-    const final = await this.message(raw)
+    const reply = this.message(raw)
+    if (this.extensions.has('PIPELINING')) sent?.()
+    const final = await reply
     for (const to of accepted) replies.set(to, final)
-    return { replies, clean: positive(final) }
+    // The dot ended the transaction, whatever the reply (RFC 5321 §4.1.1.4): no RSET is needed.
+    return { replies, clean: true }
   }
 
   /** RSET: true when the server confirmed it. */
@@ -208,13 +218,18 @@ export class SmtpSession {
     if (reply.code === null || Math.floor(reply.code / 100) !== kind) throw new SmtpRefusal(reply)
   }
 
-  /** Sends the message: dot-stuffed, with CRLF line ends and the terminating dot, in one write. */
+  /**
+   * Sends the message: dot-stuffed, with CRLF line ends and the terminating dot, in one write,
+   * made at the end of this turn of the event loop so that the next transaction's commands,
+   * if they come meanwhile, join it.
+   */
   private message(raw: Buffer): Promise<Reply> {
     const reply = this.next()
     if (this.connected) {
-      this.socket.cork()
-      for (const piece of toDataLines(raw)) this.socket.write(piece)
-      this.socket.uncork()
+      const socket = this.socket
+      socket.cork()
+      for (const piece of toDataLines(raw)) socket.write(piece)
+      setImmediate(() => socket.uncork())
     }
     return reply
   }

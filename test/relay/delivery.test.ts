@@ -256,6 +256,14 @@ describe('delivery', () => {
     expect(t.sink.messages.map((m) => m.to[0]).sort()).toEqual(Array.from({ length: 30 }, (_, i) => `r${i}@example.com`).sort())
   })
 
+  it('sends a burst to one domain over one connection, each message once and in order, the next going out with the end of the one before', async () => {
+    const t = await setup({ resolver: (p) => local(p), env: { MAILROOM_DOMAIN_CONCURRENCY: '1' } })
+    const txids = await Promise.all(Array.from({ length: 20 }, (_, i) => t.send([`r${i}@example.com`])))
+    for (const txid of txids) await t.settled(txid, (r) => r[0].delivered === 1)
+    expect(t.sink.messages.map((m) => m.to[0])).toEqual(Array.from({ length: 20 }, (_, i) => `r${i}@example.com`))
+    expect(t.sink.state.connections).toBe(1)
+  })
+
   it('takes back the rows a dead process had leased', async () => {
     const t = await setup({ resolver: (p) => local(p) })
     await t.worker.stop()

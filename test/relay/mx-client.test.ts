@@ -79,6 +79,63 @@ describe('MxClient: connection reuse', () => {
     expect(sink.state.connections).toBe(2)
     expect(sink.messages.map((m) => m.to)).toEqual([['r1@example.com'], ['r2@example.com']])
   })
+  it('sends the next transaction with the end of the message before it, without waiting for its reply', async () => {
+    // An MX that answers the first message only once the next transaction's MAIL, RCPT and DATA
+    // have arrived: a client that waits for that answer before it goes on never gets it.
+    const seen: string[] = []
+    const mx = createServer((socket) => {
+      let input = ''
+      let inData = false
+      // Once the first message is in, replies wait (in order) until the next DATA has arrived.
+      let held: string[] | null = null
+      const reply = (text: string) => (held ? held.push(text) : socket.write(text))
+      socket.write('220 mx.example.com ESMTP\r\n')
+      socket.on('data', (chunk) => {
+        input += chunk.toString('latin1')
+        for (;;) {
+          if (inData) {
+            const end = input.indexOf('\r\n.\r\n')
+            if (end < 0) return
+            seen.push(`message: ${/^Subject: (.*)$/m.exec(input.slice(0, end))?.[1]}`)
+            input = input.slice(end + 5)
+            inData = false
+            const first = seen.filter((l) => l.startsWith('message')).length === 1
+            if (first) held = []
+            reply(`250 2.0.0 ${first ? 'first' : 'second'} queued\r\n`)
+            continue
+          }
+          const eol = input.indexOf('\r\n')
+          if (eol < 0) return
+          const line = input.slice(0, eol)
+          input = input.slice(eol + 2)
+          seen.push(line)
+          if (/^EHLO/i.test(line)) reply('250-mx.example.com\r\n250 PIPELINING\r\n')
+          else if (/^DATA/i.test(line)) {
+            reply('354 go ahead\r\n')
+            if (held) socket.write(held.join('')), (held = null)
+            inData = true
+          } else if (/^QUIT/i.test(line)) socket.end('221 bye\r\n')
+          else reply('250 ok\r\n')
+        }
+      })
+    })
+    await new Promise<void>((resolve) => mx.listen(0, '127.0.0.1', resolve))
+    cleanup.push(() => new Promise((resolve) => mx.close(resolve)))
+    const client = new MxClient({ heloName: 'test.example', timeout: 3_000 })
+    cleanup.push(() => client.close())
+    const hosts: MxHost[] = [{ name: 'mx.example.com', port: (mx.address() as AddressInfo).port, addresses: ['127.0.0.1'] }]
+    const message = (n: number) => async () => Buffer.from(`Subject: m${n}\r\n\r\nbody ${n}\r\n`)
+    let second: ReturnType<MxClient['deliver']> | undefined
+    const first = await client.deliver(hosts, { from: 's@example.org', to: ['r1@example.com'] }, message(1), () => {
+      second = client.deliver(hosts, { from: 's@example.org', to: ['r2@example.com'] }, message(2))
+    })
+    expect(first.replies.get('r1@example.com')).toEqual({ code: 250, response: '250 2.0.0 first queued' })
+    expect((await second!).replies.get('r2@example.com')).toEqual({ code: 250, response: '250 2.0.0 second queued' })
+    expect(seen.filter((l) => !/^EHLO/.test(l))).toEqual([
+      'MAIL FROM:<s@example.org>', 'RCPT TO:<r1@example.com>', 'DATA', 'message: m1',
+      'MAIL FROM:<s@example.org>', 'RCPT TO:<r2@example.com>', 'DATA', 'message: m2',
+    ])
+  })
 })
 
 describe('MxClient: the SMTP session', () => {
@@ -123,12 +180,13 @@ describe('MxClient: the SMTP session', () => {
     const none = await deliver(['gone1@example.com', 'gone2@example.com'])
     expect([...none.replies.values()].map((r) => r.code)).toEqual([550, 550])
     await expect.poll(() => sink.state.rsets).toBe(1)
-    // The message itself refused.
+    // The message itself refused: its end also ended the transaction (RFC 5321 §4.1.1.4), so the
+    // next one follows without an RSET.
     sink.state.dataRule = () => ({ code: 552, message: '5.3.4 too big for us' })
     expect((await deliver(['here@example.com'])).replies.get('here@example.com')).toEqual({ code: 552, response: '552 5.3.4 too big for us' })
-    await expect.poll(() => sink.state.rsets).toBe(2)
     sink.state.dataRule = undefined
     expect((await deliver(['here@example.com'])).replies.get('here@example.com')).toMatchObject({ code: 250 })
+    expect(sink.state.rsets).toBe(1)
     expect(sink.messages.map((m) => m.to)).toEqual([['here@example.com'], ['here@example.com']])
     expect(sink.state.connections).toBe(1)
   })
