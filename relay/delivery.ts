@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
-import { byteLength, type AttemptOutcome, type NewMessage, type QueueItem, type Store } from '../storage/store.js'
+import { byteLength, joinPieces, type AttemptOutcome, type NewMessage, type QueueItem, type Store } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { sameReply } from './smtp-session.js'
@@ -102,7 +102,7 @@ export class DeliveryWorker {
       this.kick()
       return { rowId: queued.rowId }
     }
-    const body = byteLength(message.raw) > BODY_IN_MEMORY_MAX ? undefined : message.raw.length === 1 ? message.raw[0] : Buffer.concat(message.raw)
+    const body = byteLength(message.raw) > BODY_IN_MEMORY_MAX ? undefined : joinPieces(message.raw)
     this.reserved++
     try {
       const { rowId, leased = [] } = await this.enqueue(message, { node: this.deps.config.nodeName, now: this.deps.clock() })

@@ -5,6 +5,7 @@ import { buildHeaderParam, detectMimeType, encodeWord, encodeWords, foldLines, q
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp'
 import { badInput } from '../errors.js'
 import { parseAddressString, uniqueAddresses, type Mailbox } from './addresses.js'
+import { joinPieces } from '../storage/store.js'
 
 /** A body "contains HTML" when it has at least one tag, e.g. `<p>`, `<br/>` or `</div>`. */
 const HTML_TAG = /<\/?[a-z][a-z0-9-]*(?:\s[^<>]*)?\/?>/i
@@ -202,7 +203,7 @@ export function readHeaders(raw: Buffer): RawHeaders {
  */
 export function messageHead(pieces: Buffer[]): Buffer {
   for (let n = 1; ; n *= 2) {
-    const head = n === 1 ? (pieces[0] ?? Buffer.alloc(0)) : Buffer.concat(pieces.slice(0, n))
+    const head = joinPieces(pieces.slice(0, n))
     if (n >= pieces.length || head.includes('\r\n\r\n') || head.includes('\n\n')) return head
   }
 }

@@ -79,8 +79,8 @@ export class MxClient {
         this.park(key, conn)
         sent?.()
       })
-      // After a refusal the server may still hold the transaction open: RSET ends it first.
       if (parked) return replies
+      // After a refusal the server may still hold the transaction open: RSET ends it first.
       if (clean) this.park(key, conn)
       else void conn.reset().then((ok) => (ok ? this.park(key, conn) : conn.close()))
       return replies

@@ -1,13 +1,14 @@
 import { randomInt } from 'node:crypto'
 
+/** The sequence numbers 0 … 0xfff as three hex digits. */
+const SEQ_HEX = Array.from({ length: 0x1000 }, (_, i) => i.toString(16).padStart(3, '0'))
+
 /**
  * Transaction ids: `hex(unix_ms * 0x1000 + (seq % 0x1000))` followed by a 4-hex-digit instance
  * suffix, 18 lower-case hex characters today (19 once the clock grows). The suffix is random per
  * process and the sequence never repeats within one millisecond, so ids are unique across
  * processes and nodes (the store's unique index is the last guard).
  */
-const SEQ_HEX = Array.from({ length: 0x1000 }, (_, i) => i.toString(16).padStart(3, '0'))
-
 export function createTxidGenerator(suffix: number = randomInt(0x10000)): (now?: number) => string {
   const tail = suffix.toString(16).padStart(4, '0')
   let seq = randomInt(0x1000)

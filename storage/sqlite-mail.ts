@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
-import { byteLength, type LogQuery, type LogRow, type NewMessage, type QueueItem, type Store } from './store.js'
+import { byteLength, joinPieces, type LogQuery, type LogRow, type NewMessage, type QueueItem, type Store } from './store.js'
 
 /** `YYYY-MM-DD HH:MM:SS` in UTC, the contract's `created` format. */
 export const sqlDateTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
@@ -38,7 +38,7 @@ export function bodyParts(pieces: Buffer[]): Buffer[] {
   let small: Buffer[] = []
   let smallBytes = 0
   const flush = () => {
-    if (small.length) parts.push(small.length === 1 ? small[0] : Buffer.concat(small, smallBytes))
+    if (small.length) parts.push(joinPieces(small))
     small = []
     smallBytes = 0
   }

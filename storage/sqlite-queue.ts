@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
-import type { AttemptOutcome, QueueItem, Store } from './store.js'
+import { joinPieces, type AttemptOutcome, type QueueItem, type Store } from './store.js'
 
 /**
  * How long the outcome of a delivery attempt may wait for others to share its commit. Until it is
@@ -51,7 +51,7 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
     },
     async body(messageRowId) {
       const raw = parts.all(messageRowId) as Buffer[]
-      return raw.length === 0 ? undefined : raw.length === 1 ? raw[0] : Buffer.concat(raw)
+      return raw.length === 0 ? undefined : joinPieces(raw)
     },
     async record(outcomes) {
       await recordTx(outcomes)

@@ -70,6 +70,9 @@ export interface NewMessage {
 /** The size of a message in pieces. */
 export const byteLength = (pieces: Buffer[]) => pieces.reduce((n, p) => n + p.length, 0)
 
+/** Pieces as one Buffer: a single piece as it is, more joined into a copy. */
+export const joinPieces = (pieces: Buffer[]): Buffer => (pieces.length === 1 ? pieces[0] : Buffer.concat(pieces))
+
 export interface LogQuery {
   orderId: number
   origin?: string
