@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -25,6 +25,15 @@ interface Row {
 
 const rows: Row[] = []
 const cleanup: (() => unknown)[] = []
+/**
+ * Everything the run writes goes under one directory of its own, the sinks' directories too (they
+ * are made in the temporary directory, which is this one from here on): removing it at the end
+ * leaves nothing behind, however far the run got.
+ */
+const ROOT = mkdtempSync(join(tmpdir(), 'mailroom-bench-'))
+// Postfix and smtp-sink drop privileges, and must still reach their directories in it.
+chmodSync(ROOT, 0o755)
+process.env.TMPDIR = ROOT
 const HERE = fileURLToPath(new URL('.', import.meta.url))
 const AUTOCANNON = fileURLToPath(new URL('../../node_modules/autocannon/autocannon.js', import.meta.url))
 /** Seconds of each autocannon leg of #1 and #2, and how many rounds of them. */
@@ -59,9 +68,7 @@ function autocannon(url: string, options: { method?: string; body?: string; head
 const rss = (pid: number, field: 'VmRSS' | 'VmHWM') => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024
 
 function tempDir(name: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `mailroom-bench-${name}-`))
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-  return dir
+  return mkdtempSync(join(ROOT, `${name}-`))
 }
 
 /** `mailroom serve` over a data directory; `credentials` are those its first start printed. */
@@ -282,8 +289,63 @@ function table(): string {
   return lines.join('\n')
 }
 
+/** The processes this one started, and theirs, from `/proc`. */
+function descendants(): number[] {
+  const children = new Map<number, number[]>()
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'latin1')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)])
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const found: number[] = []
+  for (let i = 0, todo = [process.pid]; i < todo.length; i++) for (const pid of children.get(todo[i]) ?? []) todo.push(pid), found.push(pid)
+  return found
+}
+
+let cleaning: Promise<void> | undefined
+/**
+ * Stops what the run started, newest first, each step once, whatever fails; then whatever child
+ * process is left (a server still starting when the run was interrupted, a load generator), and
+ * removes the run's directory. A second caller (the run's own end, after a signal) waits for the
+ * same clean-up.
+ */
+function cleanUp(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const step of cleanup.reverse()) {
+      try {
+        await step()
+      } catch (err) {
+        console.error(err)
+      }
+    }
+    for (const pid of descendants()) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // already gone
+      }
+    }
+    rmSync(ROOT, { recursive: true, force: true })
+  })()
+  return cleaning
+}
+
 async function main() {
   const only = process.argv[2]
+  // Ctrl-C reaches the children too, but not the Postfix instance of #3 (a daemon), and a
+  // supervisor's signal may reach this process alone: an interrupted run still stops and removes
+  // everything it started or wrote.
+  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+    process.once(signal, () => {
+      console.error(`${signal}: stopping what the benchmark started`)
+      void cleanUp().then(() => process.exit(code))
+    })
+  }
   const sink = await startSmtpSink([], { dump: false })
   cleanup.push(() => sink.stop())
   try {
@@ -293,12 +355,12 @@ async function main() {
     if (!only || only === 'rss') await memoryFigure()
     console.log(table())
   } finally {
-    for (const f of cleanup.reverse()) await f()
+    await cleanUp()
   }
 }
 
-main().catch((err) => {
+main().catch(async (err) => {
   console.error(err)
-  for (const f of cleanup.reverse()) void f()
+  await cleanUp()
   process.exit(1)
 })

@@ -1,0 +1,69 @@
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterEach, describe, expect, it } from 'vitest'
+import { waitFor } from '../system/peers.js'
+
+const RUN = fileURLToPath(new URL('../../dist/bench/run.js', import.meta.url))
+
+/** Pids of the processes whose TMPDIR is `dir` or under it (the children of a run inherit theirs). */
+function processesUnder(dir: string): number[] {
+  const pids: number[] = []
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').some((e) => e === `TMPDIR=${dir}` || e.startsWith(`TMPDIR=${dir}/`))) pids.push(Number(pid))
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return pids
+}
+
+// The benchmark must leave nothing behind, also when it is stopped halfway: the signal reaches
+// only the runner here (as when a supervisor stops it), so the runner itself must stop the server
+// and the sink it started and remove their directories.
+describe('bench: an interrupted run', () => {
+  let tmp: string
+  afterEach(() => {
+    // Should the run have left something behind, it must not outlive the test.
+    for (const pid of processesUnder(tmp)) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // gone meanwhile
+      }
+    }
+    rmSync(tmp, { recursive: true, force: true })
+  })
+
+  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+    it(`stops what it started and removes what it wrote on ${signal}`, async () => {
+      // The run writes only under its TMPDIR, and its children carry it (or the run's own
+      // directory under it) in their environment.
+      tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-interrupt-'))
+      const run = spawn(process.execPath, [RUN, 'rss'], { env: { ...process.env, TMPDIR: tmp }, stdio: ['ignore', 'ignore', 'pipe'] })
+      let stderr = ''
+      run.stderr.on('data', (d) => (stderr += d))
+      const exited = new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))
+      // The sink and the server are running (or starting), with the server's database written.
+      await waitFor(async () => {
+        if (run.exitCode !== null) throw new Error(`the run ended early: ${stderr}`)
+        let written: string[]
+        try {
+          written = readdirSync(tmp, { recursive: true }) as string[]
+        } catch {
+          return false // a directory went away while it was read
+        }
+        return written.some((f) => /smtp-sink-[^/]+$/.test(f)) && written.some((f) => /rss-[^/]+\/mailroom\.db$/.test(f)) && processesUnder(tmp).length >= 3
+      }, 20_000)
+      run.kill(signal)
+      expect(await exited).toBe(code)
+      expect(stderr).toContain(`${signal}: stopping what the benchmark started`)
+      expect(readdirSync(tmp)).toEqual([])
+      // A child killed with SIGKILL is gone at once, but may take a moment to leave /proc.
+      await waitFor(async () => processesUnder(tmp).length === 0, 5_000)
+    })
+  }
+})
