@@ -39,6 +39,8 @@ const AUTOCANNON = fileURLToPath(new URL('../../node_modules/autocannon/autocann
 /** Seconds of each autocannon leg of #1 and #2, and how many rounds of them. */
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+/** A run ends on its own within this time, finished or not (a whole run takes 2 to 6 minutes). */
+const DEADLINE_SECONDS = Number(process.env.BENCH_DEADLINE_SECONDS ?? 600)
 
 function record(r: Omit<Row, 'ratio' | 'met'>, better: 'higher' | 'lower', bar: number) {
   const ratio = r.value / r.baselineValue
@@ -346,6 +348,10 @@ async function main() {
       void cleanUp().then(() => process.exit(code))
     })
   }
+  setTimeout(() => {
+    console.error(`the benchmark did not end within ${DEADLINE_SECONDS} s: stopping what it started`)
+    void cleanUp().then(() => process.exit(1))
+  }, DEADLINE_SECONDS * 1000).unref()
   const sink = await startSmtpSink([], { dump: false })
   cleanup.push(() => sink.stop())
   try {

@@ -21,10 +21,10 @@ function processesUnder(dir: string): number[] {
   return pids
 }
 
-// The benchmark must leave nothing behind, also when it is stopped halfway: the signal reaches
-// only the runner here (as when a supervisor stops it), so the runner itself must stop the server
-// and the sink it started and remove their directories.
-describe('bench: an interrupted run', () => {
+// The benchmark must leave nothing behind, also when it is stopped halfway, by a signal or by its
+// own deadline. The signal reaches only the runner here (as when a supervisor stops it), so the
+// runner itself must stop the server and the sink it started and remove their directories.
+describe('bench: a run stopped halfway', () => {
   let tmp: string
   afterEach(() => {
     // Should the run have left something behind, it must not outlive the test.
@@ -38,18 +38,32 @@ describe('bench: an interrupted run', () => {
     rmSync(tmp, { recursive: true, force: true })
   })
 
+  /**
+   * `npm run bench -- rss`, writing under a TMPDIR of its own: its children carry that (or the
+   * run's own directory under it) in their environment.
+   */
+  function startRun(env: Record<string, string> = {}) {
+    tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-interrupt-'))
+    const run = spawn(process.execPath, [RUN, 'rss'], { env: { ...process.env, TMPDIR: tmp, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+    let stderr = ''
+    run.stderr.on('data', (d) => (stderr += d))
+    const exited = new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))
+    return { run, exited, stderr: () => stderr }
+  }
+
+  /** Nothing of the run is left: no file under its TMPDIR, no process. */
+  async function nothingLeft() {
+    expect(readdirSync(tmp)).toEqual([])
+    // A child killed with SIGKILL is gone at once, but may take a moment to leave /proc.
+    await waitFor(async () => processesUnder(tmp).length === 0, 5_000)
+  }
+
   for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
     it(`stops what it started and removes what it wrote on ${signal}`, async () => {
-      // The run writes only under its TMPDIR, and its children carry it (or the run's own
-      // directory under it) in their environment.
-      tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-interrupt-'))
-      const run = spawn(process.execPath, [RUN, 'rss'], { env: { ...process.env, TMPDIR: tmp }, stdio: ['ignore', 'ignore', 'pipe'] })
-      let stderr = ''
-      run.stderr.on('data', (d) => (stderr += d))
-      const exited = new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))
+      const { run, exited, stderr } = startRun()
       // The sink and the server are running (or starting), with the server's database written.
       await waitFor(async () => {
-        if (run.exitCode !== null) throw new Error(`the run ended early: ${stderr}`)
+        if (run.exitCode !== null) throw new Error(`the run ended early: ${stderr()}`)
         let written: string[]
         try {
           written = readdirSync(tmp, { recursive: true }) as string[]
@@ -60,10 +74,15 @@ describe('bench: an interrupted run', () => {
       }, 20_000)
       run.kill(signal)
       expect(await exited).toBe(code)
-      expect(stderr).toContain(`${signal}: stopping what the benchmark started`)
-      expect(readdirSync(tmp)).toEqual([])
-      // A child killed with SIGKILL is gone at once, but may take a moment to leave /proc.
-      await waitFor(async () => processesUnder(tmp).length === 0, 5_000)
+      expect(stderr()).toContain(`${signal}: stopping what the benchmark started`)
+      await nothingLeft()
     })
   }
+
+  it('ends on its own at its deadline, and leaves nothing behind', async () => {
+    const { exited, stderr } = startRun({ BENCH_DEADLINE_SECONDS: '2' })
+    expect(await exited).toBe(1)
+    expect(stderr()).toContain('the benchmark did not end within 2 s: stopping what it started')
+    await nothingLeft()
+  })
 })
