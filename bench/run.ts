@@ -4,6 +4,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import SMTPConnection from 'nodemailer/lib/smtp-connection'
+import { createTxidGenerator } from '../relay/txid.js'
 import { openDataDir } from '../storage/sqlite.js'
 import { freePort, startMailroom, startSmtpSink, waitFor } from '../test/system/peers.js'
 import { seedLog } from './seed.js'
@@ -253,9 +254,10 @@ async function memoryFigure() {
   // 10,000 messages waiting: queued for a destination that is down (nothing listens on port 9).
   const store = openDataDir(dir)
   const raw = Buffer.alloc(4096, 'x')
+  const newTxid = createTxidGenerator()
   for (let i = 0; i < 10_000; i++) {
     await store.mail.enqueue({
-      txid: (BigInt(Date.now()) * 0x1000n + BigInt(i % 0x1000)).toString(16) + (i >> 12).toString(16).padStart(4, '0'),
+      txid: newTxid(),
       accountId: 1, orderId: 1, envFrom: 'bench@bench.example', recipients: ['sink@bench.example'], headerFrom: null, replyTo: null,
       subject: 'queued', messageId: null, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api', sendingZone: 'default', raw: [raw], time: Date.now() + 3_600_000,
     })
