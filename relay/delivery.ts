@@ -105,7 +105,8 @@ export class DeliveryWorker {
     const body = byteLength(message.raw) > BODY_IN_MEMORY_MAX ? undefined : joinPieces(message.raw)
     this.reserved++
     try {
-      const { rowId, leased = [] } = await this.enqueue(message, { node: this.deps.config.nodeName, now: this.deps.clock() })
+      // The store is handed the joined bytes too, so that it does not join the pieces again.
+      const { rowId, leased = [] } = await this.enqueue(body ? { ...message, raw: [body] } : message, { node: this.deps.config.nodeName, now: this.deps.clock() })
       // Once stopping, the leases wait for the next start, which takes them back.
       if (this.running) {
         for (const items of groupItems(leased)) this.wait({ items, body })
