@@ -17,6 +17,8 @@ export interface Composed {
   messageId: string
   /** Envelope recipients: To, Cc and Bcc, without repeats. */
   recipients: string[]
+  /** The subject as its header carries it (line breaks made spaces): what the log keeps. */
+  subject: string
 }
 
 export interface ComposeInput {
@@ -48,12 +50,13 @@ export function composeMessage(input: ComposeInput): Composed {
   const uuid = randomUUID()
   const messageId = `<${input.txid}.${uuid.slice(0, 8)}${uuid.slice(9, 13)}@${domain}>`
   const boundary = (n: number) => `--_mailroom-${uuid.slice(24)}-${n}`
+  const subject = oneLine(input.subject)
   const headers = [
     header('From', mailboxes([input.from])),
     header('To', mailboxes(input.to)),
     input.cc?.length ? header('Cc', mailboxes(input.cc)) : '',
     input.replyTo?.length ? header('Reply-To', mailboxes(input.replyTo)) : '',
-    header('Subject', headerText(input.subject)),
+    header('Subject', headerText(subject)),
     `Message-ID: ${messageId}\r\n`,
     `Date: ${dateHeader(input.date)}\r\n`,
     'MIME-Version: 1.0\r\n',
@@ -64,7 +67,7 @@ export function composeMessage(input: ComposeInput): Composed {
   const content = input.attachments?.length ? multipart('mixed', boundary(1), [text, ...input.attachments.map(attachmentPart)]) : text.endsWith('\r\n') ? text : `${text}\r\n`
   const raw = Buffer.from(headers.join('') + content, 'utf8')
   const recipients = uniqueAddresses([...input.to, ...(input.cc ?? []), ...(input.bcc ?? [])].map((m) => m.address))
-  return { raw, messageId, recipients }
+  return { raw, messageId, recipients, subject }
 }
 
 /** The Date header's value (RFC 5322 §3.3, in UTC), kept for the second it names. */
@@ -82,8 +85,11 @@ const header = (name: string, value: string) => `${foldLines(`${name}: ${value}`
 const LONG_WORD = /\S{77,}/
 
 /** Unstructured header text: line breaks become spaces, non-ASCII and control characters RFC 2047 words. */
+/** A header's text on one line: a line break in it would end the header (and could start another). */
+const oneLine = (value: string) => value.replace(/\r?\n|\r/g, ' ')
+
 function headerText(value: string): string {
-  const flat = value.replace(/\r?\n|\r/g, ' ')
+  const flat = oneLine(value)
   return /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(flat) || LONG_WORD.test(flat) ? encodeWord(flat, 'Q', 52) : encodeWords(flat, 'Q', 52)
 }
 
@@ -158,7 +164,12 @@ export function htmlToText(html: string): string {
 }
 
 export interface RawHeaders {
+  /** The first address of the From header: the envelope sender of a raw send. */
   from: string | null
+  /** Every address of every From header (RFC 5322 §3.6 allows one header, with one or more authors). */
+  authors: string[]
+  /** The From headers' own text, one per header. */
+  fromFields: string[]
   recipients: string[]
   subject: string | null
   messageId: string | null
@@ -167,7 +178,7 @@ export interface RawHeaders {
 
 /**
  * Reads what the relay needs from a message's header block (the body is not parsed): the From
- * address, the recipients of To, Cc and Bcc, Subject (RFC 2047 words decoded), Message-ID and
+ * addresses, the recipients of To, Cc and Bcc, Subject (RFC 2047 words decoded), Message-ID and
  * Reply-To. RFC 5322 §2.2.3: folded header lines are unfolded first.
  */
 export function readHeaders(raw: Buffer): RawHeaders {
@@ -177,7 +188,7 @@ export function readHeaders(raw: Buffer): RawHeaders {
   for (const line of block.split(/\r?\n/)) {
     if (/^[ \t]/.test(line) && name) {
       const values = headers.get(name)!
-      values[values.length - 1] += ' ' + line.trim()
+      values[values.length - 1] = `${values[values.length - 1]} ${line.trim()}`.trim()
     } else {
       const colon = line.indexOf(':')
       if (colon <= 0) continue
@@ -188,8 +199,11 @@ export function readHeaders(raw: Buffer): RawHeaders {
   const addresses = (field: string) => (headers.get(field) ?? []).flatMap((v) => parseAddressString(v).map((m) => m.address)).filter(Boolean)
   const first = (field: string) => headers.get(field)?.[0]
   const subject = first('subject')
+  const authors = addresses('from')
   return {
-    from: addresses('from')[0] ?? null,
+    from: authors[0] ?? null,
+    authors,
+    fromFields: headers.get('from') ?? [],
     recipients: uniqueAddresses([...addresses('to'), ...addresses('cc'), ...addresses('bcc')]),
     subject: subject === undefined ? null : libmime.decodeWords(subject),
     messageId: first('message-id') ?? null,

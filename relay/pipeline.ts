@@ -10,8 +10,13 @@ export interface Submission {
   order: MailOrder
   envFrom: string
   recipients: string[]
-  /** The From header address, also checked against the authorized senders when it differs. */
+  /** The From header's (first) address, the log's `headerfrom`. */
   headerFrom: string | null
+  /**
+   * Every address of the From header, when it may hold more than one (a raw send). An API send's
+   * authors are checked like its envelope sender; when absent, `headerFrom` is its one author.
+   */
+  authors?: string[]
   replyTo: string | null
   subject: string | null
   messageId: string | null
@@ -28,8 +33,11 @@ export interface Submission {
 
 export interface Relay {
   newTxid(): string
-  /** Authorized senders and sender deny rules; throws a MailroomError with the SMTP reply to use. */
-  checkSender(order: MailOrder, envFrom: string, headerFrom?: string | null, rules?: DenyRule[]): Promise<void>
+  /**
+   * Authorized senders and sender deny rules, for the envelope sender and the given authors (the
+   * From header's addresses); throws a MailroomError with the SMTP reply to use.
+   */
+  checkSender(order: MailOrder, envFrom: string, authors?: string[], rules?: DenyRule[]): Promise<void>
   /**
    * Recipient deny rules and the spam filter's recipient checks. `message` is what is known of
    * the message (at SMTP RCPT TO: only the sender).
@@ -58,15 +66,19 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
   const relay: Relay = {
     newTxid: () => newTxid(clock()),
 
-    async checkSender(order, envFrom, headerFrom, rules) {
+    async checkSender(order, envFrom, authors = [], rules) {
       if (order.status !== 'active') throw new MailroomError(404, `mail order ${order.id} is canceled`, { smtp: { code: 535, enhanced: '5.7.8' } })
-      for (const address of new Set([envFrom, headerFrom ?? envFrom])) {
+      const senders = new Set([envFrom, ...authors])
+      for (const address of senders) {
         if (!senderAuthorized(order.senders, address)) {
           throw badInput(`from: ${address} is not an authorized sender of mail order mb${order.id} (allowed: ${order.senders.join(', ')})`, { code: 553, enhanced: '5.7.1' })
         }
       }
-      const rule = findDenyRule(rules ?? (await store.rules.list([order.id])), 'sender', envFrom)
-      if (rule) throw badInput(`from: sender ${envFrom} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
+      rules ??= await store.rules.list([order.id])
+      for (const address of senders) {
+        const rule = findDenyRule(rules, 'sender', address)
+        if (rule) throw badInput(`from: sender ${address} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
+      }
       await filter.checkSender(order.accountId, envFrom)
     },
 
@@ -85,10 +97,11 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       if (s.recipients.length > config.maxRecipients) {
         throw badInput(`to: ${s.recipients.length} recipients; the limit is ${config.maxRecipients} per message`, { code: 452, enhanced: '4.5.3' })
       }
-      // API sends write the From header themselves, so it is authorized too; an SMTP client's
-      // header is its own business, as with any submission server: only its envelope is checked.
+      // An API send's From header is the caller's word, so every author in it is checked too; an
+      // SMTP client's header is its own business, as with any submission server: only its envelope is checked.
       const rules = await store.rules.list([s.order.id])
-      await relay.checkSender(s.order, s.envFrom, s.interface === 'api' ? s.headerFrom : null, rules)
+      const authors = s.interface === 'api' ? (s.authors ?? (s.headerFrom ? [s.headerFrom] : [])) : []
+      await relay.checkSender(s.order, s.envFrom, authors, rules)
       for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt, s, rules)
       // Last of the checks: it counts the message once it passes.
       await filter.checkSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)

@@ -38,7 +38,7 @@ export async function sendComposed(ctx: ToolContext, order: MailOrder, input: Om
     recipients: composed.recipients,
     headerFrom: input.from.address,
     replyTo: input.replyTo?.[0]?.address ?? null,
-    subject: input.subject,
+    subject: composed.subject,
     messageId: composed.messageId,
     raw: [composed.raw],
     origin: ctx.origin,

@@ -26,8 +26,11 @@ export const rawMail = defineTool({
   handler: async (input, ctx) => {
     const raw = Buffer.from(input.raw_email, 'utf8')
     const headers = readHeaders(raw)
-    if (!headers.from) throw badInput('raw_email: the message has no From header')
-    if (!isEmail(headers.from)) throw badInput(`raw_email: From "${headers.from}" is not a valid email address`)
+    if (headers.fromFields.length === 0) throw badInput('raw_email: the message has no From header')
+    if (headers.fromFields.length > 1) throw badInput(`raw_email: the message has ${headers.fromFields.length} From headers; RFC 5322 allows one`)
+    if (!headers.from) throw badInput(`raw_email: the From header "${headers.fromFields[0]}" holds no email address`)
+    const badAuthor = headers.authors.find((a) => !isEmail(a))
+    if (badAuthor) throw badInput(`raw_email: From "${badAuthor}" is not a valid email address`)
     if (headers.recipients.length === 0) throw badInput('raw_email: no recipients in the To, Cc or Bcc headers')
     const bad = headers.recipients.find((r) => !isEmail(r))
     if (bad) throw badInput(`raw_email: recipient "${bad}" is not a valid email address`)
@@ -37,6 +40,7 @@ export const rawMail = defineTool({
       envFrom: headers.from,
       recipients: headers.recipients,
       headerFrom: headers.from,
+      authors: headers.authors,
       replyTo: headers.replyTo,
       subject: headers.subject,
       messageId: headers.messageId,

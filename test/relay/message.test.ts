@@ -1,6 +1,6 @@
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser'
 import { describe, expect, it } from 'vitest'
-import { composeMessage, messageHead, type ComposeInput } from '../../relay/message.js'
+import { composeMessage, messageHead, readHeaders, type ComposeInput } from '../../relay/message.js'
 
 const EPOCH = new Date(0)
 const BASE: ComposeInput = {
@@ -441,5 +441,20 @@ describe('messageHead', () => {
   it('is the whole message when no blank line ends the header block, and empty for no pieces', () => {
     expect(messageHead(pieces('Subject: a\r\n', 'X: y\r\n', 'Z: w')).toString()).toBe('Subject: a\r\nX: y\r\nZ: w')
     expect(messageHead([]).length).toBe(0)
+  })
+})
+
+describe('readHeaders', () => {
+  const read = (head: string) => readHeaders(Buffer.from(`${head}\r\n\r\nbody\r\n`))
+
+  it('unfolds folded headers, a value that starts on the next line without a leading space', () => {
+    const headers = read('Message-ID:\r\n <folded@example.org>\r\nSubject: a\r\n\tlong one\r\nFrom:\r\n me@example.org\r\nTo: a@x.com\r\n')
+    expect(headers).toMatchObject({ messageId: '<folded@example.org>', subject: 'a long one', from: 'me@example.org', recipients: ['a@x.com'] })
+  })
+
+  it('gives every author of the From header, and every From header apart', () => {
+    expect(read('From: a@x.com, B <b@y.com>\r\nTo: c@z.com')).toMatchObject({ from: 'a@x.com', authors: ['a@x.com', 'b@y.com'], fromFields: ['a@x.com, B <b@y.com>'] })
+    expect(read('From: a@x.com\r\nFrom: b@y.com')).toMatchObject({ from: 'a@x.com', authors: ['a@x.com', 'b@y.com'], fromFields: ['a@x.com', 'b@y.com'] })
+    expect(read('To: c@z.com')).toMatchObject({ from: null, authors: [], fromFields: [] })
   })
 })

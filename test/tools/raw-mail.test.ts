@@ -87,7 +87,9 @@ describe('rawMail', () => {
     // The message is checked before the order is looked up: a 400 even without an active order.
     it.each([
       ['no From header', 'To: bob@y.com\r\nSubject: x\r\n\r\nbody\r\n', /^raw_email: the message has no From header/],
-      ['a From without an address', 'From: nobody\r\nTo: bob@y.com\r\n\r\nbody\r\n', /^raw_email: /],
+      ['a From without an address', 'From: nobody\r\nTo: bob@y.com\r\n\r\nbody\r\n', /^raw_email: the From header "nobody" holds no email address/],
+      ['two From headers', 'From: me@example.org\r\nFrom: other@example.org\r\nTo: bob@y.com\r\n\r\nbody\r\n', /^raw_email: the message has 2 From headers; RFC 5322 allows one/],
+      ['an invalid second author', 'From: me@example.org, me@exa-.com\r\nTo: bob@y.com\r\n\r\nbody\r\n', /^raw_email: From "me@exa-.com" is not a valid email address/],
       ['no recipient header', 'From: me@example.org\r\nSubject: x\r\n\r\nbody\r\n', /^raw_email: no recipients in the To, Cc or Bcc headers/],
       ['only an empty group as recipients', 'From: me@example.org\r\nTo: undisclosed-recipients:;\r\n\r\nbody\r\n', /^raw_email: no recipients/],
       ['recipients only in the body', 'From: me@example.org\r\nSubject: x\r\n\r\nTo: bob@y.com\r\n', /^raw_email: no recipients/],
@@ -111,6 +113,27 @@ describe('rawMail', () => {
     it('refuses a From that is not an authorized sender (400)', async () => {
       await env.services.store.orders.addSender(env.orderId, '@example.net')
       await expectRefused(send(SIGNED), 400, /^from: me@example\.org is not an authorized sender/)
+      expectNothingQueued(env)
+    })
+
+    it.each([
+      ['first', 'From: me@example.org, other@example.net'],
+      ['second', 'From: other@example.net, me@example.org'],
+    ])('refuses a From whose %s author is authorized and the other not (400)', async (_label, from) => {
+      await env.services.store.orders.addSender(env.orderId, 'me@example.org')
+      await expectRefused(send(`${from}\r\nSender: me@example.org\r\nTo: bob@y.com\r\n\r\nbody\r\n`), 400, /^from: other@example\.net is not an authorized sender/)
+      expectNothingQueued(env)
+    })
+
+    it('sends a From of several authors when each is authorized, the first as envelope sender', async () => {
+      await env.services.store.orders.addSender(env.orderId, '@example.org')
+      const { text } = await send('From: me@example.org, Other <other@example.org>\r\nSender: me@example.org\r\nTo: bob@y.com\r\n\r\nbody\r\n')
+      expect((await logRows(env)).rows.map((r) => [r.id, r.from])).toEqual([[text, 'me@example.org']])
+    })
+
+    it('refuses a From with a second author matched by a sender deny rule, naming the rule', async () => {
+      const created = await env.services.store.rules.create({ orderId: env.orderId, type: 'domain', data: 'baddomain.example', now: env.clock() })
+      await expectRefused(send('From: me@example.org, baddie@baddomain.example\r\nTo: bob@y.com\r\n\r\nbody\r\n'), 400, new RegExp(`^from: sender baddie@baddomain\\.example is rejected by deny rule ${created.id} `))
       expectNothingQueued(env)
     })
 
