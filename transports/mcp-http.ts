@@ -66,23 +66,28 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
     const caller = { accountId, origin: clientIp(c) }
     const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: caller }
 
+    // A POST's body is read here, under the server's own body limit (MAILROOM_HTTP_BODY_LIMIT),
+    // and handed to the transport parsed: left to itself, the transport would refuse a body over
+    // 4 MB, a message much smaller than MAILROOM_MAX_MESSAGE_SIZE.
+    let body: unknown
+    if (c.req.method === 'POST') {
+      try {
+        body = await c.req.json()
+      } catch {
+        return c.json({ jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: the body is not JSON' }, id: null }, 400)
+      }
+    }
     const sessionId = c.req.header('mcp-session-id')
     if (sessionId) {
       const session = sessions.get(sessionId)
       // Another account's session is answered like a missing one.
       if (!session || session.accountId !== accountId) return rpcError(c, 404, 'Session not found')
       session.lastSeen = clock()
-      return session.transport.handleRequest(c.req.raw, { authInfo })
+      return session.transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
     }
     if (c.req.method === 'GET') return rpcError(c, 405, 'Method not allowed: open a session first (initialize), then GET with Mcp-Session-Id')
     if (c.req.method !== 'POST') return rpcError(c, 400, 'Bad Request: Mcp-Session-Id header is required')
 
-    let body: unknown
-    try {
-      body = await c.req.json()
-    } catch {
-      return c.json({ jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: the body is not JSON' }, id: null }, 400)
-    }
     // Only the method decides where the request goes; the transport validates the message itself.
     const initializing = (Array.isArray(body) ? body : [body]).some((m) => (m as { method?: unknown } | null)?.method === 'initialize')
     if (initializing) {

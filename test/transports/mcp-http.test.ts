@@ -102,6 +102,18 @@ describe('MCP over Streamable HTTP', () => {
     expect(unknown.isError).toBe(true)
   })
 
+  it('takes a message of 6 MB in a session (the transport alone would refuse a body over 4 MB)', async () => {
+    const client = await connect()
+    const content = Buffer.alloc(4.5 * 1024 * 1024, 'mailroom ').toString('base64')
+    const result = await client.callTool({
+      name: 'sendAdvMail',
+      arguments: { from: { email: 'me@example.org' }, to: 'bob@example.com', subject: 'big', body: 'attached', attachments: [{ filename: 'big.txt', data: content }] },
+    })
+    expect(result.isError).toBeFalsy()
+    const { text } = result.structuredContent as { text: string }
+    expect((await env.services.store.mail.log({ orderId: env.orderId, mailid: text, limit: 1, skip: 0, dir: 'desc', groupby: 'recipient' })).rows[0].bodySize).toBeGreaterThan(6_000_000)
+  })
+
   it('keeps a session: GET stream, DELETE ends it', async () => {
     const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
     const rpc = (body: unknown, sessionId?: string) =>
