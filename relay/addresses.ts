@@ -8,10 +8,10 @@ export interface Mailbox {
 
 // RFC 5321 §4.1.2 mailbox, restricted to what relays accept in practice: a dot-atom or quoted
 // local part and a domain with at least one dot (or a bracketed address literal).
-const EMAIL = /^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"[^"\r\n]+")@(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}|\[[0-9A-Fa-f:.]+\])$/
+export const EMAIL_PATTERN = /^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"[^"\r\n]+")@(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}|\[[0-9A-Fa-f:.]+\])$/
 const DOMAIN = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}$/
 
-export const isEmail = (s: string) => s.length <= 254 && EMAIL.test(s)
+export const isEmail = (s: string) => s.length <= 254 && EMAIL_PATTERN.test(s)
 export const isDomain = (s: string) => s.length <= 253 && DOMAIN.test(s)
 
 /** An RFC 822 address string (bare or `Name <a@b>`, comma-separated) as mailboxes; groups are flattened. */

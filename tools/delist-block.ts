@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { notFound } from '../errors.js'
 import { accountOf, defineTool, JSON_AND_FORM } from './define.js'
 import { ok } from './common.js'
-import { GenericResponse } from './schemas.js'
+import { Email, GenericResponse } from './schemas.js'
 
 export const delistBlock = defineTool({
   name: 'delistBlock',
@@ -15,7 +15,7 @@ export const delistBlock = defineTool({
     'imported external block list and the internal block list, both as a blocked sender and as a suppressed ' +
     'recipient. Use it after getMailBlocks shows an address that should send (or receive) again. The filter ' +
     'blocks it again if it offends again. Returns "record deleted"; 404 when the address was on no list.',
-  input: z.object({ email: z.email().describe('The address to delist, e.g. a `from` of getMailBlocks.') }),
+  input: z.object({ email: Email.describe('The address to delist, e.g. a `from` of getMailBlocks.') }),
   output: GenericResponse,
   handler: async ({ email }, ctx) => {
     const removed = await ctx.store.blocks.delist(accountOf(ctx), email)

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { EMAIL_PATTERN } from '../relay/addresses.js'
 
 // Shared schemas of the contract, named as in the upstream OpenAPI document.
 
@@ -24,9 +25,16 @@ export const MailOrderDetail = MailOrder.extend({
   password: z.string().describe('Current SMTP AUTH password of the order.'),
 })
 
+/**
+ * An email address as every door takes it (relay/addresses.ts: RFC 5321 dot-atom or quoted local
+ * part), so that an address the relay accepted over SMTP, such as `info+tag=1@example.org`, is
+ * also accepted where a tool asks for one (zod's own email pattern refuses `=`, `&` and others).
+ */
+export const Email = z.email({ pattern: EMAIL_PATTERN }).max(254)
+
 export const EmailAddressName = z
   .object({
-    email: z.email().describe('The email address.'),
+    email: Email.describe('The email address.'),
     name: z.string().optional().describe('Display name.'),
   })
 

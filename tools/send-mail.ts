@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { ok, resolveOrder, sendComposed, singleAddress } from './common.js'
-import { GenericResponse, OrderId } from './schemas.js'
+import { Email, GenericResponse, OrderId } from './schemas.js'
 
 export const sendMail = defineTool({
   name: 'sendMail',
@@ -17,8 +17,8 @@ export const sendMail = defineTool({
     'you built yourself. Every call sends real mail. Returns `text` = the transaction id; pass it as `mailid` ' +
     'to viewMailLog to follow the delivery.',
   input: z.object({
-    to: z.union([z.email(), z.array(z.email()).min(1)]).describe('Recipient address, or an array of addresses.'),
-    from: z.email().describe('Sender address; must be authorized for the mail order. Also used as Reply-To.'),
+    to: z.union([Email, z.array(Email).min(1)]).describe('Recipient address, or an array of addresses.'),
+    from: Email.describe('Sender address; must be authorized for the mail order. Also used as Reply-To.'),
     subject: z.string().describe('Subject line.'),
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     id: OrderId.optional(),

@@ -4,7 +4,7 @@ import { z } from 'zod'
 import { badInput } from '../errors.js'
 import { defineTool } from './define.js'
 import { resolveOrder } from './common.js'
-import { DateOrTimestamp, MailLog, OrderId } from './schemas.js'
+import { DateOrTimestamp, Email, MailLog, OrderId } from './schemas.js'
 
 export const viewMailLog = defineTool({
   name: 'viewMailLog',
@@ -28,8 +28,8 @@ export const viewMailLog = defineTool({
       .optional()
       .describe('Client IP address the message was submitted from.'),
     mx: z.string().optional().describe('MX host name delivery was attempted to.'),
-    from: z.email().optional().describe('Envelope sender.'),
-    to: z.email().optional().describe('Envelope recipient.'),
+    from: Email.optional().describe('Envelope sender.'),
+    to: Email.optional().describe('Envelope recipient.'),
     subject: z.string().optional().describe('Subject, exact.'),
     mailid: z.string().min(18).max(19).optional().describe('Transaction id returned by a send.'),
     messageId: z
@@ -37,8 +37,8 @@ export const viewMailLog = defineTool({
       .regex(/^[^\x00-\x1f\x7f]*$/, 'must not contain control characters')
       .optional()
       .describe('Part of the Message-ID header, any case.'),
-    replyto: z.email().optional().describe('Reply-To header address.'),
-    headerfrom: z.email().optional().describe('From header address.'),
+    replyto: Email.optional().describe('Reply-To header address.'),
+    headerfrom: Email.optional().describe('From header address.'),
     delivered: z.literal([0, 1]).optional().describe('1 delivered; 0 queued, deferred or failed.'),
     skip: z.number().int().min(0).default(0).describe('Rows to skip.'),
     limit: z.number().int().min(1).max(10000).default(100).describe('Page size, 1 to 10000.'),

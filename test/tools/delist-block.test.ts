@@ -34,6 +34,12 @@ describe('delistBlock', () => {
     expect(remaining('spammer@example.org')).toEqual({ events: 0, list: [] })
   })
 
+  it('delists any address the relay can have blocked, = and & included', async () => {
+    await event('MBTRAP', 'info+tag=1&x@example.org')
+    expect(await delist('info+tag=1&x@example.org')).toEqual({ status: 'ok', text: 'record deleted' })
+    expect(remaining('info+tag=1&x@example.org')).toEqual({ events: 0, list: [] })
+  })
+
   it('removes the address from all stores at once, and getMailBlocks no longer shows it', async () => {
     await event('MBTRAP', 'spammer@example.org')
     for (let i = 0; i < 5; i++) await event('SUBJECT', 'spammer@example.org')

@@ -54,6 +54,21 @@ describe('sendMail', () => {
       expect(rows[0].bodySize).toBe(raw.length)
     })
 
+    it('logs the subject as its header carries it, line breaks made spaces, so the subject filter finds it', async () => {
+      const { text } = await send({ subject: 's\r\nBcc: evil@example.com' })
+      expect(headerValues(storedRaw(env, text), 'Subject')).toEqual(['s Bcc: evil@example.com'])
+      const log = await run(viewMailLog, { subject: 's Bcc: evil@example.com' }, env.ctx)
+      expect(log.emails.map((e) => [e.id, e.subject])).toEqual([[text, 's Bcc: evil@example.com']])
+    })
+
+    it('takes the addresses the relay takes over SMTP (=, &, an apostrophe), and so do the log filters', async () => {
+      const { text } = await send({ from: 'info+tag=1@example.org', to: "o'brien&co@example.com" })
+      const log = (input: Record<string, unknown>) => run(viewMailLog, input, env.ctx).then((l) => l.emails.map((e) => e.id))
+      expect(await log({ from: 'info+tag=1@example.org' })).toEqual([text])
+      expect(await log({ to: "o'brien&co@example.com" })).toEqual([text])
+      expect(await log({ headerfrom: 'info+tag=1@example.org', replyto: 'info+tag=1@example.org' })).toEqual([text])
+    })
+
     it('records Reply-To so that the log can be searched by it', async () => {
       const { text } = await send()
       const log = await run(viewMailLog, { replyto: 'me@example.org' }, env.ctx)
@@ -214,14 +229,12 @@ describe('sendMail', () => {
       expectNothingQueued(env)
     })
 
-    it('refuses a to the relay cannot use with 400 even when the account has no active order', async () => {
-      await env.services.store.orders.setStatus(env.orderId, 'canceled')
-      await expectRefused(send({ to: 'bob@exa-.com' }), 400, /^to: /)
-    })
-
-    it('refuses a from the relay cannot use (as sendAdvMail does)', async () => {
-      await expectRefused(send({ from: 'me@exa-.com' }), 400, /^from: /)
-      expectNothingQueued(env)
+    // The schema takes what the relay takes (relay/addresses.ts), no more.
+    it.each([
+      ['to', { to: 'bob@exa-.com' }],
+      ['from', { from: 'me@exa-.com' }],
+    ])('refuses a %s the relay cannot use in the schema (as sendAdvMail does)', (path, input) => {
+      expectSchemaRefusal(sendMail, { ...MAIL, ...input }, path)
     })
 
     it('refuses more recipients than the configured limit (400) and queues nothing', async () => {

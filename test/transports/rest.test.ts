@@ -339,6 +339,13 @@ describe('REST API', () => {
       })
     }
 
+    it('says a missing field is required, to (a string or an array) as the others', async () => {
+      for (const field of ['to', 'from', 'subject', 'body'] as const) {
+        const { [field]: _omitted, ...rest } = SEND
+        expect((await expectError(await call(env, 'POST', '/mail/send', rest), 'sendMail', 400, field)).message).toBe(`${field}: is required`)
+      }
+    })
+
     it('says a field of the wrong type has the wrong type, not that it is missing', async () => {
       const body = await expectError(await call(env, 'POST', '/mail/send', { ...SEND, subject: 42 }), 'sendMail', 400, 'subject')
       expect(body.message).not.toMatch(/is required/)
