@@ -67,7 +67,9 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
     newTxid: () => newTxid(clock()),
 
     async checkSender(order, envFrom, authors = [], rules) {
-      if (order.status !== 'active') throw new MailroomError(404, `mail order ${order.id} is canceled`, { smtp: { code: 535, enhanced: '5.7.8' } })
+      // Over SMTP (at MAIL FROM, or at the end of DATA when it was canceled meanwhile) a 550:
+      // RFC 5321 has no 535 for these commands.
+      if (order.status !== 'active') throw new MailroomError(404, `mail order mb${order.id} is canceled`, { smtp: { code: 550, enhanced: '5.7.1' } })
       const senders = new Set([envFrom, ...authors])
       for (const address of senders) {
         if (!senderAuthorized(order.senders, address)) {

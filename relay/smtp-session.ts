@@ -1,3 +1,4 @@
+import { isAscii as isAsciiBytes } from 'node:buffer'
 import { connect as netConnect, isIP, type Socket } from 'node:net'
 import { connect as tlsConnect, type TLSSocket } from 'node:tls'
 
@@ -114,6 +115,9 @@ export class SmtpSession {
   async send(envelope: { from: string; to: string[] }, raw: Buffer, sent?: () => void): Promise<{ replies: Map<string, Reply>; clean: boolean }> {
     const params: string[] = []
     if (this.extensions.has('SIZE')) params.push(`SIZE=${raw.length}`)
+    // RFC 6152: 8-bit content is declared to a server that takes it. One that does not is sent it
+    // all the same, as submitted (converting it would break a DKIM signature).
+    if (this.extensions.has('8BITMIME') && !isAsciiBytes(raw)) params.push('BODY=8BITMIME')
     if (this.extensions.has('SMTPUTF8') && ![envelope.from, ...envelope.to].every(isAscii)) params.push('SMTPUTF8')
     const mailLine = `MAIL FROM:<${envelope.from}>${params.length ? ' ' + params.join(' ') : ''}`
     const rcptLines = envelope.to.map((to) => `RCPT TO:<${to}>`)

@@ -1,5 +1,6 @@
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import type { Logger } from 'pino'
+import { domainToASCII } from 'node:url'
 import type { Config } from '../config.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
 import { safeEqual } from '../storage/secrets.js'
@@ -18,6 +19,16 @@ export interface SubmissionDeps {
   logger: Logger
   clock: () => number
   tls: { key: string | Buffer; cert: string | Buffer }
+}
+
+/**
+ * An address with its domain in ASCII: smtp-server hands over a punycode domain (xn--…) turned
+ * into Unicode, which is not what the client sent and not what the MX expects.
+ */
+function asciiAddress(address: string): string {
+  const at = address.lastIndexOf('@')
+  if (at < 0 || /^[\x00-\x7f]*$/.test(address)) return address
+  return `${address.slice(0, at)}@${domainToASCII(address.slice(at + 1)) || address.slice(at + 1)}`
 }
 
 /** An error smtp-server answers with the given reply code. */
@@ -67,6 +78,8 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     allowInsecureAuth: !config.smtp.authRequiresTls,
     disableReverseLookup: true,
     hideDSN: true,
+    // Addresses are ASCII here (internationalized domains as punycode): SMTPUTF8 is not offered.
+    hideSMTPUTF8: true,
     logger: false,
 
     async onAuth(auth, session, callback) {
@@ -95,11 +108,12 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
       const order = orderOf(session)
       if (!order) return callback(AUTH_REQUIRED())
       if (!address.address) return callback(reply(553, '5.1.7 A sender address is required'))
+      address.address = asciiAddress(address.address)
       if (!isEmail(address.address)) return callback(reply(553, `5.1.7 ${address.address} is not a valid address`))
       try {
         // The order may have been canceled or changed since AUTH: read it again.
         const current = await store.orders.get(order.id)
-        if (!current || current.status !== 'active') return callback(reply(535, `5.7.8 Mail order mb${order.id} is canceled`))
+        if (!current || current.status !== 'active') return callback(reply(550, `5.7.1 Mail order mb${order.id} is canceled`))
         ;(session.user as { order: MailOrder }).order = current
         await relay.checkSender(current, address.address)
         callback()
@@ -111,6 +125,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     async onRcptTo(address, session, callback) {
       const order = orderOf(session)
       if (!order) return callback(AUTH_REQUIRED())
+      address.address = asciiAddress(address.address)
       if (!isEmail(address.address)) return callback(reply(553, `5.1.3 ${address.address} is not a valid address`))
       try {
         await relay.checkRecipient(order, address.address, { envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '' })
@@ -131,8 +146,10 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
         try {
           const raw = body.take()
           const headers = readHeaders(messageHead(raw))
+          // The order may have been canceled, or its senders changed, since MAIL FROM.
+          const order = orderOf(session)!
           const txid = await relay.submit({
-            order: orderOf(session)!,
+            order: (await store.orders.get(order.id)) ?? order,
             envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
             recipients: session.envelope.rcptTo.map((r) => r.address),
             headerFrom: headers.from,

@@ -191,6 +191,20 @@ describe('MxClient: the SMTP session', () => {
     expect(sink.state.connections).toBe(1)
   })
 
+  it('declares 8-bit content with BODY=8BITMIME to an MX that offers it, and sends it as it is to one that does not', async () => {
+    const eightBit = 'Subject: =?UTF-8?Q?Gr=C3=BC=C3=9Fe?=\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\nGrüße\r\n'
+    const offered = await setup()
+    await offered.deliver(['a@example.com'], eightBit)
+    await offered.deliver(['b@example.com'], 'Subject: ascii\r\n\r\nplain\r\n')
+    expect(offered.sink.messages.map((m) => [m.to[0], m.body])).toEqual([
+      ['a@example.com', '8bitmime'],
+      ['b@example.com', '7bit'],
+    ])
+    const notOffered = await setup({ hide8BitMime: true })
+    await notOffered.deliver(['c@example.com'], eightBit)
+    expect(notOffered.sink.messages.map((m) => [m.body, m.raw.toString()])).toEqual([['7bit', eightBit]])
+  })
+
   it('sends the message dot-stuffed with CRLF line ends: the MX gets it back line for line', async () => {
     const { sink, deliver } = await setup()
     const raw = 'Subject: dots\r\n\r\n.starts with a dot\r\n..two dots\r\n.\r\nbare LF\nbare CR\r.after bare CR\r\nno final line break'

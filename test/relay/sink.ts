@@ -7,6 +7,8 @@ export interface SunkMessage {
   to: string[]
   raw: Buffer
   secure: boolean
+  /** MAIL FROM's BODY parameter (RFC 6152), lower case: '8bitmime', or '7bit' when not given. */
+  body: string | undefined
 }
 
 /** How the sink answers a recipient (or the message); undefined = accept. */
@@ -17,7 +19,7 @@ export type SinkRule = (rcpt: string) => { code: number; message: string } | und
  * accepted message; `rcptRule` and `dataRule` make it refuse, and `dropDuringData` makes it
  * hang up in the middle of DATA. `connections` and `rsets` count what clients did.
  */
-export async function startSink(options: { tls?: { key: string | Buffer; cert: string | Buffer }; hidePipelining?: boolean } = {}) {
+export async function startSink(options: { tls?: { key: string | Buffer; cert: string | Buffer }; hidePipelining?: boolean; hide8BitMime?: boolean } = {}) {
   const messages: SunkMessage[] = []
   const state = { rcptRule: undefined as SinkRule | undefined, dataRule: undefined as (() => { code: number; message: string } | undefined) | undefined, dropDuringData: false, connections: 0, rsets: 0 }
   const server = new SMTPServer({
@@ -28,6 +30,7 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
     closeTimeout: 100,
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : { hideSTARTTLS: true }),
     hidePIPELINING: options.hidePipelining ?? false,
+    hide8BITMIME: options.hide8BitMime ?? false,
     onConnect(_session, cb) {
       state.connections++
       cb()
@@ -55,6 +58,7 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
           to: session.envelope.rcptTo.map((a) => a.address),
           raw: Buffer.concat(chunks),
           secure: session.secure,
+          body: (session.envelope as { bodyType?: string }).bodyType,
         })
         cb(null, `2.0.0 Ok: queued as SINK${messages.length}`)
       })

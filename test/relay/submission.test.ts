@@ -230,13 +230,39 @@ describe('SMTP submission: refused credentials', () => {
     expect(t.stored()).toEqual(NOTHING)
   })
 
-  it('refuses MAIL FROM with 535 when the order is canceled after AUTH', async () => {
+  it('refuses MAIL FROM with 550 5.7.1 when the order is canceled after AUTH', async () => {
     const t = await start()
     const c = await authed(t)
     await t.env.services.store.orders.setStatus(t.env.orderId, 'canceled')
     const err = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
-    expect(err.responseCode).toBe(535)
-    expect(err.response).toBe(`535 5.7.8 Mail order ${t.user} is canceled`)
+    expect(err.responseCode).toBe(550)
+    expect(err.response).toBe(`550 5.7.1 Mail order ${t.user} is canceled`)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  /** A session through RCPT TO; `meanwhile` runs before DATA; resolves with the reply to the message. */
+  async function changedBeforeData(t: Awaited<ReturnType<typeof start>>, meanwhile: () => Promise<unknown>) {
+    const raw = await t.raw()
+    await raw.cmd('EHLO client.example')
+    await raw.starttls()
+    await raw.cmd('EHLO client.example')
+    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
+    await meanwhile()
+    expect(await raw.cmd('DATA')).toMatch(/^354 /)
+    return raw.data(Buffer.from(`${message().replace(/\r?\n/g, '\r\n')}\r\n.\r\n`))
+  }
+
+  it('refuses the message (550 5.7.1) when the order is canceled between RCPT TO and the end of DATA', async () => {
+    const t = await start()
+    expect(await changedBeforeData(t, () => t.env.services.store.orders.setStatus(t.env.orderId, 'canceled'))).toMatch(/^550 5\.7\.1 .*mb\d+ is canceled/i)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('refuses the message (553 5.7.1) when the sender stops being authorized before the end of DATA', async () => {
+    const t = await start()
+    expect(await changedBeforeData(t, () => t.env.services.store.orders.addSender(t.env.orderId, '@other.example'))).toMatch(/^553 5\.7\.1 .*alice@example\.org is not an authorized sender/)
     expect(t.stored()).toEqual(NOTHING)
   })
 
@@ -475,6 +501,26 @@ describe('SMTP submission: senders and deny rules', () => {
     const byHeader = await t.env.services.store.mail.log({ orderId: t.env.orderId, headerfrom: 'mallory@elsewhere.example', skip: 0, limit: 10, dir: 'desc', groupby: 'message' })
     expect(byHeader.rows.map((r) => r.id)).toEqual([txid])
     expect(t.body(txid)?.toString()).toBe(raw)
+  })
+
+  it('takes internationalized domains in their ASCII (punycode) form, and does not offer SMTPUTF8', async () => {
+    const t = await start()
+    const raw = await t.raw()
+    await raw.cmd('EHLO client.example')
+    await raw.starttls()
+    const ehlo = await raw.cmd('EHLO client.example')
+    expect(ehlo).toMatch(/^250-PIPELINING$/m)
+    expect(ehlo).not.toMatch(/SMTPUTF8/)
+    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<user@xn--bcher-kva.example>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<user@example.xn--p1ai>')).toMatch(/^250 /)
+    expect(await raw.cmd('DATA')).toMatch(/^354 /)
+    const txid = txidOf(await raw.data(Buffer.from(`${message().replace(/\r?\n/g, '\r\n')}\r\n.\r\n`)))
+    expect((await t.log()).map((r) => [r.id, r.recipient])).toEqual([
+      [txid, 'user@xn--bcher-kva.example'],
+      [txid, 'user@example.xn--p1ai'],
+    ])
   })
 
   it('refuses a null or malformed envelope address with 553', async () => {
