@@ -260,7 +260,7 @@ export class DeliveryWorker {
       }
       if (verdict.userUnknown) {
         // Suppress it: the next message to this mailbox is stopped before it hurts the sender.
-        await store.blocks.addToList({ accountId: item.accountId, source: 'internal', kind: 'recipient', address: item.recipient, reason: response, now })
+        await store.blocks.addToList({ accountId: item.accountId, source: 'internal', kind: 'recipient', address: item.recipient, reason: `an earlier message to it bounced: ${response}`, now })
       }
       outcomes.push({ id: item.id, state, code: reply.code, response, mxHostname: attempt.mxHostname, nextAttemptAt: next })
       logger.info({ txid, row: item.id, rcpt: item.recipient, state, code: reply.code, mx: attempt.mxHostname }, 'delivery attempt')

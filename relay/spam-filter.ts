@@ -43,9 +43,10 @@ export function createSpamFilter({ store, logger, clock }: { store: Store; logge
 
     async checkRecipient(c: FilterContext, rcpt: string): Promise<void> {
       const event = { createdAt: clock(), envFrom: c.envFrom, messageId: c.messageId, subject: c.subject ?? '', rcptTo: rcpt }
-      if (await store.blocks.suppressed(c.accountId, rcpt)) {
+      const suppression = await store.blocks.suppressed(c.accountId, rcpt)
+      if (suppression) {
         await store.blocks.addEvent(c.accountId, { ...event, rule: 'LOCAL_BL_RCPT' })
-        throw badInput(`to: recipient ${rcpt} is on this account's local block list (an earlier message to it bounced); if it is valid again, ${DELIST}`, BLOCKED)
+        throw badInput(`to: recipient ${rcpt} is on this account's local block list (${suppression.reason}); if it is valid again, ${DELIST}`, BLOCKED)
       }
       const trap = await store.traps.match(rcpt)
       if (trap) {

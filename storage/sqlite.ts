@@ -200,7 +200,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
       async suppressed(accountId, address) {
         const lower = address.toLowerCase()
-        return cache.read(`recipient ${accountId} ${lower}`, () => hot.listed.get(accountId, lower, 'recipient') !== undefined)
+        return cache.read(`recipient ${accountId} ${lower}`, () => hot.listed.get(accountId, lower, 'recipient') as BlockListEntry | undefined)
       },
       async takeSubject(accountId, event, since, threshold) {
         // Synchronous from count to insert: concurrent sends cannot both slip under the threshold.

@@ -252,8 +252,8 @@ export interface Store {
     delist(accountId: number, address: string): Promise<number>
     /** Why a sender is blocked for the account (external or internal list), if it is. */
     blockedSender(accountId: number, address: string): Promise<BlockListEntry | undefined>
-    /** Whether a recipient is on the account's local block list (suppression). */
-    suppressed(accountId: number, address: string): Promise<boolean>
+    /** Why a recipient is on the account's local block list (suppressed), if it is. */
+    suppressed(accountId: number, address: string): Promise<BlockListEntry | undefined>
     /**
      * Counts a message with a spam-indicative subject, atomically: when the sender has sent that
      * subject more than `threshold` times since `since`, records nothing and answers false; else

@@ -40,7 +40,7 @@ export const viewMailLog = defineTool({
     replyto: Email.optional().describe('Reply-To header address.'),
     headerfrom: Email.optional().describe('From header address.'),
     delivered: z.literal([0, 1]).optional().describe('1 delivered; 0 queued, deferred or failed.'),
-    skip: z.number().int().min(0).default(0).describe('Rows to skip.'),
+    skip: z.number().int().min(0).max(2_147_483_647).default(0).describe('Rows to skip (an int32).'),
     limit: z.number().int().min(1).max(10000).default(100).describe('Page size, 1 to 10000.'),
     startDate: DateOrTimestamp.optional().describe('Only rows accepted at or after this time.'),
     endDate: DateOrTimestamp.optional().describe('Only rows accepted at or before this time.'),

@@ -131,7 +131,9 @@ describe('delivery', () => {
     ])
     expect(t.sink.messages[0].to).toEqual(['here@example.com'])
     const list = t.env.services.store as unknown as { sqlite: import('better-sqlite3').Database }
-    expect(list.sqlite.prepare('SELECT address, kind, source FROM block_list').all()).toEqual([{ address: 'gone@example.com', kind: 'recipient', source: 'internal' }])
+    expect(list.sqlite.prepare('SELECT address, kind, source, reason FROM block_list').all()).toEqual([
+      { address: 'gone@example.com', kind: 'recipient', source: 'internal', reason: 'an earlier message to it bounced: 550 5.1.1 <gone@example.com>: Recipient address rejected: User unknown' },
+    ])
   })
 
   it('retries when the MX is down, and delivers once it is up', async () => {

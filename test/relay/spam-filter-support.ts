@@ -219,7 +219,7 @@ export async function startHarness(tls: { key: Buffer; cert: Buffer }) {
       return store.blocks.addToList({ accountId: account.accountId, source, kind: 'sender', address, reason, now: clock() })
     },
     suppress(address: string, account: Account = main) {
-      return store.blocks.addToList({ accountId: account.accountId, source: 'internal', kind: 'recipient', address, reason: '550 5.1.1 user unknown', now: clock() })
+      return store.blocks.addToList({ accountId: account.accountId, source: 'internal', kind: 'recipient', address, reason: 'an earlier message to it bounced: 550 5.1.1 user unknown', now: clock() })
     },
     async close() {
       for (const c of mcpClients.values()) await c.close().catch(() => undefined)

@@ -63,7 +63,7 @@ function expectRefused(door: DoorName, outcome: Outcome, expected: { stage: Smtp
 }
 
 const senderBlocked = (sender: string, reason: string) => new RegExp(`^from: sender ${esc(sender)} is blocked \\(${esc(reason)}\\); ${esc(DELIST_HINT)}`)
-const recipientSuppressed = (rcpt: string) => new RegExp(`^to: recipient ${esc(rcpt)} is on this account's local block list .*${esc(DELIST_HINT)}`)
+const recipientSuppressed = (rcpt: string) => new RegExp(`^to: recipient ${esc(rcpt)} is on this account's local block list \\(an earlier message to it bounced: 550 5\\.1\\.1 user unknown\\); .*${esc(DELIST_HINT)}`)
 const trapHit = (rcpt: string, sender: string) => new RegExp(`^to: recipient ${esc(rcpt)} is a spam trap; the sender ${esc(sender)} is now blocked; ${esc(DELIST_HINT)}`)
 const subjectRepeated = (subject: string, sender: string) =>
   new RegExp(`^subject: "${esc(subject)}" was sent more than 4 times in 3 days by ${esc(sender)}; the sender is now blocked; ${esc(DELIST_HINT)}`)

@@ -38,7 +38,7 @@ describe('settings cache', () => {
     orders: (await server.orders.list(accountId)).map((o) => `${o.id} ${o.status} ${o.senders.join(',')}`),
     rules: (await server.rules.list([orderId])).map((r) => `${r.type} ${r.data}`),
     blockedSender: (await server.blocks.blockedSender(accountId, 'Spam@A.example'))?.reason,
-    suppressed: await server.blocks.suppressed(accountId, 'gone@b.example'),
+    suppressed: (await server.blocks.suppressed(accountId, 'gone@b.example')) !== undefined,
     trap: await server.traps.match('anyone@trap.example'),
   })
 
@@ -98,8 +98,8 @@ describe('settings cache', () => {
   it('answers right past the number of entries it keeps', async () => {
     await server.blocks.addToList({ accountId, source: 'internal', kind: 'recipient', address: 'r7@b.example', reason: 'bounced', now: 1 })
     for (let i = 0; i < 12_000; i++) {
-      expect(await server.blocks.suppressed(accountId, `r${i}@b.example`)).toBe(i === 7)
+      expect((await server.blocks.suppressed(accountId, `r${i}@b.example`)) !== undefined).toBe(i === 7)
     }
-    expect(await server.blocks.suppressed(accountId, 'r7@b.example')).toBe(true)
+    expect(await server.blocks.suppressed(accountId, 'r7@b.example')).toBeDefined()
   })
 })

@@ -199,6 +199,7 @@ describe('viewMailLog', () => {
       ['limit', { limit: 10001 }],
       ['limit', { limit: 2.5 }],
       ['skip', { skip: -1 }],
+      ['skip', { skip: 2_147_483_648 }],
       ['mailid', { mailid: 'a'.repeat(17) }],
       ['mailid', { mailid: 'a'.repeat(20) }],
       ['origin', { origin: 'mail.example.com' }],
