@@ -12,7 +12,7 @@ export const pingServer = defineTool({
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Health check. Takes no input and needs no API key. Returns the text "Server is up and running" when the ' +
+    'Health check. Takes no input, and over REST (GET /ping) needs no API key. Returns the text "Server is up and running" when the ' +
     'service answers. Use it to confirm the connection before other calls, or when another tool fails unexpectedly.',
   input: z.object({}),
   output: z.string().describe('"Server is up and running"'),

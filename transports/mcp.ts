@@ -28,7 +28,8 @@ export function mcpToolOf(tool: AnyTool): McpTool {
     name: tool.name,
     title: tool.title,
     description: tool.description,
-    inputSchema: jsonSchemaOf(tool.input, 'input') as McpTool['inputSchema'],
+    // Unknown arguments are refused (callTool): an agent's misspelt argument must not be dropped unseen.
+    inputSchema: { ...(jsonSchemaOf(tool.input, 'input') as McpTool['inputSchema']), additionalProperties: false },
     outputSchema: mcpOutputSchema(tool) as McpTool['outputSchema'],
     annotations: { title: tool.title, ...tool.annotations },
   }
@@ -46,12 +47,31 @@ export function mcpToolsOf(tools: readonly AnyTool[]): McpTool[] {
 export async function callTool(tool: AnyTool | undefined, name: string, args: unknown, ctx: ToolContext): Promise<CallToolResult> {
   try {
     if (!tool) throw badInput(`name: no tool named ${name}`)
+    refuseUnknownArguments(tool, args)
     const structured = structuredResult(tool, await tool.handler(parseInput(tool, args ?? {}), ctx))
     return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured }
   } catch (err) {
     const e = asMailroomError(err)
     if (e.code === 500) ctx.logger.error({ err, tool: name }, 'internal error')
     return { isError: true, content: [{ type: 'text', text: JSON.stringify(e.toJSON()) }] }
+  }
+}
+
+/**
+ * An argument the tool does not have is a 400 naming it and the tool's arguments: ignoring it (as
+ * the REST door ignores unknown fields, for clients of the hosted service) would let a misspelt
+ * `mailId` answer with another message's log, or a `bcc` that sendMail does not take go unsent.
+ */
+function refuseUnknownArguments(tool: AnyTool, args: unknown): void {
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) return
+  const known = Object.keys(tool.input.shape)
+  const unknown = Object.keys(args).filter((k) => !known.includes(k))
+  if (unknown.length) {
+    const names = unknown.map((k) => {
+      const like = known.find((n) => n.toLowerCase() === k.toLowerCase())
+      return like ? `${k} (did you mean ${like}?)` : k
+    })
+    throw badInput(`${unknown[0]}: ${tool.name} has no argument ${names.join(', ')}; its arguments are ${known.join(', ')}`)
   }
 }
 

@@ -114,6 +114,18 @@ describe('MCP over Streamable HTTP', () => {
     expect((await env.services.store.mail.log({ orderId: env.orderId, mailid: text, limit: 1, skip: 0, dir: 'desc', groupby: 'recipient' })).rows[0].bodySize).toBeGreaterThan(6_000_000)
   })
 
+  it('refuses an argument the tool does not have, naming it, instead of dropping it', async () => {
+    const client = await connect()
+    const { tools } = await client.listTools()
+    expect(tools.every((t) => t.inputSchema.additionalProperties === false)).toBe(true)
+    const bcc = await client.callTool({ name: 'sendMail', arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b', bcc: 'audit@example.net' } })
+    expect(bcc.isError).toBe(true)
+    expect(JSON.parse((bcc.content as { text: string }[])[0].text)).toEqual({ code: 400, message: expect.stringMatching(/^bcc: sendMail has no argument bcc; its arguments are to, from, subject, body, id$/) })
+    const typo = await client.callTool({ name: 'viewMailLog', arguments: { mailId: '0190f3a2b4c5d6e7f8' } })
+    expect(JSON.parse((typo.content as { text: string }[])[0].text).message).toMatch(/^mailId: viewMailLog has no argument mailId \(did you mean mailid\?\)/)
+    expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+  })
+
   it('keeps a session: GET stream, DELETE ends it', async () => {
     const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
     const rpc = (body: unknown, sessionId?: string) =>
