@@ -85,6 +85,10 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     async onAuth(auth, session, callback) {
       const ip = session.remoteAddress
       if (throttled(ip)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'))
+      // RFC 4616: an authorization identity other than the authentication identity asks to act as
+      // another user, which no order may do. (One given alone, authcid empty, is the username.)
+      const { authzid, authcid } = auth as { authzid?: string; authcid?: string }
+      if (authzid && authcid && authzid !== authcid) return callback(reply(535, `5.7.8 ${authcid} may not act as ${authzid}`))
       try {
         const id = /^mb(\d+)$/.exec(auth.username ?? '')?.[1]
         const order = id ? await store.orders.get(Number(id)) : undefined

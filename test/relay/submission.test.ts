@@ -266,6 +266,18 @@ describe('SMTP submission: refused credentials', () => {
     expect(t.stored()).toEqual(NOTHING)
   })
 
+  it('refuses AUTH PLAIN asking to act as another order (an authzid other than the authcid), and takes one equal to it', async () => {
+    const t = await start()
+    const other = await t.env.newAccount()
+    const raw = await t.raw()
+    await raw.cmd('EHLO client.example')
+    await raw.starttls()
+    await raw.cmd('EHLO client.example')
+    const plain = (authzid: string, authcid: string) => raw.cmd('AUTH PLAIN ' + Buffer.from(`${authzid}\0${authcid}\0${t.password}`).toString('base64'))
+    expect(await plain(`mb${other.orderId}`, t.user)).toBe(`535 5.7.8 ${t.user} may not act as mb${other.orderId}`)
+    expect(await plain(t.user, t.user)).toMatch(/^235 /)
+  })
+
   it('does not mix the credentials of two accounts', async () => {
     const t = await start()
     const other = await t.env.newAccount()
