@@ -1,5 +1,6 @@
 import libmime from 'libmime'
 import { randomUUID } from 'node:crypto'
+import { isIPv6 } from 'node:net'
 import { wrap as base64Wrap } from 'nodemailer/lib/base64'
 import { buildHeaderParam, detectMimeType, encodeWord, encodeWords, foldLines, quoteString } from 'nodemailer/lib/mime-funcs'
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp'
@@ -76,6 +77,15 @@ function dateHeader(date: Date): string {
   const second = Math.floor(date.getTime() / 1000)
   if (second !== lastDate.second) lastDate = { second, text: date.toUTCString().replace(/GMT/, '+0000') }
   return lastDate.text
+}
+
+/**
+ * The trace line an SMTP server puts at the top of each message it takes in (RFC 5321 §4.4): who
+ * handed it over (the EHLO name and address), who took it, how, under which id, and when.
+ */
+export function receivedHeader(t: { helo: string; ip: string; by: string; protocol: string; id: string; date: Date }): Buffer {
+  const literal = isIPv6(t.ip) ? `IPv6:${t.ip}` : t.ip
+  return Buffer.from(header('Received', `from ${t.helo} ([${literal}]) by ${t.by} (mailroom) with ${t.protocol} id ${t.id}; ${dateHeader(t.date)}`))
 }
 
 /** One header line, folded, CRLF-terminated. */

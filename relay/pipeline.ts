@@ -3,6 +3,7 @@ import type { Config } from '../config.js'
 import { MailroomError, badInput } from '../errors.js'
 import { byteLength, type DenyRule, type MailOrder, type Store } from '../storage/store.js'
 import { findDenyRule, senderAuthorized } from './deny-rules.js'
+import { receivedHeader } from './message.js'
 import { createSpamFilter } from './spam-filter.js'
 import { createTxidGenerator } from './txid.js'
 
@@ -29,6 +30,11 @@ export interface Submission {
   interface: 'feeder' | 'api'
   /** A transaction id taken earlier with newTxid() (API sends put it in the Message-ID). */
   txid?: string
+  /**
+   * For a message taken in over SMTP: its Received line (RFC 5321 §4.4) is put in front of it
+   * once it passed the checks (its size is the size the client sent).
+   */
+  received?: { helo: string; ip: string }
 }
 
 export interface Relay {
@@ -52,7 +58,7 @@ export interface Relay {
 
 export interface RelayDeps {
   store: Store
-  config: Pick<Config, 'maxMessageSize' | 'maxRecipients'>
+  config: Pick<Config, 'maxMessageSize' | 'maxRecipients' | 'nodeName'>
   logger: Logger
   clock: () => number
 }
@@ -108,6 +114,7 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       // Last of the checks: it counts the message once it passes.
       await filter.checkSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)
       const txid = s.txid ?? relay.newTxid()
+      const raw = s.received ? [receivedHeader({ ...s.received, by: config.nodeName, protocol: s.transtype, id: txid, date: new Date(clock()) }), ...s.raw] : s.raw
       await store.mail.enqueue({
         txid,
         accountId: s.order.accountId,
@@ -122,7 +129,7 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
         transtype: s.transtype,
         interface: s.interface,
         sendingZone: 'default',
-        raw: s.raw,
+        raw,
         time: clock(),
       })
       logger.info({ txid, order: s.order.id, rcpts: s.recipients.length, size, via: s.interface }, 'message queued')

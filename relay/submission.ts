@@ -149,6 +149,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
         if (stream.sizeExceeded) return callback(reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`))
         try {
           const raw = body.take()
+          const ip = session.remoteAddress.replace(/^::ffff:/, '')
           const headers = readHeaders(messageHead(raw))
           // The order may have been canceled, or its senders changed, since MAIL FROM.
           const order = orderOf(session)!
@@ -161,9 +162,10 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
             subject: headers.subject,
             messageId: headers.messageId,
             raw,
-            origin: session.remoteAddress.replace(/^::ffff:/, ''),
+            origin: ip,
             transtype: session.secure ? 'ESMTPSA' : 'ESMTPA',
             interface: 'feeder',
+            received: { helo: session.hostNameAppearsAs || 'unknown', ip },
           })
           callback(null, `Message queued as ${txid}`)
         } catch (err) {

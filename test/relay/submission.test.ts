@@ -89,6 +89,17 @@ async function start(overrides: Record<string, string> = {}) {
       const row = sqlite.prepare('SELECT b.raw FROM message_bodies b JOIN messages m ON m.id = b.message_id WHERE m.txid = ?').get(txid) as { raw: Buffer } | undefined
       return row?.raw
     },
+    /** The queued message as the client sent it: the bytes after this server's Received line (RFC 5321 §4.4), which must be first. */
+    sent(txid: string): string {
+      const queued = this.body(txid)?.toString('utf8') ?? ''
+      // The Received header and its folded lines.
+      const [line] = /^Received:.*\r\n(?:[ \t].*\r\n)*/.exec(queued) ?? ['']
+      const by = e.services.config.nodeName.replace(/\./g, '\\.')
+      expect(line.replace(/\r\n(?=[ \t])/g, '')).toMatch(
+        new RegExp(`^Received: from client\\.example \\(\\[127\\.0\\.0\\.1\\]\\) by ${by} \\(mailroom\\) with ESMTPS?A id ${txid}; \\w{3}, \\d{2} \\w{3} \\d{4} \\d{2}:\\d{2}:\\d{2} \\+0000\\r\\n$`),
+      )
+      return queued.slice(line.length)
+    },
     /** Rows in every table a submission writes to, all orders together. */
     stored: () => ({ messages: count('messages'), bodies: count('message_bodies'), deliveries: count('deliveries') }),
   }
@@ -111,7 +122,7 @@ const txidOf = (response: string) => {
 }
 
 describe('SMTP submission: AUTH and acceptance', () => {
-  it.each(['PLAIN', 'LOGIN'] as const)('accepts a message after STARTTLS and AUTH %s, and queues exactly the bytes sent', async (method) => {
+  it.each(['PLAIN', 'LOGIN'] as const)('accepts a message after STARTTLS and AUTH %s, and queues the bytes sent after its Received line', async (method) => {
     const t = await start()
     const c = await authed(t, method)
     expect(c.secure).toBe(true)
@@ -133,7 +144,7 @@ describe('SMTP submission: AUTH and acceptance', () => {
         origin: '127.0.0.1',
         subject: 'hello there',
         messageId: '<m1.submission@example.org>',
-        bodySize: Buffer.byteLength(raw),
+        bodySize: t.body(txid)!.length,
         delivered: 0,
       })
     }
@@ -141,7 +152,7 @@ describe('SMTP submission: AUTH and acceptance', () => {
       [1, 'bob@example.net'],
       [2, 'carol@example.com'],
     ])
-    expect(t.body(txid)?.toString('utf8')).toBe(raw)
+    expect(t.sent(txid)).toBe(raw)
     expect(t.stored()).toEqual({ messages: 1, bodies: 1, deliveries: 2 })
   })
 
@@ -402,8 +413,18 @@ describe('SMTP submission: limits', () => {
     // The same connection still takes a message under the limit.
     const small = message()
     const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, small)).response)
-    expect(t.body(txid)?.toString()).toBe(small)
+    expect(t.sent(txid)).toBe(small)
     expect(t.stored()).toEqual({ messages: 1, bodies: 1, deliveries: 1 })
+  })
+
+  it('takes a message of exactly the limit: its Received line is not counted against it', async () => {
+    const t = await start({ MAILROOM_MAX_MESSAGE_SIZE: '2kb' })
+    const c = await authed(t)
+    const head = message()
+    const exact = head + 'x'.repeat(2048 - Buffer.byteLength(head) - 2) + '\r\n'
+    expect(Buffer.byteLength(exact)).toBe(2048)
+    const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, exact)).response)
+    expect(t.sent(txid)).toBe(exact)
   })
 
   it('refuses a declared SIZE over the limit at MAIL FROM with 552', async () => {
@@ -512,7 +533,7 @@ describe('SMTP submission: senders and deny rules', () => {
     expect(rows.map((r) => [r.id, r.from])).toEqual([[txid, 'alice@example.org']])
     const byHeader = await t.env.services.store.mail.log({ orderId: t.env.orderId, headerfrom: 'mallory@elsewhere.example', skip: 0, limit: 10, dir: 'desc', groupby: 'message' })
     expect(byHeader.rows.map((r) => r.id)).toEqual([txid])
-    expect(t.body(txid)?.toString()).toBe(raw)
+    expect(t.sent(txid)).toBe(raw)
   })
 
   it('takes internationalized domains in their ASCII (punycode) form, and does not offer SMTPUTF8', async () => {
