@@ -5,7 +5,7 @@ import type { Config } from '../config.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
 import { safeEqual } from '../storage/secrets.js'
 import type { MailOrder, Store } from '../storage/store.js'
-import { isEmail } from './addresses.js'
+import { canonicalAddress, isEmail } from './addresses.js'
 import { messageHead, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
 
@@ -22,13 +22,14 @@ export interface SubmissionDeps {
 }
 
 /**
- * An address with its domain in ASCII: smtp-server hands over a punycode domain (xn--…) turned
- * into Unicode, which is not what the client sent and not what the MX expects.
+ * An envelope address as the relay keeps it: its domain in ASCII (smtp-server hands over a
+ * punycode domain, xn--…, turned into Unicode, which is not what the client sent and not what the
+ * MX expects), and a quoted local part that needs no quotes written bare (canonicalAddress).
  */
-function asciiAddress(address: string): string {
+function envelopeAddress(address: string): string {
   const at = address.lastIndexOf('@')
-  if (at < 0 || /^[\x00-\x7f]*$/.test(address)) return address
-  return `${address.slice(0, at)}@${domainToASCII(address.slice(at + 1)) || address.slice(at + 1)}`
+  const ascii = at < 0 || /^[\x00-\x7f]*$/.test(address) ? address : `${address.slice(0, at)}@${domainToASCII(address.slice(at + 1)) || address.slice(at + 1)}`
+  return canonicalAddress(ascii)
 }
 
 /** An error smtp-server answers with the given reply code. */
@@ -112,7 +113,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
       const order = orderOf(session)
       if (!order) return callback(AUTH_REQUIRED())
       if (!address.address) return callback(reply(553, '5.1.7 A sender address is required'))
-      address.address = asciiAddress(address.address)
+      address.address = envelopeAddress(address.address)
       if (!isEmail(address.address)) return callback(reply(553, `5.1.7 ${address.address} is not a valid address`))
       try {
         // The order may have been canceled or changed since AUTH: read it again.
@@ -129,7 +130,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     async onRcptTo(address, session, callback) {
       const order = orderOf(session)
       if (!order) return callback(AUTH_REQUIRED())
-      address.address = asciiAddress(address.address)
+      address.address = envelopeAddress(address.address)
       if (!isEmail(address.address)) return callback(reply(553, `5.1.3 ${address.address} is not a valid address`))
       try {
         await relay.checkRecipient(order, address.address, { envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '' })

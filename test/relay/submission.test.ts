@@ -509,6 +509,24 @@ describe('SMTP submission: senders and deny rules', () => {
     expect(t.stored()).toEqual(NOTHING)
   })
 
+  it('takes a quoted local part that needs no quotes as the bare address: a deny rule on it applies', async () => {
+    const t = await start()
+    const rule = await t.env.services.store.rules.create({ orderId: t.env.orderId, type: 'destination', data: 'blocked@example.net', now: t.env.clock() })
+    const raw = await t.raw()
+    await raw.cmd('EHLO client.example')
+    await raw.starttls()
+    await raw.cmd('EHLO client.example')
+    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
+    expect(await raw.cmd('MAIL FROM:<"alice"@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<"blocked"@example.net>')).toBe(`550 5.7.1 to: recipient blocked@example.net is rejected by deny rule ${rule.id} (destination blocked@example.net)`)
+    expect(await raw.cmd('RCPT TO:<"bob"@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('DATA')).toMatch(/^354 /)
+    const txid = txidOf(await raw.data(Buffer.from(`${message().replace(/\r?\n/g, '\r\n')}\r\n.\r\n`)))
+    expect((await t.log()).map((r) => [r.id, r.from, r.recipient])).toEqual([
+      [txid, 'alice@example.org', 'bob@example.net'],
+    ])
+  })
+
   it('refuses an envelope sender outside the authorized senders with 553 5.7.1', async () => {
     const t = await start()
     await t.env.services.store.orders.addSender(t.env.orderId, '@example.org')

@@ -141,6 +141,9 @@ describe('sendMail', () => {
       { type: 'domain', data: 'example.org', input: { from: 'anyone@example.org' }, field: 'from' },
       { type: 'startswith', data: 'news', input: { from: 'newsletter@example.org' }, field: 'from' },
       { type: 'destination', data: 'bob@example.com', input: { to: ['alice@example.com', 'BOB@example.com'] }, field: 'to' },
+      // RFC 5321 §4.1.2: the same mailbox with a needless quoted local part.
+      { type: 'destination', data: 'bob@example.com', input: { to: '"bob"@example.com' }, field: 'to' },
+      { type: 'email', data: 'spam@example.org', input: { from: '"spam"@example.org' }, field: 'from' },
     ] as const)('a $type rule refuses the whole message (400, names the rule) and queues nothing', async ({ type, data, input, field }) => {
       const rule = await env.services.store.rules.create({ orderId: env.orderId, type, data, now: env.clock() })
       await expectRefused(send(input), 400, new RegExp(`^${field}: .* deny rule ${rule.id} \\(${type} ${data}\\)`))
