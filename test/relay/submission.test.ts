@@ -15,6 +15,8 @@ const QUEUED = /^250 Message queued as ([0-9a-f]{18})$/
 const MINUTE = 60_000
 
 /** A message with CRLF line ends, as it travels; the dot line checks dot-stuffing both ways. */
+/** A message after DATA as a client writes it: CRLF lines, then the terminating dot. */
+const dataOf = (text: string) => Buffer.from(`${text.replace(/\r?\n/g, '\r\n')}\r\n.\r\n`)
 const message = (headerFrom = 'alice@example.org', to = 'bob@example.net', body = 'Hello Bob.') =>
   [
     `From: Alice <${headerFrom}>`,
@@ -79,6 +81,15 @@ async function start(overrides: Record<string, string> = {}) {
       clients.push(c)
       expect(await c.greeting).toMatch(/^220 /)
       return c
+    },
+    /** A line-level client after EHLO, STARTTLS and EHLO again (`ehlo`: the reply to that one); logged in as the order unless `auth` is false. */
+    async rawSession(options: { auth?: boolean } = {}) {
+      const c = await this.raw()
+      await c.cmd('EHLO client.example')
+      expect(await c.starttls()).toMatch(/^220 /)
+      const ehlo = await c.cmd('EHLO client.example')
+      if (options.auth ?? true) expect(await c.authPlain(`mb${e.orderId}`, await store.orders.password(e.orderId))).toMatch(/^235 /)
+      return { raw: c, ehlo }
     },
     /** Delivery-log rows of an order, one per recipient, in seq order. */
     async log(orderId = e.orderId) {
@@ -253,16 +264,12 @@ describe('SMTP submission: refused credentials', () => {
 
   /** A session through RCPT TO; `meanwhile` runs before DATA; resolves with the reply to the message. */
   async function changedBeforeData(t: Awaited<ReturnType<typeof start>>, meanwhile: () => Promise<unknown>) {
-    const raw = await t.raw()
-    await raw.cmd('EHLO client.example')
-    await raw.starttls()
-    await raw.cmd('EHLO client.example')
-    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
+    const { raw } = await t.rawSession()
     expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
     expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
     await meanwhile()
     expect(await raw.cmd('DATA')).toMatch(/^354 /)
-    return raw.data(Buffer.from(`${message().replace(/\r?\n/g, '\r\n')}\r\n.\r\n`))
+    return raw.data(dataOf(message()))
   }
 
   it('refuses the message (550 5.7.1) when the order is canceled between RCPT TO and the end of DATA', async () => {
@@ -280,10 +287,7 @@ describe('SMTP submission: refused credentials', () => {
   it('refuses AUTH PLAIN asking to act as another order (an authzid other than the authcid), and takes one equal to it', async () => {
     const t = await start()
     const other = await t.env.newAccount()
-    const raw = await t.raw()
-    await raw.cmd('EHLO client.example')
-    await raw.starttls()
-    await raw.cmd('EHLO client.example')
+    const { raw } = await t.rawSession({ auth: false })
     const plain = (authzid: string, authcid: string) => raw.cmd('AUTH PLAIN ' + Buffer.from(`${authzid}\0${authcid}\0${t.password}`).toString('base64'))
     expect(await plain(`mb${other.orderId}`, t.user)).toBe(`535 5.7.8 ${t.user} may not act as mb${other.orderId}`)
     expect(await plain(t.user, t.user)).toMatch(/^235 /)
@@ -429,11 +433,7 @@ describe('SMTP submission: limits', () => {
 
   it('refuses a declared SIZE over the limit at MAIL FROM with 552', async () => {
     const t = await start({ MAILROOM_MAX_MESSAGE_SIZE: '2kb' })
-    const raw = await t.raw()
-    await raw.cmd('EHLO client.example')
-    expect(await raw.starttls()).toMatch(/^220 /)
-    await raw.cmd('EHLO client.example')
-    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
+    const { raw } = await t.rawSession()
     expect(await raw.cmd('MAIL FROM:<alice@example.org> SIZE=4096')).toMatch(/^552 .*2048/)
     expect(await raw.cmd('MAIL FROM:<alice@example.org> SIZE=1000')).toMatch(/^250 /)
     expect(t.stored()).toEqual(NOTHING)
@@ -512,16 +512,12 @@ describe('SMTP submission: senders and deny rules', () => {
   it('takes a quoted local part that needs no quotes as the bare address: a deny rule on it applies', async () => {
     const t = await start()
     const rule = await t.env.services.store.rules.create({ orderId: t.env.orderId, type: 'destination', data: 'blocked@example.net', now: t.env.clock() })
-    const raw = await t.raw()
-    await raw.cmd('EHLO client.example')
-    await raw.starttls()
-    await raw.cmd('EHLO client.example')
-    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
+    const { raw } = await t.rawSession()
     expect(await raw.cmd('MAIL FROM:<"alice"@example.org>')).toMatch(/^250 /)
     expect(await raw.cmd('RCPT TO:<"blocked"@example.net>')).toBe(`550 5.7.1 to: recipient blocked@example.net is rejected by deny rule ${rule.id} (destination blocked@example.net)`)
     expect(await raw.cmd('RCPT TO:<"bob"@example.net>')).toMatch(/^250 /)
     expect(await raw.cmd('DATA')).toMatch(/^354 /)
-    const txid = txidOf(await raw.data(Buffer.from(`${message().replace(/\r?\n/g, '\r\n')}\r\n.\r\n`)))
+    const txid = txidOf(await raw.data(dataOf(message())))
     expect((await t.log()).map((r) => [r.id, r.from, r.recipient])).toEqual([
       [txid, 'alice@example.org', 'bob@example.net'],
     ])
@@ -556,18 +552,14 @@ describe('SMTP submission: senders and deny rules', () => {
 
   it('takes internationalized domains in their ASCII (punycode) form, and does not offer SMTPUTF8', async () => {
     const t = await start()
-    const raw = await t.raw()
-    await raw.cmd('EHLO client.example')
-    await raw.starttls()
-    const ehlo = await raw.cmd('EHLO client.example')
+    const { raw, ehlo } = await t.rawSession()
     expect(ehlo).toMatch(/^250-PIPELINING$/m)
     expect(ehlo).not.toMatch(/SMTPUTF8/)
-    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
     expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
     expect(await raw.cmd('RCPT TO:<user@xn--bcher-kva.example>')).toMatch(/^250 /)
     expect(await raw.cmd('RCPT TO:<user@example.xn--p1ai>')).toMatch(/^250 /)
     expect(await raw.cmd('DATA')).toMatch(/^354 /)
-    const txid = txidOf(await raw.data(Buffer.from(`${message().replace(/\r?\n/g, '\r\n')}\r\n.\r\n`)))
+    const txid = txidOf(await raw.data(dataOf(message())))
     expect((await t.log()).map((r) => [r.id, r.recipient])).toEqual([
       [txid, 'user@xn--bcher-kva.example'],
       [txid, 'user@example.xn--p1ai'],
@@ -576,11 +568,7 @@ describe('SMTP submission: senders and deny rules', () => {
 
   it('refuses a null or malformed envelope address with 553', async () => {
     const t = await start()
-    const raw = await t.raw()
-    await raw.cmd('EHLO client.example')
-    await raw.starttls()
-    await raw.cmd('EHLO client.example')
-    expect(await raw.authPlain(t.user, t.password)).toMatch(/^235 /)
+    const { raw } = await t.rawSession()
     expect(await raw.cmd('MAIL FROM:<>')).toBe('553 5.1.7 A sender address is required')
     expect(await raw.cmd('MAIL FROM:<alice@localhost>')).toBe('553 5.1.7 alice@localhost is not a valid address')
     expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
