@@ -45,11 +45,10 @@ export interface ComposeInput {
  * streaming composer cost more than everything else of a send together.
  */
 export function composeMessage(input: ComposeInput): Composed {
-  const domain = input.from.address.slice(input.from.address.lastIndexOf('@') + 1).toLowerCase()
   // randomUUID draws from a cached pool of random bytes (8-4-4-4-12 hex digits; the third and
   // fourth groups hold the version and variant): 12 random hex digits for the Message-ID, 12 for boundaries.
   const uuid = randomUUID()
-  const messageId = `<${input.txid}.${uuid.slice(0, 8)}${uuid.slice(9, 13)}@${domain}>`
+  const messageId = newMessageId(input.txid, input.from.address, uuid)
   const boundary = (n: number) => `--_mailroom-${uuid.slice(24)}-${n}`
   const subject = oneLine(input.subject)
   const headers = [
@@ -69,6 +68,21 @@ export function composeMessage(input: ComposeInput): Composed {
   const raw = Buffer.from(headers.join('') + content, 'utf8')
   const recipients = uniqueAddresses([...input.to, ...(input.cc ?? []), ...(input.bcc ?? [])].map((m) => m.address))
   return { raw, messageId, recipients, subject }
+}
+
+/** A Message-ID (RFC 5322 §3.6.4) made of the transaction id and 12 random hex digits, at the sender's domain. */
+export function newMessageId(txid: string, from: string, uuid = randomUUID()): string {
+  return `<${txid}.${uuid.slice(0, 8)}${uuid.slice(9, 13)}@${from.slice(from.lastIndexOf('@') + 1).toLowerCase()}>`
+}
+
+/**
+ * The header lines a submitted message lacks of the two every message gets (RFC 5322 §3.6: Date
+ * and Message-ID), to be put in front of it; empty when it has both.
+ */
+export function missingHeaders(headers: RawHeaders, txid: string, date: Date): { lines: string; messageId: string | null } {
+  const messageId = headers.messageId ?? (headers.from ? newMessageId(txid, headers.from) : null)
+  const lines = (headers.messageId === null && messageId ? `Message-ID: ${messageId}\r\n` : '') + (headers.date === null ? `Date: ${dateHeader(date)}\r\n` : '')
+  return { lines, messageId }
 }
 
 /** The Date header's value (RFC 5322 §3.3, in UTC), kept for the second it names. */
@@ -180,6 +194,7 @@ export interface RawHeaders {
   authors: string[]
   /** The From headers' own text, one per header. */
   fromFields: string[]
+  date: string | null
   recipients: string[]
   subject: string | null
   messageId: string | null
@@ -217,6 +232,7 @@ export function readHeaders(raw: Buffer): RawHeaders {
     recipients: uniqueAddresses([...addresses('to'), ...addresses('cc'), ...addresses('bcc')]),
     subject: subject === undefined ? null : libmime.decodeWords(subject),
     messageId: first('message-id') ?? null,
+    date: first('date') ?? null,
     replyTo: addresses('reply-to')[0] ?? null,
   }
 }

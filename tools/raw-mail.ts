@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { badInput } from '../errors.js'
 import { isEmail } from '../relay/addresses.js'
-import { readHeaders } from '../relay/message.js'
+import { missingHeaders, readHeaders } from '../relay/message.js'
 import { defineTool } from './define.js'
 import { ok, resolveOrder } from './common.js'
 import { GenericResponse, OrderId } from './schemas.js'
@@ -15,8 +15,9 @@ export const rawMail = defineTool({
   description:
     'Sends a complete message you built yourself (headers and body) byte for byte, so an existing ' +
     'DKIM-Signature stays valid. The sender is taken from the From header and the recipients from To, Cc and ' +
-    'Bcc; the message should also have Subject, Date and MIME-Version. Note that the bytes are not changed: a ' +
-    'Bcc header you include is delivered as written. Every call sends real mail. Returns `text` = the ' +
+    'Bcc; it should also have Subject and MIME-Version (a missing Date or Message-ID is added in front). Note ' +
+    'that the bytes are not changed: a Bcc header you include is delivered as written. Every call sends real ' +
+    'mail. Returns `text` = the ' +
     'transaction id, the `mailid` of viewMailLog.',
   input: z.object({
     raw_email: z.string().min(1).describe('The whole RFC 822 message: headers, a blank line, the body.'),
@@ -35,7 +36,11 @@ export const rawMail = defineTool({
     const bad = headers.recipients.find((r) => !isEmail(r))
     if (bad) throw badInput(`raw_email: recipient "${bad}" is not a valid email address`)
     const order = await resolveOrder(ctx, input.id)
-    const txid = await ctx.relay.submit({
+    // The bytes go as submitted, after the Date and Message-ID they lack, if any.
+    const txid = ctx.relay.newTxid()
+    const added = missingHeaders(headers, txid, new Date(ctx.clock()))
+    await ctx.relay.submit({
+      txid,
       order,
       envFrom: headers.from,
       recipients: headers.recipients,
@@ -43,8 +48,8 @@ export const rawMail = defineTool({
       authors: headers.authors,
       replyTo: headers.replyTo,
       subject: headers.subject,
-      messageId: headers.messageId,
-      raw: [raw],
+      messageId: added.messageId,
+      raw: added.lines ? [Buffer.from(added.lines), raw] : [raw],
       origin: ctx.origin,
       transtype: 'HTTP',
       interface: 'api',

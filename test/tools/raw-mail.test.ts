@@ -39,13 +39,30 @@ describe('rawMail', () => {
       expect(storedRaw(env, result.text).equals(Buffer.from(SIGNED, 'utf8'))).toBe(true)
     })
 
+    const DATED = 'Date: Sun, 22 Nov 2026 11:59:00 +0000\r\nMessage-ID: <m1@example.org>\r\n'
     it.each([
-      ['LF line endings', 'From: me@example.org\nTo: bob@y.com\nSubject: lf\n\nline one\nline two\n'],
-      ['non-ASCII text', 'From: me@example.org\r\nTo: bob@y.com\r\nSubject: =?UTF-8?Q?Gr=C3=BC=C3=9Fe?=\r\n\r\nGrüße, 東京 ✓\r\n'],
-      ['no body at all', 'From: me@example.org\r\nTo: bob@y.com\r\nSubject: headers only\r\n'],
+      ['LF line endings', 'From: me@example.org\nTo: bob@y.com\nDate: Sun, 22 Nov 2026 11:59:00 +0000\nMessage-ID: <m1@example.org>\nSubject: lf\n\nline one\nline two\n'],
+      ['non-ASCII text', `From: me@example.org\r\nTo: bob@y.com\r\n${DATED}Subject: =?UTF-8?Q?Gr=C3=BC=C3=9Fe?=\r\n\r\nGrüße, 東京 ✓\r\n`],
+      ['no body at all', `From: me@example.org\r\nTo: bob@y.com\r\n${DATED}Subject: headers only\r\n`],
     ])('keeps %s byte for byte', async (_label, raw) => {
       const { text } = await send(raw)
       expect(storedRaw(env, text).equals(Buffer.from(raw, 'utf8'))).toBe(true)
+    })
+
+    it.each([
+      ['Date and Message-ID', 'From: Me <Me@Example.org>\r\nTo: bob@y.com\r\n\r\nbody\r\n', ['Message-ID', 'Date']],
+      ['Date', 'From: me@example.org\r\nTo: bob@y.com\r\nMessage-ID: <own@example.org>\r\n\r\nbody\r\n', ['Date']],
+      ['Message-ID', 'From: me@example.org\r\nTo: bob@y.com\r\nDate: Sun, 22 Nov 2026 11:59:00 +0000\r\n\r\nbody\r\n', ['Message-ID']],
+    ])('adds the %s a message lacks in front of the submitted bytes, and logs its Message-ID', async (_label, raw, added) => {
+      const { text } = await send(raw)
+      const stored = storedRaw(env, text).toString()
+      const front = stored.slice(0, stored.length - raw.length)
+      expect(stored.slice(front.length)).toBe(raw)
+      expect(front.split('\r\n').slice(0, -1).map((line) => line.slice(0, line.indexOf(':')))).toEqual(added)
+      if (added.includes('Date')) expect(front).toMatch(/^Date: Sun, 22 Nov 2026 12:00:00 \+0000\r\n/m)
+      const messageId = added.includes('Message-ID') ? /^Message-ID: (<[^>]+>)\r\n/m.exec(front)![1] : '<own@example.org>'
+      if (added.includes('Message-ID')) expect(messageId).toMatch(new RegExp(`^<${text}\\.[0-9a-f]{12}@example\\.org>$`))
+      expect((await logRows(env)).rows[0].messageId).toBe(messageId)
     })
 
     it('takes the envelope from the From, To, Cc and Bcc headers (not from the body)', async () => {
