@@ -52,11 +52,16 @@ function prefersJson(c: Context): boolean {
   return accept.includes('application/json') && !accept.includes('text/plain')
 }
 
+/**
+ * The query parameters. One given without a value (`?from=&limit=`, as some clients write every
+ * parameter they know) is taken as not given, whatever its type: its default applies.
+ */
 function queryOf(c: Context): Record<string, unknown> {
   // Most requests have no query string: they are spared parsing the URL.
   const url = c.req.url
   const search = url.includes('?') ? new URL(url).search.slice(1) : ''
-  return search ? qs.parse(search, { depth: 5, arrayLimit: 1000 }) : {}
+  if (!search) return {}
+  return Object.fromEntries(Object.entries(qs.parse(search, { depth: 5, arrayLimit: 1000 })).filter(([, v]) => v !== ''))
 }
 
 /** A request body as an object: JSON, a form (bracket notation), or multipart. */

@@ -557,6 +557,13 @@ describe('REST API', () => {
       expect(body.emails[2]).toMatchObject({ created: '2026-11-22 12:00:00', time: NOW / 1000, origin: '127.0.0.1', sendingZone: 'default' })
     })
 
+    it('takes a parameter given without a value as not given, whatever its type', async () => {
+      const all = await expectOk(await call(env, 'GET', '/mail/log'), 'viewMailLog')
+      const empty = await expectOk(await call(env, 'GET', '/mail/log?from=&to=&messageId=&groupby=&dir=&limit=&skip=&delivered=&startDate=&mailid='), 'viewMailLog')
+      expect(empty).toEqual(all)
+      expect(empty.total).toBe(3)
+    })
+
     it('reads numbers given as text: limit, skip, delivered, id', async () => {
       const page = await expectOk(await call(env, 'GET', `/mail/log?limit=2&skip=1&id=${env.orderId}`), 'viewMailLog')
       expect(page).toMatchObject({ total: 3, skip: 1, limit: 2 })
@@ -666,11 +673,18 @@ describe('REST API', () => {
       expect((await expectOk(await call(env, 'GET', '/mail/stats?time=24h'), 'getStats')).received).toBe(1)
     })
 
-    for (const bad of ['2h', 'ALL', 'week', '']) {
-      it(`answers 400 naming time for time=${bad || '(empty)'}`, async () => {
+    for (const bad of ['2h', 'ALL', 'week']) {
+      it(`answers 400 naming time for time=${bad}`, async () => {
         await expectError(await call(env, 'GET', `/mail/stats?time=${bad}`), 'getStats', 400, 'time')
       })
     }
+
+    it('takes time= (no value) as not given: the default window, 1h', async () => {
+      await expectOk(await call(env, 'POST', '/mail/send', SEND), 'sendMail')
+      env.clock.advance(2 * 3_600_000)
+      expect(await expectOk(await call(env, 'GET', '/mail/stats?time='), 'getStats')).toEqual(await expectOk(await call(env, 'GET', '/mail/stats'), 'getStats'))
+      expect((await expectOk(await call(env, 'GET', '/mail/stats?time='), 'getStats')).received).toBe(0)
+    })
   })
 
   describe('GET /mail/blocks', () => {
