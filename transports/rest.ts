@@ -30,17 +30,29 @@ export async function authenticate(c: Context, services: Services): Promise<numb
  * Static paths go first so that `/mail/log` is never read as `/mail/{id}`.
  */
 export function mountRest(app: Hono, services: Services, tools: readonly AnyTool[] = TOOLS): void {
-  const ordered = [...tools].sort((a, b) => paramCount(a.http.path) - paramCount(b.http.path))
-  for (const tool of ordered) {
-    const coerce = coercerFor(tool.input)
-    app.on(tool.http.method, honoPath(tool.http.path), async (c) => {
-      const accountId = tool.public ? null : await authenticate(c, services)
-      const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
-      const input = parseInput(tool, coerce(raw))
-      const ctx: ToolContext = { ...services, accountId, origin: clientIp(c) }
-      const result = await tool.handler(input, ctx)
-      if (result === PING_TEXT && !prefersJson(c)) return c.text(result)
-      return c.json(result)
+  const byPath = new Map<string, AnyTool[]>()
+  for (const tool of [...tools].sort((a, b) => paramCount(a.http.path) - paramCount(b.http.path))) {
+    byPath.set(tool.http.path, [...(byPath.get(tool.http.path) ?? []), tool])
+  }
+  for (const [path, pathTools] of byPath) {
+    for (const tool of pathTools) {
+      const coerce = coercerFor(tool.input)
+      app.on(tool.http.method, honoPath(path), async (c) => {
+        const accountId = tool.public ? null : await authenticate(c, services)
+        const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
+        const input = parseInput(tool, coerce(raw))
+        const ctx: ToolContext = { ...services, accountId, origin: clientIp(c) }
+        const result = await tool.handler(input, ctx)
+        if (result === PING_TEXT && !prefersJson(c)) return c.text(result)
+        return c.json(result)
+      })
+    }
+    // Another method on this path: 405 with the methods it has (RFC 9110 §15.5.6), before a path
+    // with a parameter (`/mail/{id}`) can take it.
+    const methods = pathTools.map((t) => t.http.method)
+    const allow = [...methods, ...(methods.includes('GET') ? ['HEAD'] : [])].join(', ')
+    app.all(honoPath(path), (c) => {
+      throw new MailroomError(405, `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(' or ')}`, { headers: { Allow: allow } })
     })
   }
 }

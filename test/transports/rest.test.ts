@@ -836,11 +836,30 @@ describe('REST API', () => {
   })
 
   describe('requests the API cannot take', () => {
-    for (const [method, path] of [['GET', '/nope'], ['GET', '/mail/rules/1/extra'], ['POST', '/mail/unknown'], ['PUT', '/mail/rules']]) {
+    for (const [method, path] of [['GET', '/nope'], ['GET', '/mail/rules/1/extra'], ['POST', '/mail/send/extra'], ['DELETE', '/nope/1']]) {
       it(`${method} ${path} → 404 in the error shape, with or without a key`, async () => {
         const body = await expectError(await call(env, method, path, method === 'GET' ? undefined : {}), null, 404)
         expect(body.message).toContain(path)
         await expectError(await call(env, method, path, undefined, { apiKey: null }), null, 404)
+      })
+    }
+
+    for (const [method, path, allow] of [
+      ['PUT', '/mail/send', 'POST'],
+      ['GET', '/mail/send', 'POST'],
+      ['PUT', '/mail/rules', 'GET, POST, HEAD'],
+      ['DELETE', '/mail/1', 'GET, HEAD'],
+      ['POST', '/mail/unknown', 'GET, HEAD'],
+      ['POST', '/ping', 'GET, HEAD'],
+      ['GET', '/mail/rules/1', 'DELETE'],
+      ['POST', '/mail/log', 'GET, HEAD'],
+    ]) {
+      it(`${method} ${path} → 405 naming the methods it has (Allow: ${allow}), nothing done`, async () => {
+        const res = await call(env, method, path, method === 'GET' ? undefined : SEND)
+        expect(res.headers.get('allow')).toBe(allow)
+        const body = await expectError(res, null, 405)
+        expect(body.message).toMatch(new RegExp(`^${method} is not allowed on ${path.replace(/\./g, '\\.')}; use `))
+        await expectNothingStored(env)
       })
     }
 
