@@ -35,6 +35,8 @@ export interface Submission {
    * once it passed the checks (its size is the size the client sent).
    */
   received?: { helo: string; ip: string }
+  /** The input field each recipient (lower case) came from, when not all from `to` (cc, bcc), for refusals to name. */
+  recipientFields?: Map<string, string>
 }
 
 export interface Relay {
@@ -48,7 +50,7 @@ export interface Relay {
    * Recipient deny rules and the spam filter's recipient checks. `message` is what is known of
    * the message (at SMTP RCPT TO: only the sender).
    */
-  checkRecipient(order: MailOrder, recipient: string, message: { envFrom: string; subject?: string | null; messageId?: string | null }, rules?: DenyRule[]): Promise<void>
+  checkRecipient(order: MailOrder, recipient: string, message: { envFrom: string; subject?: string | null; messageId?: string | null; field?: string }, rules?: DenyRule[]): Promise<void>
   /**
    * The one sending pipeline of every door: authorized sender, deny rules, spam filter, then the
    * message and its log rows are committed to the durable queue. Resolves with the transaction id only after the commit.
@@ -92,8 +94,9 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
 
     async checkRecipient(order, recipient, message, rules) {
       const rule = findDenyRule(rules ?? (await store.rules.list([order.id])), 'recipient', recipient)
-      if (rule) throw badInput(`to: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
-      await filter.checkRecipient({ accountId: order.accountId, envFrom: message.envFrom, subject: message.subject ?? null, messageId: message.messageId ?? null }, recipient)
+      const field = message.field ?? 'to'
+      if (rule) throw badInput(`${field}: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
+      await filter.checkRecipient({ accountId: order.accountId, envFrom: message.envFrom, subject: message.subject ?? null, messageId: message.messageId ?? null, field }, recipient)
     },
 
     async submit(s) {
@@ -110,7 +113,7 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       const rules = await store.rules.list([s.order.id])
       const authors = s.interface === 'api' ? (s.authors ?? (s.headerFrom ? [s.headerFrom] : [])) : []
       await relay.checkSender(s.order, s.envFrom, authors, rules)
-      for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt, s, rules)
+      for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt, s.recipientFields ? { ...s, field: s.recipientFields.get(rcpt.toLowerCase()) } : s, rules)
       // Last of the checks: it counts the message once it passes.
       await filter.checkSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)
       const txid = s.txid ?? relay.newTxid()

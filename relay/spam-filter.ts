@@ -23,6 +23,8 @@ export interface FilterContext {
   envFrom: string
   subject: string | null
   messageId: string | null
+  /** The input field a refused recipient came from, which its message names (`to` unless given). */
+  field?: string
 }
 
 /**
@@ -46,14 +48,14 @@ export function createSpamFilter({ store, logger, clock }: { store: Store; logge
       const suppression = await store.blocks.suppressed(c.accountId, rcpt)
       if (suppression) {
         await store.blocks.addEvent(c.accountId, { ...event, rule: 'LOCAL_BL_RCPT' })
-        throw badInput(`to: recipient ${rcpt} is on this account's local block list (${suppression.reason}); if it is valid again, ${DELIST}`, BLOCKED)
+        throw badInput(`${c.field ?? 'to'}: recipient ${rcpt} is on this account's local block list (${suppression.reason}); if it is valid again, ${DELIST}`, BLOCKED)
       }
       const trap = await store.traps.match(rcpt)
       if (trap) {
         await store.blocks.addEvent(c.accountId, { ...event, rule: 'MBTRAP' })
         await store.blocks.addToList({ accountId: c.accountId, source: 'internal', kind: 'sender', address: c.envFrom, reason: `sent to the spam trap ${rcpt}`, now: clock() })
         logger.warn({ account: c.accountId, trap }, 'spam trap hit: sender blocked')
-        throw badInput(`to: recipient ${rcpt} is a spam trap; the sender ${c.envFrom} is now blocked; ${DELIST}`, BLOCKED)
+        throw badInput(`${c.field ?? 'to'}: recipient ${rcpt} is a spam trap; the sender ${c.envFrom} is now blocked; ${DELIST}`, BLOCKED)
       }
     },
 

@@ -36,6 +36,7 @@ export async function sendComposed(ctx: ToolContext, order: MailOrder, input: Om
     txid,
     envFrom: input.from.address,
     recipients: composed.recipients,
+    recipientFields: input.cc?.length || input.bcc?.length ? recipientFieldsOf(input) : undefined,
     headerFrom: input.from.address,
     replyTo: input.replyTo?.[0]?.address ?? null,
     subject: composed.subject,
@@ -45,6 +46,15 @@ export async function sendComposed(ctx: ToolContext, order: MailOrder, input: Om
     transtype: 'HTTP',
     interface: 'api',
   })
+}
+
+/** The field each recipient of a send came from: the first that names it, as the envelope keeps it. */
+function recipientFieldsOf(input: Pick<ComposeInput, 'to' | 'cc' | 'bcc'>): Map<string, string> {
+  const fields = new Map<string, string>()
+  for (const [field, boxes] of [['bcc', input.bcc], ['cc', input.cc], ['to', input.to]] as const) {
+    for (const box of boxes ?? []) fields.set(box.address.toLowerCase(), field)
+  }
+  return fields
 }
 
 /** Exactly one checked address (the `from` of a send). */

@@ -64,7 +64,7 @@ function expectRefused(door: DoorName, outcome: Outcome, expected: { stage: Smtp
 
 const senderBlocked = (sender: string, reason: string) => new RegExp(`^from: sender ${esc(sender)} is blocked \\(${esc(reason)}\\); ${esc(DELIST_HINT)}`)
 const recipientSuppressed = (rcpt: string) => new RegExp(`^to: recipient ${esc(rcpt)} is on this account's local block list \\(an earlier message to it bounced: 550 5\\.1\\.1 user unknown\\); .*${esc(DELIST_HINT)}`)
-const trapHit = (rcpt: string, sender: string) => new RegExp(`^to: recipient ${esc(rcpt)} is a spam trap; the sender ${esc(sender)} is now blocked; ${esc(DELIST_HINT)}`)
+const trapHit = (rcpt: string, sender: string, field = 'to') => new RegExp(`^${field}: recipient ${esc(rcpt)} is a spam trap; the sender ${esc(sender)} is now blocked; ${esc(DELIST_HINT)}`)
 const subjectRepeated = (subject: string, sender: string) =>
   new RegExp(`^subject: "${esc(subject)}" was sent more than 4 times in 3 days by ${esc(sender)}; the sender is now blocked; ${esc(DELIST_HINT)}`)
 
@@ -417,7 +417,7 @@ describe('spam trap in Bcc', () => {
   it('sendAdvMail with a trap only in bcc is refused, queues nothing and blocks the sender', async () => {
     await h.env.services.store.traps.add('trap@example.net', T0)
     const out = await h.send('MCP sendAdvMail', { from: 'alice@example.org', to: ['bob@example.net'], bcc: ['trap@example.net'], subject: 'Minutes' })
-    expectRefused('MCP sendAdvMail', out, { stage: 'RCPT TO', message: trapHit('trap@example.net', 'alice@example.org') })
+    expectRefused('MCP sendAdvMail', out, { stage: 'RCPT TO', message: trapHit('trap@example.net', 'alice@example.org', 'bcc') })
     expect(await h.logTotal()).toBe(0)
     expect((await h.blocks()).mbtrap).toEqual([blockEntry('MCP sendAdvMail', { from: 'alice@example.org', to: 'trap@example.net', subject: 'Minutes' })])
     expect((await h.send('MCP sendAdvMail', { from: 'alice@example.org', to: ['bob@example.net'], subject: 'Minutes' })).accepted).toBe(false)

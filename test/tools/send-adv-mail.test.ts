@@ -179,11 +179,18 @@ describe('sendAdvMail', () => {
       ['a sender email rule', { type: 'email', data: 'me@example.org' }, {}, 'from'],
       ['a sender domain rule', { type: 'domain', data: 'example.org' }, { from: 'Anyone <anyone@EXAMPLE.ORG>' }, 'from'],
       ['a sender startswith rule', { type: 'startswith', data: 'bulk.' }, { from: 'bulk.mail@example.org' }, 'from'],
-      ['a destination rule on a Cc recipient', { type: 'destination', data: 'carol@z.com' }, { cc: 'Carol <carol@z.com>' }, 'to'],
-      ['a destination rule on a Bcc recipient', { type: 'destination', data: 'hidden@q.com' }, { bcc: [{ email: 'Hidden@Q.com' }] }, 'to'],
+      ['a destination rule on a Cc recipient', { type: 'destination', data: 'carol@z.com' }, { cc: 'Carol <carol@z.com>' }, 'cc'],
+      ['a destination rule on a Bcc recipient', { type: 'destination', data: 'hidden@q.com' }, { bcc: [{ email: 'Hidden@Q.com' }] }, 'bcc'],
+      ['a destination rule on a recipient in To and Bcc', { type: 'destination', data: 'hidden@q.com' }, { to: 'hidden@q.com', bcc: [{ email: 'Hidden@Q.com' }] }, 'to'],
     ] as const)('refuses a message matched by %s, naming the rule, and queues nothing', async (_label, rule, input, field) => {
       const created = await env.services.store.rules.create({ orderId: env.orderId, ...rule, now: env.clock() })
       await expectRefused(send(input), 400, new RegExp(`^${field}: .* deny rule ${created.id} `))
+      expectNothingQueued(env)
+    })
+
+    it('names the Bcc field of a recipient on the local block list', async () => {
+      await env.services.store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'recipient', address: 'gone@q.com', reason: 'suppressed by the operator', now: env.clock() })
+      await expectRefused(send({ bcc: 'gone@q.com' }), 400, /^bcc: recipient gone@q\.com is on this account's local block list \(suppressed by the operator\)/)
       expectNothingQueued(env)
     })
 
