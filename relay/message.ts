@@ -77,10 +77,11 @@ export function newMessageId(txid: string, from: string, uuid = randomUUID()): s
 
 /**
  * The header lines a submitted message lacks of the two every message gets (RFC 5322 §3.6: Date
- * and Message-ID), to be put in front of it; empty when it has both.
+ * and Message-ID), to be put in front of it; empty when it has both. A new Message-ID is at the
+ * domain of `from` (the From header's address unless given).
  */
-export function missingHeaders(headers: RawHeaders, txid: string, date: Date): { lines: string; messageId: string | null } {
-  const messageId = headers.messageId ?? (headers.from ? newMessageId(txid, headers.from) : null)
+export function missingHeaders(headers: RawHeaders, txid: string, date: Date, from = headers.from): { lines: string; messageId: string | null } {
+  const messageId = headers.messageId ?? (from ? newMessageId(txid, from) : null)
   const lines = (headers.messageId === null && messageId ? `Message-ID: ${messageId}\r\n` : '') + (headers.date === null ? `Date: ${dateHeader(date)}\r\n` : '')
   return { lines, messageId }
 }

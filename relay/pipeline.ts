@@ -35,6 +35,11 @@ export interface Submission {
    * once it passed the checks (its size is the size the client sent).
    */
   received?: { helo: string; ip: string }
+  /**
+   * Header lines put in front of the message (after its Received line) once it passed the checks:
+   * the Date or Message-ID it lacks. Like the Received line, not counted against the size limit.
+   */
+  added?: string
   /** The input field each recipient (lower case) came from, when not all from `to` (cc, bcc), for refusals to name. */
   recipientFields?: Map<string, string>
 }
@@ -117,7 +122,11 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
       // Last of the checks: it counts the message once it passes.
       await filter.checkSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)
       const txid = s.txid ?? relay.newTxid()
-      const raw = s.received ? [receivedHeader({ ...s.received, by: config.nodeName, protocol: s.transtype, id: txid, date: new Date(clock()) }), ...s.raw] : s.raw
+      const front = [
+        ...(s.received ? [receivedHeader({ ...s.received, by: config.nodeName, protocol: s.transtype, id: txid, date: new Date(clock()) })] : []),
+        ...(s.added ? [Buffer.from(s.added)] : []),
+      ]
+      const raw = front.length ? [...front, ...s.raw] : s.raw
       await store.mail.enqueue({
         txid,
         accountId: s.order.accountId,

@@ -6,7 +6,7 @@ import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
 import { safeEqual } from '../storage/secrets.js'
 import type { MailOrder, Store } from '../storage/store.js'
 import { canonicalAddress, isEmail } from './addresses.js'
-import { messageHead, readHeaders } from './message.js'
+import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
 
 /** Failed AUTH attempts are counted per client address over this window. */
@@ -152,17 +152,23 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
           const raw = body.take()
           const ip = session.remoteAddress.replace(/^::ffff:/, '')
           const headers = readHeaders(messageHead(raw))
+          const envFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ''
+          // As a submission server (RFC 6409 §8.2, §8.3), the Date or Message-ID a message lacks is added.
+          const txid = relay.newTxid()
+          const added = missingHeaders(headers, txid, new Date(clock()), headers.from ?? envFrom)
           // The order may have been canceled, or its senders changed, since MAIL FROM.
           const order = orderOf(session)!
-          const txid = await relay.submit({
+          await relay.submit({
+            txid,
             order: (await store.orders.get(order.id)) ?? order,
-            envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+            envFrom,
             recipients: session.envelope.rcptTo.map((r) => r.address),
             headerFrom: headers.from,
             replyTo: headers.replyTo,
             subject: headers.subject,
-            messageId: headers.messageId,
+            messageId: added.messageId,
             raw,
+            added: added.lines,
             origin: ip,
             transtype: session.secure ? 'ESMTPSA' : 'ESMTPA',
             interface: 'feeder',

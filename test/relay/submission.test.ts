@@ -23,6 +23,7 @@ const message = (headerFrom = 'alice@example.org', to = 'bob@example.net', body 
     `To: ${to}`,
     'Subject: hello there',
     'Message-ID: <m1.submission@example.org>',
+    'Date: Sun, 22 Nov 2026 11:59:00 +0000',
     '',
     body,
     '.a line that starts with a dot',
@@ -421,14 +422,28 @@ describe('SMTP submission: limits', () => {
     expect(t.stored()).toEqual({ messages: 1, bodies: 1, deliveries: 1 })
   })
 
-  it('takes a message of exactly the limit: its Received line is not counted against it', async () => {
+  it('adds the Date and Message-ID a message lacks after its Received line (RFC 6409 §8), and logs the Message-ID', async () => {
+    const t = await start()
+    const c = await authed(t)
+    const bare = 'From: Alice <alice@example.org>\r\nTo: bob@example.net\r\nSubject: bare\r\n\r\nHello.\r\n'
+    const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, bare)).response)
+    const sent = t.sent(txid)
+    expect(sent.endsWith(bare)).toBe(true)
+    const messageId = `<${txid}.`
+    expect(sent.slice(0, -bare.length)).toMatch(new RegExp(`^Message-ID: ${messageId.replace('.', '\\.')}[0-9a-f]{12}@example\\.org>\r\nDate: Sun, 22 Nov 2026 12:00:00 \\+0000\r\n$`))
+    expect((await t.log())[0].messageId).toMatch(new RegExp(`^${messageId.replace('.', '\\.')}[0-9a-f]{12}@example\\.org>$`))
+  })
+
+  it('takes a message of exactly the limit: its Received line and added headers are not counted against it', async () => {
     const t = await start({ MAILROOM_MAX_MESSAGE_SIZE: '2kb' })
     const c = await authed(t)
-    const head = message()
+    // Without Date and Message-ID, which are added.
+    const head = 'From: Alice <alice@example.org>\r\nTo: bob@example.net\r\nSubject: at the limit\r\n\r\n'
     const exact = head + 'x'.repeat(2048 - Buffer.byteLength(head) - 2) + '\r\n'
     expect(Buffer.byteLength(exact)).toBe(2048)
     const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, exact)).response)
-    expect(t.sent(txid)).toBe(exact)
+    expect(t.sent(txid)).toMatch(/^Message-ID: .*\r\nDate: .*\r\nFrom: Alice/)
+    expect(t.sent(txid).endsWith(exact)).toBe(true)
   })
 
   it('refuses a declared SIZE over the limit at MAIL FROM with 552', async () => {
