@@ -21,11 +21,15 @@ const collect = (value: string, previous: string[]) => [...previous, senderPatte
 
 const orderJson = (o: MailOrder) => ({ id: o.id, username: `mb${o.id}`, status: o.status, comment: o.comment, senders: o.senders })
 
-/** Runs an admin action against the data directory, printing JSON or text. */
-async function withRuntime<T>(json: boolean, action: (rt: Runtime) => Promise<T>, text: (result: T) => string): Promise<void> {
+/**
+ * Runs an admin action against the data directory, printing JSON or text. Only a command that
+ * creates something of its own (`create`: an account, a trap) may start a new data directory;
+ * any other refuses one without a database instead of answering from a new, empty one.
+ */
+async function withRuntime<T>(json: boolean, action: (rt: Runtime) => Promise<T>, text: (result: T) => string, options: { create?: boolean } = {}): Promise<void> {
   const config = loadConfig()
   // Admin commands keep stdout for their own output.
-  const rt = openRuntime(config, { logger: createLogger({ logLevel: json ? 'silent' : 'warn' }, 2) })
+  const rt = openRuntime(config, { logger: createLogger({ logLevel: json ? 'silent' : 'warn' }, 2), existing: !options.create })
   try {
     const result = await action(rt)
     process.stdout.write(json ? JSON.stringify(result) + '\n' : text(result) + '\n')
@@ -74,7 +78,7 @@ export function buildCli(): Command {
         await serveStdioRemote(o.url, config.apiKey)
         return
       }
-      const rt = openRuntime(config, { logger: createLogger(config, 2) })
+      const rt = openRuntime(config, { logger: createLogger(config, 2), existing: true })
       const server = await serveStdioLocal(rt, config.apiKey).catch(async (err) => {
         await rt.close()
         throw err
@@ -96,6 +100,7 @@ export function buildCli(): Command {
           return { id: account.id, apiKey }
         },
         (r) => `account ${r.id} created\nAPI key (shown once): ${r.apiKey}`,
+        { create: true },
       ),
     )
   account
@@ -134,7 +139,10 @@ export function buildCli(): Command {
     .action((o) =>
       withRuntime(
         !!o.json,
-        async (rt) => (await rt.store.apiKeys.list(o.account)).map((k) => ({ id: k.id, prefix: k.prefix, revoked: k.revokedAt !== null })),
+        async (rt) => {
+          await existingAccount(rt, o.account)
+          return (await rt.store.apiKeys.list(o.account)).map((k) => ({ id: k.id, prefix: k.prefix, revoked: k.revokedAt !== null }))
+        },
         (rows) => rows.map((k) => `${k.id}\t${k.prefix}…\t${k.revoked ? 'revoked' : 'active'}`).join('\n') || 'no keys',
       ),
     )
@@ -147,7 +155,9 @@ export function buildCli(): Command {
       withRuntime(
         !!o.json,
         async (rt) => {
-          const revoked = await rt.store.apiKeys.revoke(/^\d+$/.test(k) ? Number(k) : k, rt.clock())
+          // The prefix as `key list` prints it, with its ellipsis, is taken too.
+          const given = k.replace(/(…|\.\.\.)$/, '')
+          const revoked = await rt.store.apiKeys.revoke(/^\d+$/.test(given) ? Number(given) : given, rt.clock())
           if (!revoked) throw new Error(`no active key ${k}`)
           return { revoked: k }
         },
@@ -198,7 +208,10 @@ export function buildCli(): Command {
     .action((o) =>
       withRuntime(
         !!o.json,
-        async (rt) => (await rt.store.orders.list(o.account)).map(orderJson),
+        async (rt) => {
+          await existingAccount(rt, o.account)
+          return (await rt.store.orders.list(o.account)).map(orderJson)
+        },
         (rows) => rows.map((r) => `${r.id}\t${r.username}\t${r.status}\t${r.senders.join(',') || '(any sender)'}\t${r.comment ?? ''}`).join('\n') || 'no orders',
       ),
     )
@@ -234,7 +247,12 @@ export function buildCli(): Command {
     .argument('<trap>', 'address or @domain', senderPattern)
     .addOption(json())
     .action((pattern: string, o) =>
-      withRuntime(!!o.json, async (rt) => ({ trap: pattern, added: await rt.store.traps.add(pattern, rt.clock()) }), (r) => (r.added ? `trap ${r.trap} added` : `${r.trap} was already a trap`)),
+      withRuntime(
+        !!o.json,
+        async (rt) => ({ trap: pattern, added: await rt.store.traps.add(pattern, rt.clock()) }),
+        (r) => (r.added ? `trap ${r.trap} added` : `${r.trap} was already a trap`),
+        { create: true },
+      ),
     )
   trap
     .command('remove')
@@ -320,7 +338,10 @@ export function buildCli(): Command {
     .action((o) =>
       withRuntime(
         !!o.json,
-        async (rt) => (await rt.store.blocks.listEntries(o.account, 'recipient')).map((e) => ({ address: e.address, reason: e.reason, since: new Date(e.createdAt).toISOString() })),
+        async (rt) => {
+          await existingAccount(rt, o.account)
+          return (await rt.store.blocks.listEntries(o.account, 'recipient')).map((e) => ({ address: e.address, reason: e.reason, since: new Date(e.createdAt).toISOString() }))
+        },
         (rows) => rows.map((r) => `${r.address}\t${r.since}\t${r.reason}`).join('\n') || 'no suppressed recipients',
       ),
     )

@@ -1,8 +1,9 @@
+import { isIP, isIPv4, isIPv6 } from 'node:net'
 import { hostname } from 'node:os'
 import { resolve } from 'node:path'
 import { z } from 'zod'
 
-/** Sizes like `25mb`, `512kb` or plain bytes. */
+/** Sizes like `25mb`, `512kb` or plain bytes; at least 1kb (a smaller limit would refuse every message). */
 const Size = z
   .string()
   .regex(/^\d+(\.\d+)?\s*(b|kb|mb|gb)?$/i, 'expected a size such as 25mb, 512kb or 1048576')
@@ -11,6 +12,7 @@ const Size = z
     const unit = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }[(m[2] ?? 'b').toLowerCase() as 'b']
     return Math.floor(Number(m[1]) * unit)
   })
+  .refine((n) => n >= 1024, 'expected at least 1kb')
 
 const Port = z.coerce.number().int().min(0).max(65535)
 
@@ -23,10 +25,21 @@ const Duration = z
     const m = /^(\d+)(ms|s|m|h|d)$/.exec(s)!
     return Number(m[1]) * DURATION_UNITS[m[2] as keyof typeof DURATION_UNITS]
   })
+/** A Duration of at least `min` ms, `text` naming it in the message. */
+const DurationAtLeast = (min: number, text: string) => Duration.refine((ms) => ms >= min, `expected at least ${text}`)
 const DurationList = z
   .string()
   .regex(/^\d+(ms|s|m|h|d)(,\s*\d+(ms|s|m|h|d))*$/, 'expected durations separated by commas, such as 5m,10m,1h')
   .transform((s) => s.split(',').map((d) => Duration.parse(d.trim())))
+  .refine((list) => list.every((ms) => ms >= 1000), 'expected waits of at least 1s each')
+/** A DNS server: an IP address, `ipv4:port` or `[ipv6]:port`. */
+const isDnsServer = (s: string) => {
+  const bracketed = /^\[([^\]]+)\]:(\d{1,5})$/.exec(s)
+  if (bracketed) return isIPv6(bracketed[1]) && Number(bracketed[2]) <= 65535
+  const withPort = /^([\d.]+):(\d{1,5})$/.exec(s)
+  if (withPort) return isIPv4(withPort[1]) && Number(withPort[2]) <= 65535
+  return isIP(s) !== 0
+}
 /** `host:port` */
 const HostPort = z
   .string()
@@ -87,9 +100,10 @@ export const ConfigSchema = z.object({
     .string()
     .regex(/^[^,\s]+(,[^,\s]+)*$/, 'expected ip:port entries separated by commas')
     .transform((s) => s.split(','))
+    .refine((list) => list.every(isDnsServer), 'expected IP addresses, each with an optional port (192.0.2.53:53, [2001:db8::53]:53)')
     .optional(),
   /** Port used to reach an MX host. */
-  MAILROOM_MX_PORT: Port.default(25),
+  MAILROOM_MX_PORT: Port.min(1).default(25),
   /** Most SMTP transactions in flight toward destinations, in all (not counting those whose message is out and that only wait for its reply). */
   MAILROOM_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(20),
   /** Most SMTP transactions in flight toward one destination domain. */
@@ -97,11 +111,11 @@ export const ConfigSchema = z.object({
   /** Waits between delivery attempts after a temporary failure; the last one repeats. */
   MAILROOM_RETRY_SCHEDULE: DurationList.prefault('5m,10m,20m,40m,1h,2h,4h'),
   /** A message still undelivered this long after it was accepted fails. */
-  MAILROOM_MAX_QUEUE_AGE: Duration.prefault('48h'),
+  MAILROOM_MAX_QUEUE_AGE: DurationAtLeast(60_000, '1m').prefault('48h'),
   /** Connection, greeting and inactivity timeout toward a destination. */
-  MAILROOM_DELIVERY_TIMEOUT: Duration.prefault('60s'),
-  /** Spam-filter events older than this are deleted (the block lists look back 5 days at most). */
-  MAILROOM_BLOCK_EVENT_RETENTION: Duration.prefault('30d'),
+  MAILROOM_DELIVERY_TIMEOUT: DurationAtLeast(1000, '1s').prefault('60s'),
+  /** Spam-filter events older than this are deleted (the block lists look back 5 days at most, so no less). */
+  MAILROOM_BLOCK_EVENT_RETENTION: DurationAtLeast(5 * 86_400_000, '5d').prefault('30d'),
   /** The API key `mailroom stdio` acts with. */
   MAILROOM_API_KEY: z.string().min(1).optional(),
 })

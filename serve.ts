@@ -1,6 +1,6 @@
 import { serve } from '@hono/node-server'
-import type { AddressInfo } from 'node:net'
-import type { Config } from './config.js'
+import type { AddressInfo, Server as NodeServer } from 'node:net'
+import { ConfigError, type Config } from './config.js'
 import { DeliveryWorker } from './relay/delivery.js'
 import { startEngineThread } from './relay/engine.js'
 import { createResolver, type MxResolver } from './relay/routes.js'
@@ -32,7 +32,8 @@ export interface ServeOptions {
 export async function startServer(config: Config, options: ServeOptions = {}): Promise<RunningServer> {
   const logger = createLogger(config)
   const rt = openRuntime(config, { logger })
-  const first = await bootstrap(rt)
+  // Read before anything listens: a bad certificate stops the start with a message naming it.
+  const tls = await loadTls(config)
 
   // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, so the
   // table does not grow without end; the database refreshes its statistics.
@@ -65,20 +66,22 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
     engine = thread
   }
 
-  const app = createHttpApp(rt)
-  const http = serve({ fetch: app.fetch, hostname: config.http.host, port: config.http.port })
-  await new Promise<void>((resolve, reject) => http.once('listening', resolve).once('error', reject))
+  // HTTP listens before the app is made, so that on port 0 the documents can name the port it got.
+  let app: ReturnType<typeof createHttpApp> | undefined
+  const http = serve({ fetch: (req, env) => app?.fetch(req, env) ?? new Response(null, { status: 503 }), hostname: config.http.host, port: config.http.port })
+  await listening(http, () => undefined, 'MAILROOM_HTTP_HOST, MAILROOM_HTTP_PORT', `${config.http.host}:${config.http.port}`)
   const httpPort = (http.address() as AddressInfo).port
+  const publicUrl = config.http.port === 0 && config.publicUrl === 'http://localhost:0' ? `http://localhost:${httpPort}` : config.publicUrl
+  app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } })
 
-  const smtp = createSubmissionServer({ ...rt, tls: await loadTls(config) })
-  await new Promise<void>((resolve, reject) => {
-    smtp.server.once('error', reject)
-    smtp.listen(config.smtp.port, config.smtp.host, () => resolve())
-  })
+  const smtp = createSubmissionServer({ ...rt, tls })
+  await listening(smtp.server, () => smtp.listen(config.smtp.port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT', `${config.smtp.host}:${config.smtp.port}`)
   const smtpPort = (smtp.server.address() as AddressInfo).port
   logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, dataDir: config.dataDir }, 'HTTP and SMTP listening')
 
-  const base = config.http.port === 0 ? `http://${config.http.host}:${httpPort}` : config.publicUrl
+  // The first start's account only once everything is up: a start that fails creates none, so
+  // that its API key, shown only here, is never lost.
+  const first = await bootstrap(rt)
   const firstStart = first
     ? [
         '',
@@ -87,7 +90,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
         `  SMTP username:            mb${first.order.id}`,
         `  SMTP password:            ${first.password}`,
         `  SMTP submission:          ${config.smtp.host}:${smtpPort} (STARTTLS, AUTH PLAIN or LOGIN)`,
-        `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${base}/mail`,
+        `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${publicUrl}/mail`,
         '',
       ].join('\n')
     : null
@@ -106,4 +109,13 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
       await rt.close()
     },
   }
+}
+
+/** Resolves once `server` listens (`listen` starts it, unless it already did); a failure names the settings behind it. */
+function listening(server: NodeServer, listen: () => void, settings: string, address: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve)
+    server.once('error', (err) => reject(new ConfigError(`cannot listen on ${address} (${settings}): ${err.message}`)))
+    listen()
+  })
 }

@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { createSecureContext } from 'node:tls'
 import { generate } from 'selfsigned'
-import type { Config } from '../config.js'
+import { ConfigError, type Config } from '../config.js'
 
 export const GENERATED_CERT = 'smtp-cert.pem'
 export const GENERATED_KEY = 'smtp-key.pem'
@@ -11,7 +12,16 @@ export const GENERATED_KEY = 'smtp-key.pem'
  * directory on first start (clients of a self-signed server must not verify it, or trust it).
  */
 export async function loadTls(config: Pick<Config, 'smtp' | 'dataDir' | 'nodeName'>): Promise<{ key: Buffer; cert: Buffer }> {
-  if (config.smtp.tls) return { key: readFileSync(config.smtp.tls.key), cert: readFileSync(config.smtp.tls.cert) }
+  if (config.smtp.tls) {
+    const { key, cert } = config.smtp.tls
+    try {
+      const pems = { key: readFileSync(key), cert: readFileSync(cert) }
+      createSecureContext(pems)
+      return pems
+    } catch (err) {
+      throw new ConfigError(`cannot use the TLS certificate ${cert} and key ${key} (MAILROOM_TLS_CERT, MAILROOM_TLS_KEY): ${(err as Error).message}`)
+    }
+  }
   const certFile = join(config.dataDir, GENERATED_CERT)
   const keyFile = join(config.dataDir, GENERATED_KEY)
   if (!existsSync(certFile) || !existsSync(keyFile)) {

@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -12,10 +13,11 @@ describe('mailroom command', () => {
   let dataDir: string
   const children: ReturnType<typeof spawn>[] = []
   const env = () => ({ ...process.env, MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info' })
-  const run = (...args: string[]) => {
-    const r = spawnSync(process.execPath, [BIN, ...args], { env: env(), encoding: 'utf8' })
+  const runWith = (overrides: Record<string, string>, ...args: string[]) => {
+    const r = spawnSync(process.execPath, [BIN, ...args], { env: { ...env(), ...overrides }, encoding: 'utf8', timeout: 30_000 })
     return { status: r.status, stdout: r.stdout, stderr: r.stderr }
   }
+  const run = (...args: string[]) => runWith({}, ...args)
   const json = (...args: string[]) => {
     const r = run(...args)
     expect(r.stderr).toBe('')
@@ -85,11 +87,40 @@ describe('mailroom command', () => {
     expect(out).toMatch(/SMTP username: +mb1/)
     const curl = /Try it: +curl -H 'X-API-KEY: (\S+)' (\S+)/.exec(out)
     expect(curl?.[1]).toBe(key)
+    // On port 0 the curl line and the published documents name the port the server got.
+    const port = new URL(first.base).port
+    expect(curl?.[2]).toBe(`http://localhost:${port}/mail`)
+    const openapi = await (await fetch(`${first.base}/spec/openapi.json`)).json()
+    expect(openapi.servers).toEqual([{ url: `http://localhost:${port}` }])
     const orders = await (await fetch(`${first.base}/mail`, { headers: { 'X-API-KEY': key! } })).json()
     expect(orders).toEqual([{ id: 1, status: 'active', username: 'mb1', comment: 'created on first start' }])
     children.splice(0).forEach((c) => c.kill('SIGKILL'))
     const second = await serve()
     expect(second.output()).not.toContain('API key')
+  })
+
+  it('stops a start that cannot listen or read its certificate with a message naming the settings, and creates no account until one succeeds', async () => {
+    const busy = createServer()
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve))
+    try {
+      const port = String((busy.address() as AddressInfo).port)
+      const http = runWith({ MAILROOM_HTTP_PORT: port }, 'serve')
+      expect(http.status).not.toBe(0)
+      expect(http.stderr).toContain(`cannot listen on 127.0.0.1:${port} (MAILROOM_HTTP_HOST, MAILROOM_HTTP_PORT)`)
+      const smtp = runWith({ MAILROOM_SMTP_PORT: port }, 'serve')
+      expect(smtp.stderr).toContain(`cannot listen on 127.0.0.1:${port} (MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT)`)
+    } finally {
+      busy.close()
+    }
+    const notPem = join(dataDir, 'not-a-cert.pem')
+    writeFileSync(notPem, 'not a certificate\n')
+    const tls = runWith({ MAILROOM_TLS_CERT: notPem, MAILROOM_TLS_KEY: notPem }, 'serve')
+    expect(tls.status).not.toBe(0)
+    expect(tls.stderr).toContain('(MAILROOM_TLS_CERT, MAILROOM_TLS_KEY)')
+    // None of these created the first account: its API key, shown once, is shown by the start that works.
+    expect(json('account', 'list', '--json')).toEqual([])
+    const first = await serve()
+    await expect.poll(() => first.output(), { timeout: 10_000 }).toContain('API key (shown only now)')
   })
 
   it('manages authorized senders and refuses bad arguments', () => {
@@ -131,6 +162,28 @@ describe('mailroom command', () => {
     json('suppress', 'remove', '--account', String(account.id), 'gone@example.com', '--json')
     expect((await send('other@elsewhere.example', 'gone@example.com')).status).toBe(200)
     expect(run('suppress', 'remove', '--account', String(account.id), 'gone@example.com').stderr).toContain('is not suppressed')
+  })
+
+  it('refuses a data directory without a database, and an account that does not exist, instead of answering with nothing', () => {
+    // Nothing has created a database in this directory yet: only commands that create may.
+    for (const args of [['trap', 'list'], ['account', 'list'], ['order', 'list', '--account', '1'], ['suppress', 'list', '--account', '1']]) {
+      const r = run(...args)
+      expect(r.status, args.join(' ')).not.toBe(0)
+      expect(r.stderr).toContain(`no mailroom database in ${dataDir} (MAILROOM_DATA_DIR)`)
+    }
+    expect(existsSync(join(dataDir, 'mailroom.db'))).toBe(false)
+
+    const account = json('account', 'create', '--json')
+    for (const args of [['account', 'key', 'list'], ['order', 'list'], ['suppress', 'list']]) {
+      const r = run(...args, '--account', '99')
+      expect(r.status, args.join(' ')).not.toBe(0)
+      expect(r.stderr).toContain('no account 99')
+    }
+    // A key's prefix pasted from `key list`, ellipsis and all, revokes it.
+    const { stdout } = run('account', 'key', 'list', '--account', String(account.id))
+    const prefix = stdout.split('\t')[1]
+    expect(prefix).toMatch(/^mr_.+…$/)
+    expect(json('account', 'key', 'revoke', prefix, '--json')).toEqual({ revoked: prefix })
   })
 
   it('has --help on every subcommand', () => {

@@ -51,6 +51,15 @@ describe('config', () => {
     expect(loadConfig({}).delivery).toMatchObject({ smarthost: null, mxPort: 25, retrySchedule: [300_000, 600_000, 1_200_000, 2_400_000, 3_600_000, 7_200_000, 14_400_000], maxQueueAge: 48 * 3_600_000 })
   })
 
+  it('takes DNS servers as IP addresses with or without a port', () => {
+    expect(loadConfig({ MAILROOM_DNS_SERVERS: '192.0.2.53,192.0.2.54:5353,2001:db8::53,[2001:db8::54]:53' }).delivery.dnsServers).toEqual([
+      '192.0.2.53',
+      '192.0.2.54:5353',
+      '2001:db8::53',
+      '[2001:db8::54]:53',
+    ])
+  })
+
   it('wants the TLS certificate and key together', () => {
     expect(() => loadConfig({ MAILROOM_TLS_CERT: '/etc/cert.pem' })).toThrow(/MAILROOM_TLS_CERT and MAILROOM_TLS_KEY/)
   })
@@ -67,6 +76,17 @@ describe('config', () => {
     ['MAILROOM_CURRENCY', 'dollars'],
     ['MAILROOM_PRICE_BASE', '-1'],
     ['MAILROOM_LOG_LEVEL', 'loud'],
+    // Values that would parse but leave the relay unable to work.
+    ['MAILROOM_MAX_MESSAGE_SIZE', '0'],
+    ['MAILROOM_HTTP_BODY_LIMIT', '100b'],
+    ['MAILROOM_MX_PORT', '0'],
+    ['MAILROOM_DELIVERY_TIMEOUT', '0ms'],
+    ['MAILROOM_RETRY_SCHEDULE', '5m,0s'],
+    ['MAILROOM_MAX_QUEUE_AGE', '10s'],
+    ['MAILROOM_BLOCK_EVENT_RETENTION', '1d'],
+    ['MAILROOM_DNS_SERVERS', 'notanip'],
+    ['MAILROOM_DNS_SERVERS', '192.0.2.53:53,dns.example:53'],
+    ['MAILROOM_DNS_SERVERS', '2001:db8::53:53:99999'],
   ])('refuses a bad %s and names it', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError)
     expect(() => loadConfig({ [name]: value })).toThrow(name)
