@@ -9,6 +9,9 @@ import { loadTls } from './relay/tls.js'
 import { bootstrap, createLogger, openRuntime } from './runtime.js'
 import { createHttpApp } from './transports/http.js'
 
+/** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
+const SHUTDOWN_GRACE_MS = 30_000
+
 export interface RunningServer {
   httpPort: number
   smtpPort: number
@@ -103,9 +106,10 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
       logger.info('shutting down')
       clearInterval(pruning)
       const closed = (server: { close(cb: () => void): unknown }) => new Promise<void>((resolve) => void server.close(() => resolve()))
-      // Stop taking work first, then let deliveries in flight finish.
+      // Stop taking work first, then let deliveries in flight finish, for up to SHUTDOWN_GRACE_MS.
       const drained = Promise.all([closed(smtp), closed(http), app.close()]).then(() => engine.stop())
-      await Promise.race([drained, new Promise((r) => setTimeout(r, 5000).unref())])
+      const finished = await Promise.race([drained.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), SHUTDOWN_GRACE_MS).unref())])
+      if (!finished) logger.warn(`deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`)
       await rt.close()
     },
   }

@@ -8,6 +8,8 @@ import { resolveRoute, type MxResolver, type Route } from './routes.js'
 
 /** A lease older than this is taken to belong to a dead worker. */
 export const LEASE_MS = 10 * 60_000
+/** How often a live worker renews the leases it holds, well within LEASE_MS. */
+const RENEW_MS = LEASE_MS / 5
 /** How often the queue is looked at when nothing wakes the worker. */
 const POLL_MS = 1_000
 /** Successful MX lookups are reused this long. */
@@ -66,6 +68,7 @@ export class DeliveryWorker {
    */
   private due = true
   private routes = new Map<string, { route: Route; expires: number }>()
+  private renewedAt = 0
   private readonly mx: MxClient
   /** The store's own enqueue, kept before a caller routes the pipeline's enqueue through `accept`. */
   private readonly enqueue: Store['mail']['enqueue']
@@ -146,6 +149,7 @@ export class DeliveryWorker {
   private async loop(): Promise<void> {
     const { delivery } = this.deps.config
     while (this.running) {
+      await this.renewLeases()
       let claimed = 0
       if (this.due && this.hasRoom()) {
         try {
@@ -163,6 +167,22 @@ export class DeliveryWorker {
         }
       }
       if (claimed === 0 || this.active >= delivery.concurrency) await this.sleep(POLL_MS)
+    }
+  }
+
+  /**
+   * Every RENEW_MS, the leases of the rows this worker holds (waiting for a connection, or in a
+   * delivery to a slow host) are renewed: else after LEASE_MS its own claim would take them again
+   * and deliver them twice.
+   */
+  private async renewLeases(): Promise<void> {
+    const now = this.deps.clock()
+    if (now - this.renewedAt < RENEW_MS) return
+    try {
+      await this.deps.store.queue.renew(this.deps.config.nodeName, now)
+      this.renewedAt = now
+    } catch (err) {
+      this.deps.logger.error({ err }, 'renewing the leases failed')
     }
   }
 
@@ -258,8 +278,9 @@ export class DeliveryWorker {
           response = `${response} (gave up after ${item.attempts + 1} attempts)`
         }
       }
-      if (verdict.userUnknown) {
+      if (verdict.userUnknown && reply.toRcpt) {
         // Suppress it: the next message to this mailbox is stopped before it hurts the sender.
+        // Only on the reply to its own RCPT TO: a "user unknown" at MAIL FROM is about the sender.
         await store.blocks.addToList({ accountId: item.accountId, source: 'internal', kind: 'recipient', address: item.recipient, reason: `an earlier message to it bounced: ${response}`, now })
       }
       outcomes.push({ id: item.id, state, code: reply.code, response, mxHostname: attempt.mxHostname, nextAttemptAt: next })

@@ -6,6 +6,11 @@ import { connect as tlsConnect, type TLSSocket } from 'node:tls'
 export interface Reply {
   code: number | null
   response: string
+  /**
+   * True for the reply to this recipient's own RCPT TO: only such a reply speaks of the
+   * recipient's mailbox (one to MAIL FROM or to the message is about the sender or the message).
+   */
+  toRcpt?: boolean
 }
 
 /** A failure with no reply from the server behind it (refused connection, timeout, hang-up). */
@@ -142,7 +147,7 @@ export class SmtpSession {
       if (data?.code === 354) await this.message(Buffer.alloc(0))
       return everyone(mail)
     }
-    const replies = new Map(envelope.to.map((to, i) => [to, rcpts[i]]))
+    const replies = new Map(envelope.to.map((to, i): [string, Reply] => [to, { ...rcpts[i], toRcpt: true }]))
     const accepted = envelope.to.filter((_, i) => positive(rcpts[i]))
     if (accepted.length === 0) {
       if (data?.code === 354) await this.message(Buffer.alloc(0))

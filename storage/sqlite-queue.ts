@@ -12,7 +12,7 @@ const RECORD_DELAY_MS = 50
 /** The durable queue: the deliveries table, leased row by row. */
 export function createQueueStore(sqlite: Database.Database): Store['queue'] {
   // The partial index deliveries_due holds only rows with a next attempt: final rows cost nothing.
-  const claim = sqlite.prepare(`UPDATE deliveries SET locked = 1, lock_time = CAST(@now AS TEXT), assigned = @node
+  const claim = sqlite.prepare(`UPDATE deliveries SET locked = 1, lock_time = CAST(CAST(@now AS INTEGER) AS TEXT), assigned = @node
     WHERE id IN (SELECT id FROM deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= @now
       AND (locked = 0 OR CAST(lock_time AS INTEGER) < @expired) ORDER BY next_attempt_at LIMIT @limit)
     RETURNING id, message_id AS messageRowId, recipient, domain, attempts`)
@@ -20,10 +20,11 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
   const parts = sqlite.prepare('SELECT raw FROM message_bodies WHERE message_id = ? ORDER BY part').pluck()
   const update = sqlite.prepare(`UPDATE deliveries SET state = @state, delivered = @delivered, code = @code, response = @response,
     mx_hostname = COALESCE(@mxHostname, mx_hostname), locked = 0, attempts = attempts + 1, next_attempt_at = @nextAttemptAt
-    WHERE id = @id RETURNING message_id AS messageRowId`)
+    WHERE id = @id AND next_attempt_at IS NOT NULL RETURNING message_id AS messageRowId`)
   const dropBody = sqlite.prepare(`DELETE FROM message_bodies WHERE message_id = @id
     AND NOT EXISTS (SELECT 1 FROM deliveries WHERE message_id = @id AND next_attempt_at IS NOT NULL)`)
   const release = sqlite.prepare('UPDATE deliveries SET locked = 0 WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL')
+  const renew = sqlite.prepare('UPDATE deliveries SET lock_time = CAST(CAST(? AS INTEGER) AS TEXT) WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL')
   const pending = sqlite.prepare('SELECT COUNT(*) FROM deliveries WHERE next_attempt_at IS NOT NULL').pluck()
 
   const claimTx = sqlite.transaction((node: string, now: number, leaseMs: number, limit: number): QueueItem[] => {
@@ -58,6 +59,9 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
     },
     async release(node) {
       return release.run(node).changes
+    },
+    async renew(node, now) {
+      return renew.run(now, node).changes
     },
     async pending() {
       return pending.get() as number

@@ -235,10 +235,18 @@ export interface Store {
     claim(input: { node: string; now: number; leaseMs: number; limit: number }): Promise<QueueItem[]>
     /** The bytes of a queued message, or undefined once every recipient is final. */
     body(messageRowId: number): Promise<Buffer | undefined>
-    /** Records attempt outcomes and releases their leases; drops bodies no recipient still needs. */
+    /**
+     * Records attempt outcomes and releases their leases; drops bodies no recipient still needs.
+     * A row already final (delivered or failed) is left as it is.
+     */
     record(outcomes: AttemptOutcome[]): Promise<void>
     /** Releases every lease a node holds (its previous process is gone); returns how many. */
     release(node: string): Promise<number>
+    /**
+     * Renews every lease a node holds, as of `now`: rows a live worker holds, waiting or in
+     * delivery however long, are never taken for a dead worker's, by others or by itself.
+     */
+    renew(node: string, now: number): Promise<number>
     /** Rows still to deliver (queued or deferred). */
     pending(): Promise<number>
   }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { DeliveryWorker } from '../../relay/delivery.js'
+import { DeliveryWorker, LEASE_MS } from '../../relay/delivery.js'
 import type { MxResolver } from '../../relay/routes.js'
 import type { LogRow } from '../../storage/store.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
@@ -63,6 +63,36 @@ describe('delivery', () => {
 
   const local = (port: number, domains: string[] = ['example.com']) =>
     stubResolver({ mx: Object.fromEntries(domains.map((d) => [d, [{ exchange: `mx.${d}`, priority: 10 }]])), a: Object.fromEntries(domains.map((d) => [`mx.${d}`, ['127.0.0.1']])) })
+
+  it('keeps the leases of rows it holds past LEASE_MS (a slow host): its own claim does not take them again', async () => {
+    const t = await setup({ resolver: (p) => local(p), env: { MAILROOM_DOMAIN_CONCURRENCY: '1', MAILROOM_DELIVERY_TIMEOUT: '60s' } })
+    let answer = () => {}
+    t.sink.state.hold = new Promise<void>((resolve) => (answer = resolve))
+    // One message in delivery, its reply held; the next waits in memory for the one connection.
+    const first = await t.send(['slow1@example.com'])
+    const second = await t.send(['slow2@example.com'])
+    await expect.poll(() => t.sink.state.received, { timeout: 10_000 }).toBe(1)
+    // Both still leased when LEASE_MS has passed: a claim must take neither.
+    const claims = t.claimed.length
+    t.later(LEASE_MS + MIN)
+    await expect.poll(() => t.claimed.length, { timeout: 10_000 }).toBeGreaterThan(claims)
+    expect(t.claimed.slice(claims)).toEqual(t.claimed.slice(claims).map(() => 0))
+    answer()
+    for (const txid of [first, second]) expect((await t.settled(txid, (r) => r.every((x) => x.delivered === 1))).map((r) => [r.delivered, r.code])).toEqual([[1, 250]])
+    await new Promise((r) => setTimeout(r, 300))
+    expect(t.sink.messages.map((m) => m.to)).toEqual([['slow1@example.com'], ['slow2@example.com']])
+    // Lease times are epoch milliseconds as text, whichever way a row was leased.
+    const { sqlite } = t.env.services.store as unknown as { sqlite: import('better-sqlite3').Database }
+    expect(sqlite.prepare('SELECT lock_time FROM deliveries').pluck().all()).toEqual([expect.stringMatching(/^\d+$/), expect.stringMatching(/^\d+$/)])
+  })
+
+  it('never rewrites a final row with a late outcome', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    const txid = await t.send(['a@example.com'])
+    const [row] = await t.settled(txid, (r) => r.every((x) => x.delivered === 1))
+    await t.env.services.store.queue.record([{ id: row._id, state: 'failed', code: 554, response: '554 5.3.0 late', mxHostname: null, nextAttemptAt: null }])
+    expect((await t.rows(txid)).map((r) => [r.delivered, r.code])).toEqual([[1, 250]])
+  })
 
   it('delivers to the MX and records it on the log row', async () => {
     const t = await setup({ resolver: (p) => local(p) })
@@ -134,6 +164,19 @@ describe('delivery', () => {
     expect(list.sqlite.prepare('SELECT address, kind, source, reason FROM block_list').all()).toEqual([
       { address: 'gone@example.com', kind: 'recipient', source: 'internal', reason: 'an earlier message to it bounced: 550 5.1.1 <gone@example.com>: Recipient address rejected: User unknown' },
     ])
+  })
+
+  it('suppresses no recipient for a "user unknown" about the sender at MAIL FROM', async () => {
+    const t = await setup({ resolver: (p) => local(p) })
+    t.sink.state.mailRule = (from) => ({ code: 550, message: `5.1.0 <${from}>: Sender address rejected: User unknown in local recipient table` })
+    const txid = await t.send(['alice@example.com', 'bob@example.com'])
+    const rows = await t.settled(txid, (r) => r.every((x) => x.code !== null))
+    expect(rows.map((r) => [r.recipient, r.delivered, r.code])).toEqual([
+      ['alice@example.com', 0, 550],
+      ['bob@example.com', 0, 550],
+    ])
+    const list = t.env.services.store as unknown as { sqlite: import('better-sqlite3').Database }
+    expect(list.sqlite.prepare('SELECT COUNT(*) FROM block_list').pluck().get()).toBe(0)
   })
 
   it('retries when the MX is down, and delivers once it is up', async () => {

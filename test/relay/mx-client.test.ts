@@ -174,7 +174,8 @@ describe('MxClient: the SMTP session', () => {
     const { sink, deliver } = await setup({ hidePipelining })
     sink.state.rcptRule = (rcpt) => (rcpt.startsWith('gone') ? { code: 550, message: '5.1.1 no such user' } : undefined)
     const mixed = await deliver(['gone@example.com', 'here@example.com'])
-    expect(mixed.replies.get('gone@example.com')).toEqual({ code: 550, response: '550 5.1.1 no such user' })
+    // A refusal at RCPT TO is marked as this recipient's own; the message's reply is not.
+    expect(mixed.replies.get('gone@example.com')).toEqual({ code: 550, response: '550 5.1.1 no such user', toRcpt: true })
     expect(mixed.replies.get('here@example.com')).toMatchObject({ code: 250, response: expect.stringMatching(/^250 2\.0\.0 Ok: queued as SINK1/) })
     // Every recipient refused: nothing is sent, and the transaction is ended before the next.
     const none = await deliver(['gone1@example.com', 'gone2@example.com'])

@@ -21,7 +21,19 @@ export type SinkRule = (rcpt: string) => { code: number; message: string } | und
  */
 export async function startSink(options: { tls?: { key: string | Buffer; cert: string | Buffer }; hidePipelining?: boolean; hide8BitMime?: boolean } = {}) {
   const messages: SunkMessage[] = []
-  const state = { rcptRule: undefined as SinkRule | undefined, dataRule: undefined as (() => { code: number; message: string } | undefined) | undefined, dropDuringData: false, connections: 0, rsets: 0 }
+  const state = {
+    /** How the sink answers MAIL FROM (given the sender); undefined = accept. */
+    mailRule: undefined as SinkRule | undefined,
+    rcptRule: undefined as SinkRule | undefined,
+    dataRule: undefined as (() => { code: number; message: string } | undefined) | undefined,
+    dropDuringData: false,
+    /** While set, the reply to each message waits for it (a slow destination). */
+    hold: undefined as Promise<void> | undefined,
+    /** Messages whose data has fully arrived, answered or not. */
+    received: 0,
+    connections: 0,
+    rsets: 0,
+  }
   const server = new SMTPServer({
     authOptional: true,
     disableReverseLookup: true,
@@ -34,6 +46,10 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
     onConnect(_session, cb) {
       state.connections++
       cb()
+    },
+    onMailFrom(address, _session, cb) {
+      const r = state.mailRule?.(address.address)
+      cb(r ? Object.assign(new Error(r.message), { responseCode: r.code }) : undefined)
     },
     onRcptTo(address, _session, cb) {
       const r = state.rcptRule?.(address.address)
@@ -49,8 +65,10 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
           for (const socket of sockets) socket.destroy()
         }
       })
-      stream.on('end', () => {
+      stream.on('end', async () => {
         if (dropped) return
+        state.received++
+        await state.hold
         const r = state.dataRule?.()
         if (r) return cb(Object.assign(new Error(r.message), { responseCode: r.code }))
         messages.push({
