@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { basename } from 'node:path'
 import { loadConfig } from './config.js'
 import { isDomain, isEmail } from './relay/addresses.js'
-import { createAccount, createLogger, createOrder, openRuntime, type Runtime } from './runtime.js'
+import { createAccount, createLogger, createOrder, openRuntime, PACKAGE, type Runtime } from './runtime.js'
 import type { MailOrder } from './storage/store.js'
 
 const positiveInt = (name: string) => (value: string) => {
@@ -51,6 +51,7 @@ async function existingAccount(rt: Runtime, id: number): Promise<void> {
 export function buildCli(): Command {
   const program = new Command('mailroom')
     .description('A self-hosted mail relay: REST, MCP and SMTP submission in front of one durable sending pipeline.')
+    .version(PACKAGE.version)
     .showHelpAfterError()
   const json = () => new Option('--json', 'print JSON for scripts')
 

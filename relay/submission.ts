@@ -68,7 +68,8 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
 
   const server = new SMTPServer({
     name: config.nodeName,
-    banner: 'mailroom ESMTP submission',
+    // smtp-server writes `220 <name> ESMTP ` before it.
+    banner: 'mailroom submission',
     key: deps.tls.key,
     cert: deps.tls.cert,
     size: config.maxMessageSize,

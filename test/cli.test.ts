@@ -186,6 +186,21 @@ describe('mailroom command', () => {
     expect(json('account', 'key', 'revoke', prefix, '--json')).toEqual({ revoked: prefix })
   })
 
+  it('prints its version, and says why a remote mailroom cannot be reached', async () => {
+    const version = run('--version')
+    expect(version.status).toBe(0)
+    expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/)
+    // A port nothing listens on: one just given up.
+    const probe = createServer()
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+    const port = (probe.address() as AddressInfo).port
+    await new Promise((resolve) => probe.close(resolve))
+    const remote = runWith({ MAILROOM_API_KEY: 'mr_x' }, 'stdio', '--url', `http://127.0.0.1:${port}`)
+    expect(remote.status).not.toBe(0)
+    expect(remote.stderr).toContain(`cannot reach the mailroom at http://127.0.0.1:${port}/mcp: fetch failed (`)
+    expect(remote.stderr).toMatch(/ECONNREFUSED/)
+  })
+
   it('has --help on every subcommand', () => {
     for (const args of [[], ['serve'], ['stdio'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke'], ['trap', 'add'], ['trap', 'remove'], ['trap', 'list'], ['blocklist', 'import'], ['suppress', 'add'], ['suppress', 'remove'], ['suppress', 'list']]) {
       const r = run(...args, '--help')

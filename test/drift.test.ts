@@ -88,6 +88,8 @@ describe('drift', () => {
     const parsed = RegistryServerJson.safeParse(SERVER_JSON)
     expect(parsed.error?.issues ?? []).toEqual([])
     expect(SERVER_JSON.version).toBe(PACKAGE.version)
+    // The registry verifies an npm package by its mcpName, which must be the server's name.
+    expect(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).mcpName).toBe(SERVER_JSON.name)
     const pkg = SERVER_JSON.packages[0]
     expect(pkg).toMatchObject({ identifier: PACKAGE.name, version: PACKAGE.version, transport: { type: 'stdio' } })
     // The command it runs and the settings it names exist.

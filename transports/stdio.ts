@@ -32,7 +32,14 @@ export function mcpUrl(url: string): URL {
 export async function serveStdioRemote(url: string, apiKey: string | undefined): Promise<Server> {
   if (!apiKey) throw new Error('MAILROOM_API_KEY is required to reach a remote mailroom')
   const client = new Client({ name: `${PACKAGE.name}-stdio`, version: PACKAGE.version })
-  await client.connect(new StreamableHTTPClientTransport(mcpUrl(url), { requestInit: { headers: { 'X-API-KEY': apiKey } } }))
+  const endpoint = mcpUrl(url)
+  try {
+    await client.connect(new StreamableHTTPClientTransport(endpoint, { requestInit: { headers: { 'X-API-KEY': apiKey } } }))
+  } catch (err) {
+    // fetch says only "fetch failed"; its cause says why (refused, unknown host, …).
+    const cause = (err as Error & { cause?: Error }).cause?.message
+    throw new Error(`cannot reach the mailroom at ${endpoint}: ${(err as Error).message}${cause ? ` (${cause})` : ''}`)
+  }
   const server = new Server(
     { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
     { capabilities: { tools: { listChanged: false } }, instructions: client.getInstructions() ?? MCP_INSTRUCTIONS },
