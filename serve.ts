@@ -111,6 +111,13 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
       const finished = await Promise.race([drained.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), SHUTDOWN_GRACE_MS).unref())])
       if (!finished) logger.warn(`deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`)
       await rt.close()
+      // The last lines out before the process exits, through the ordinary (asynchronous) writes:
+      // a stdout whose reader is gone fails them with EPIPE, after which the logger drops lines.
+      // Left to the synchronous flush at exit, that EPIPE would be retried forever.
+      await new Promise<void>((resolve) => {
+        setTimeout(resolve, 2000).unref()
+        logger.flush(() => resolve())
+      })
     },
   }
 }

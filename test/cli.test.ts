@@ -186,6 +186,21 @@ describe('mailroom command', () => {
     expect(json('account', 'key', 'revoke', prefix, '--json')).toEqual({ revoked: prefix })
   })
 
+  it('stops on SIGTERM even when nobody reads its output any more', async () => {
+    const child = spawn(process.execPath, [BIN, 'serve'], { env: env() })
+    children.push(child)
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    await expect.poll(() => out, { timeout: 10_000 }).toMatch(/HTTP and SMTP listening/)
+    // As when the process that started it is gone: its output pipe has no reader.
+    child.stdout.destroy()
+    child.stderr.destroy()
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+    child.kill('SIGTERM')
+    const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('still running after 10 s'), 10_000))])
+    expect(code).toBe(0)
+  })
+
   it('prints its version, and says why a remote mailroom cannot be reached', async () => {
     const version = run('--version')
     expect(version.status).toBe(0)
