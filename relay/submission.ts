@@ -73,7 +73,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     key: deps.tls.key,
     cert: deps.tls.cert,
     size: config.maxMessageSize,
-    maxRecipients: config.maxRecipients,
+    // MAILROOM_MAX_RECIPIENTS is counted at RCPT TO below, so that the refusal has its enhanced code.
     authMethods: ['PLAIN', 'LOGIN'],
     // AUTH is checked at MAIL and RCPT ourselves, so the refusal is the precise 530 5.7.0.
     authOptional: true,
@@ -133,6 +133,11 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
       if (!order) return callback(AUTH_REQUIRED())
       address.address = envelopeAddress(address.address)
       if (!isEmail(address.address)) return callback(reply(553, `5.1.3 ${address.address} is not a valid address`))
+      const rcpts = session.envelope.rcptTo
+      const again = rcpts.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
+      if (!again && rcpts.length >= config.maxRecipients) {
+        return callback(reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`))
+      }
       try {
         await relay.checkRecipient(order, address.address, { envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '' })
         callback()

@@ -462,11 +462,18 @@ describe('SMTP submission: limits', () => {
     expect(info.accepted).toEqual(['one@example.net', 'two@example.net'])
     expect(info.rejected).toEqual(['three@example.net'])
     expect(info.rejectedErrors?.[0].responseCode).toBe(452)
-    expect(info.rejectedErrors?.[0].response).toMatch(/^452 /)
+    expect(info.rejectedErrors?.[0].response).toBe('452 4.5.3 Too many recipients: 2 per message')
     expect((await t.log()).map((r) => [r.id, r.recipient])).toEqual([
       [txid, 'one@example.net'],
       [txid, 'two@example.net'],
     ])
+    // A recipient given again (in any case) at the limit is not one more.
+    const { raw } = await t.rawSession()
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<one@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<two@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<ONE@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<three@example.net>')).toMatch(/^452 4\.5\.3 /)
   })
 })
 
