@@ -173,11 +173,11 @@ function multipart(subtype: 'alternative' | 'mixed', boundary: string, parts: st
 
 /** The plain-text alternative of an HTML body: tags dropped, block ends as line breaks. */
 export function htmlToText(html: string): string {
-  return html
-    .replace(/<(script|style)[^>]*>[\s\S]*?<\/\1>/gi, '')
+  return dropScriptsAndStyles(html)
     .replace(/<br\s*\/?>/gi, '\n')
     .replace(/<\/(p|div|h[1-6]|li|tr|table|blockquote)>/gi, '\n')
-    .replace(/<[^>]+>/g, '')
+    // A tag ends before the next `<`: each try stops there, so a body of many `<` costs linear time.
+    .replace(/<[^<>]+>/g, '')
     .replace(/&nbsp;/g, ' ')
     .replace(/&lt;/g, '<')
     .replace(/&gt;/g, '>')
@@ -186,6 +186,33 @@ export function htmlToText(html: string): string {
     .replace(/&amp;/g, '&')
     .replace(/\n{3,}/g, '\n\n')
     .trim()
+}
+
+/**
+ * Drops <script> and <style> elements with their content, in one pass: once a kind has no
+ * closing tag left, its later openings are not searched again (a lazy regex rescanned the rest of
+ * the body for each, in time quadratic in its length).
+ */
+function dropScriptsAndStyles(html: string): string {
+  const lower = html.toLowerCase()
+  const opening = /<(script|style)\b[^<>]*>/gi
+  const unclosed = new Set<string>()
+  let out = ''
+  let at = 0
+  for (let m = opening.exec(html); m; m = opening.exec(html)) {
+    const kind = m[1].toLowerCase()
+    if (unclosed.has(kind)) continue
+    const close = lower.indexOf(`</${kind}`, opening.lastIndex)
+    if (close < 0) {
+      unclosed.add(kind)
+      continue
+    }
+    const end = lower.indexOf('>', close)
+    out += html.slice(at, m.index)
+    at = end < 0 ? html.length : end + 1
+    opening.lastIndex = at
+  }
+  return out + html.slice(at)
 }
 
 export interface RawHeaders {
@@ -209,18 +236,24 @@ export interface RawHeaders {
  */
 export function readHeaders(raw: Buffer): RawHeaders {
   const block = raw.subarray(0, headerEnd(raw)).toString('utf8')
-  const headers = new Map<string, string[]>()
-  let name = ''
+  // Each field's lines are gathered, then joined once: in time linear in the header block, however
+  // many fields or folded lines a client sends.
+  const fields: { name: string; lines: string[] }[] = []
   for (const line of block.split(/\r?\n/)) {
-    if (/^[ \t]/.test(line) && name) {
-      const values = headers.get(name)!
-      values[values.length - 1] = `${values[values.length - 1]} ${line.trim()}`.trim()
+    if (/^[ \t]/.test(line) && fields.length) {
+      fields[fields.length - 1].lines.push(line.trim())
     } else {
       const colon = line.indexOf(':')
       if (colon <= 0) continue
-      name = line.slice(0, colon).trim().toLowerCase()
-      headers.set(name, [...(headers.get(name) ?? []), line.slice(colon + 1).trim()])
+      fields.push({ name: line.slice(0, colon).trim().toLowerCase(), lines: [line.slice(colon + 1).trim()] })
     }
+  }
+  const headers = new Map<string, string[]>()
+  for (const { name, lines } of fields) {
+    const value = lines.join(' ').trim()
+    const values = headers.get(name)
+    if (values) values.push(value)
+    else headers.set(name, [value])
   }
   const addresses = (field: string) => (headers.get(field) ?? []).flatMap((v) => parseAddressString(v).map((m) => m.address)).filter(Boolean)
   const first = (field: string) => headers.get(field)?.[0]

@@ -1,6 +1,6 @@
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser'
 import { describe, expect, it } from 'vitest'
-import { composeMessage, messageHead, readHeaders, type ComposeInput } from '../../relay/message.js'
+import { composeMessage, htmlToText, messageHead, readHeaders, type ComposeInput } from '../../relay/message.js'
 
 const EPOCH = new Date(0)
 const BASE: ComposeInput = {
@@ -452,9 +452,27 @@ describe('readHeaders', () => {
     expect(headers).toMatchObject({ messageId: '<folded@example.org>', subject: 'a long one', from: 'me@example.org', recipients: ['a@x.com'] })
   })
 
+  it('reads a header block of 50,000 fields and 50,000 folded lines (a client may send anything)', () => {
+    const many = read(`From: me@example.org\r\nTo: a@x.com\r\n${'X-Pad: y\r\n'.repeat(50_000)}Subject: s\r\n${' more\r\n'.repeat(50_000)}Message-ID: <m@x>`)
+    expect(many).toMatchObject({ from: 'me@example.org', recipients: ['a@x.com'], messageId: '<m@x>' })
+    expect(many.subject).toBe(`s${' more'.repeat(50_000)}`)
+  })
+
   it('gives every author of the From header, and every From header apart', () => {
     expect(read('From: a@x.com, B <b@y.com>\r\nTo: c@z.com')).toMatchObject({ from: 'a@x.com', authors: ['a@x.com', 'b@y.com'], fromFields: ['a@x.com, B <b@y.com>'] })
     expect(read('From: a@x.com\r\nFrom: b@y.com')).toMatchObject({ from: 'a@x.com', authors: ['a@x.com', 'b@y.com'], fromFields: ['a@x.com', 'b@y.com'] })
     expect(read('To: c@z.com')).toMatchObject({ from: null, authors: [], fromFields: [] })
+  })
+})
+
+describe('htmlToText', () => {
+  it('drops script and style elements with their content, and keeps the text of an unclosed one', () => {
+    expect(htmlToText('<p>a</p><SCRIPT type="x">var x = 1 < 2</script>b<style>p { }</Style>c')).toBe('a\nbc')
+    expect(htmlToText('<p>a</p><script>left open')).toBe('a\nleft open')
+  })
+
+  it('reads bodies of 100,000 unclosed tags as text (a client may send anything)', () => {
+    expect(htmlToText(`<b>${'<'.repeat(100_000)}`)).toBe('<'.repeat(100_000))
+    expect(htmlToText('<script>'.repeat(20_000) + 'x')).toBe('x')
   })
 })
