@@ -7,8 +7,9 @@ export interface Mailbox {
 }
 
 // RFC 5321 §4.1.2 mailbox, restricted to what relays accept in practice: a dot-atom or quoted
-// local part and a domain with at least one dot (or a bracketed address literal).
-export const EMAIL_PATTERN = /^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"[^"\r\n]+")@(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}|\[[0-9A-Fa-f:.]+\])$/
+// local part (printable ASCII, `"` and `\` only escaped) and a domain with at least one dot (or a
+// bracketed address literal).
+export const EMAIL_PATTERN = /^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])+")@(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}|\[[0-9A-Fa-f:.]+\])$/
 const DOMAIN = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}$/
 
 export const isEmail = (s: string) => s.length <= 254 && EMAIL_PATTERN.test(s)

@@ -98,7 +98,9 @@ export function mountDocuments(app: Hono, config: Config): void {
   )
   app.get('/docs/init.js', (c) => c.body(DOCS_INIT, 200, { 'Content-Type': 'text/javascript; charset=utf-8' }))
   app.get('/docs/:asset', (c) => {
-    const type = SWAGGER_ASSETS[c.req.param('asset')]
+    // Own keys only: `constructor` or `__proto__` is no asset.
+    const asset = c.req.param('asset')
+    const type = Object.hasOwn(SWAGGER_ASSETS, asset) ? SWAGGER_ASSETS[asset] : undefined
     if (!type) return c.notFound()
     return c.body(readFileSync(join(SWAGGER_DIR, c.req.param('asset'))), 200, { 'Content-Type': type, 'Cache-Control': 'public, max-age=86400' })
   })

@@ -61,6 +61,10 @@ describe('sendMail', () => {
       expect(log.emails.map((e) => [e.id, e.subject])).toEqual([[text, 's Bcc: evil@example.com']])
     })
 
+    it('takes a quoted local part of printable ASCII, escapes included', async () => {
+      for (const to of ['"john smith"@example.com', '"a\\"b"@example.com', '"x\\\\y"@example.com']) expect(await send({ to })).toMatchObject({ status: 'ok' })
+    })
+
     it('takes the addresses the relay takes over SMTP (=, &, an apostrophe), and so do the log filters', async () => {
       const { text } = await send({ from: 'info+tag=1@example.org', to: "o'brien&co@example.com" })
       const log = (input: Record<string, unknown>) => run(viewMailLog, input, env.ctx).then((l) => l.emails.map((e) => e.id))
@@ -236,6 +240,10 @@ describe('sendMail', () => {
     it.each([
       ['to', { to: 'bob@exa-.com' }],
       ['from', { from: 'me@exa-.com' }],
+      // A quoted local part holds printable ASCII only, `"` and `\` escaped.
+      ['to', { to: '"v\u0000x\u001b[31m"@example.com' }],
+      ['to', { to: '"a\\"@example.com' }],
+      ['to', { to: '"a"b"@example.com' }],
     ])('refuses a %s the relay cannot use in the schema (as sendAdvMail does)', (path, input) => {
       expectSchemaRefusal(sendMail, { ...MAIL, ...input }, path)
     })

@@ -137,6 +137,7 @@ describe('discovery documents', () => {
       expect((await res.arrayBuffer()).byteLength, asset).toBeGreaterThan(20)
     }
     expect((await env.app.request('/docs/package.json')).status).toBe(404)
+    for (const inherited of ['constructor', '__proto__', 'toString']) expect((await env.app.request(`/docs/${inherited}`)).status).toBe(404)
     expect(await (await env.app.request('/docs/init.js')).text()).toContain('../spec/openapi.json')
   })
 
