@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import { and, asc, eq, gte, inArray, isNull, lt, sql } from 'drizzle-orm'
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
-import { mkdirSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as schema from './schema.js'
@@ -25,8 +25,14 @@ export interface SqliteOptions {
 
 /** Opens the store of a data directory: `<dir>/mailroom.db`, `<dir>/secret.key`, created on first use. */
 export function openDataDir(dataDir: string): SqliteStore {
-  mkdirSync(dataDir, { recursive: true })
-  return openSqliteStore({ file: join(dataDir, DB_FILE), secret: loadOrCreateSecret(dataDir) })
+  // The database holds every account's log, queued messages and key hashes: only its owner may
+  // read it. A new directory is the owner's alone; the database file is created (or narrowed) to
+  // 0600, and SQLite gives its -wal and -shm files the same mode.
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  const file = join(dataDir, DB_FILE)
+  closeSync(openSync(file, 'a', 0o600))
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) if (existsSync(f)) chmodSync(f, 0o600)
+  return openSqliteStore({ file, secret: loadOrCreateSecret(dataDir) })
 }
 
 export type SqliteStore = Store & { db: Db; sqlite: Database.Database }

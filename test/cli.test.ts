@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -94,6 +94,9 @@ describe('mailroom command', () => {
     expect(openapi.servers).toEqual([{ url: `http://localhost:${port}` }])
     const orders = await (await fetch(`${first.base}/mail`, { headers: { 'X-API-KEY': key! } })).json()
     expect(orders).toEqual([{ id: 1, status: 'active', username: 'mb1', comment: 'created on first start' }])
+    // The data directory and the database are the owner's alone (they hold every account's mail).
+    const mode = (f: string) => statSync(join(dataDir, f)).mode & 0o777
+    expect({ db: mode('mailroom.db'), wal: mode('mailroom.db-wal'), secret: mode('secret.key') }).toEqual({ db: 0o600, wal: 0o600, secret: 0o600 })
     children.splice(0).forEach((c) => c.kill('SIGKILL'))
     const second = await serve()
     expect(second.output()).not.toContain('API key')
@@ -172,6 +175,10 @@ describe('mailroom command', () => {
       expect(r.stderr).toContain(`no mailroom database in ${dataDir} (MAILROOM_DATA_DIR)`)
     }
     expect(existsSync(join(dataDir, 'mailroom.db'))).toBe(false)
+    // A data directory mailroom creates is its owner's alone.
+    const fresh = join(dataDir, 'fresh')
+    expect(runWith({ MAILROOM_DATA_DIR: fresh }, 'trap', 'add', 'trap@example.net').status).toBe(0)
+    expect(statSync(fresh).mode & 0o777).toBe(0o700)
 
     const account = json('account', 'create', '--json')
     for (const args of [['account', 'key', 'list'], ['order', 'list'], ['suppress', 'list']]) {
