@@ -93,6 +93,8 @@ export const ConfigSchema = z.object({
   MAILROOM_SMTP_AUTH_REQUIRES_TLS: z.enum(['true', 'false']).default('true'),
   /** Failed AUTH attempts allowed per client address in 15 minutes before AUTH is refused. */
   MAILROOM_SMTP_MAX_AUTH_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
+  /** Most SMTP connections open at once; one more is answered 421 and closed. */
+  MAILROOM_SMTP_MAX_CLIENTS: z.coerce.number().int().min(1).max(100_000).default(1000),
   /** `host:port`: when set, every message goes there instead of to the recipients' MX hosts. */
   MAILROOM_SMARTHOST: HostPort.optional(),
   /** `ip:port,…`: the DNS servers for MX lookups; default the system's. */
@@ -138,6 +140,7 @@ export interface Config {
     tls: { cert: string; key: string } | null
     authRequiresTls: boolean
     maxAuthFailures: number
+    maxClients: number
   }
   delivery: {
     smarthost: { host: string; port: number } | null
@@ -183,6 +186,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       tls: e.MAILROOM_TLS_CERT && e.MAILROOM_TLS_KEY ? { cert: resolve(e.MAILROOM_TLS_CERT), key: resolve(e.MAILROOM_TLS_KEY) } : null,
       authRequiresTls: e.MAILROOM_SMTP_AUTH_REQUIRES_TLS === 'true',
       maxAuthFailures: e.MAILROOM_SMTP_MAX_AUTH_FAILURES,
+      maxClients: e.MAILROOM_SMTP_MAX_CLIENTS,
     },
     delivery: {
       smarthost: e.MAILROOM_SMARTHOST ?? null,

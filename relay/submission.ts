@@ -79,6 +79,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     authOptional: true,
     allowInsecureAuth: !config.smtp.authRequiresTls,
     disableReverseLookup: true,
+    maxClients: config.smtp.maxClients,
     hideDSN: true,
     // Addresses are ASCII here (internationalized domains as punycode): SMTPUTF8 is not offered.
     hideSMTPUTF8: true,

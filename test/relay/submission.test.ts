@@ -454,6 +454,21 @@ describe('SMTP submission: limits', () => {
     expect(t.stored()).toEqual(NOTHING)
   })
 
+  it('answers a connection past MAILROOM_SMTP_MAX_CLIENTS with 421, and takes one again once another has gone', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_CLIENTS: '2' })
+    const first = await t.raw()
+    await t.raw()
+    const third = await RawSmtp.open(t.port)
+    clients.push(third)
+    expect(await third.greeting).toMatch(/^421 .*Too many connected clients/)
+    first.close()
+    await expect.poll(async () => {
+      const next = await RawSmtp.open(t.port)
+      clients.push(next)
+      return next.greeting
+    }, { timeout: 5000 }).toMatch(/^220 /)
+  })
+
   it('refuses the third RCPT with 452 when MAILROOM_MAX_RECIPIENTS=2, and queues for the first two', async () => {
     const t = await start({ MAILROOM_MAX_RECIPIENTS: '2' })
     const c = await authed(t)
