@@ -10,6 +10,8 @@ import { authenticate, clientIp } from './rest.js'
 
 /** A session nobody used for this long is closed. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000
+/** Most sessions one account keeps open; opening one more closes its least recently used. */
+export const MCP_SESSIONS_PER_ACCOUNT = 100
 const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '::1', '[::1]']
 /** At most this many servers are kept for session-less requests (about their concurrency). */
 const MAX_IDLE_SERVERS = 64
@@ -94,7 +96,15 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
       const server = createMcpServer(services, callerOf)
       const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: randomUUID,
-        onsessioninitialized: (id) => void sessions.set(id, { transport, server, accountId, lastSeen: clock() }),
+        onsessioninitialized: (id) => {
+          sessions.set(id, { transport, server, accountId, lastSeen: clock() })
+          const own = [...sessions].filter(([, s]) => s.accountId === accountId)
+          if (own.length > MCP_SESSIONS_PER_ACCOUNT) {
+            const [oldest, s] = own.reduce((a, b) => (b[1].lastSeen < a[1].lastSeen ? b : a))
+            sessions.delete(oldest)
+            void s.server.close()
+          }
+        },
         onsessionclosed: (id) => void sessions.delete(id),
       })
       await server.connect(transport)

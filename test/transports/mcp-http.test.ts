@@ -6,6 +6,7 @@ import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { TOOLS } from '../../tools/index.js'
+import { MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 
 /** Arguments that make each tool succeed for a fresh test account. */
@@ -124,6 +125,36 @@ describe('MCP over Streamable HTTP', () => {
     const typo = await client.callTool({ name: 'viewMailLog', arguments: { mailId: '0190f3a2b4c5d6e7f8' } })
     expect(JSON.parse((typo.content as { text: string }[])[0].text).message).toMatch(/^mailId: viewMailLog has no argument mailId \(did you mean mailid\?\)/)
     expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+  })
+
+  it(`keeps at most ${MCP_SESSIONS_PER_ACCOUNT} sessions per account, closing the least recently used`, async () => {
+    const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
+    const open = async () => {
+      const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }) })
+      await res.body?.cancel()
+      return res.headers.get('mcp-session-id')!
+    }
+    const list = (id: string) => fetch(url, { method: 'POST', headers: { ...headers, 'Mcp-Session-Id': id, 'Mcp-Protocol-Version': '2025-06-18' }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) })
+    const ids: string[] = []
+    for (let i = 0; i < MCP_SESSIONS_PER_ACCOUNT; i++) {
+      ids.push(await open())
+      env.clock.advance(1)
+    }
+    // The first is used again: the second is now the least recently used.
+    expect((await list(ids[0])).status).toBe(200)
+    env.clock.advance(1)
+    ids.push(await open())
+    expect((await list(ids[1])).status).toBe(404)
+    for (const id of [ids[0], ids[2], ids[MCP_SESSIONS_PER_ACCOUNT]]) expect((await list(id)).status).toBe(200)
+    // Another account's sessions are its own.
+    const other = await env.newAccount()
+    const otherSession = await (async () => {
+      const res = await fetch(url, { method: 'POST', headers: { ...headers, 'X-API-KEY': other.apiKey }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }) })
+      await res.body?.cancel()
+      return res.headers.get('mcp-session-id')!
+    })()
+    expect(otherSession).toMatch(/^[0-9a-f-]{36}$/)
+    expect((await list(ids[2])).status).toBe(200)
   })
 
   it('keeps a session: GET stream, DELETE ends it', async () => {
