@@ -14,6 +14,9 @@ const DOMAIN = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-
 
 export const isEmail = (s: string) => s.length <= 254 && EMAIL_PATTERN.test(s)
 
+/** Whether a text is all ASCII (an address needs no SMTPUTF8, a domain no punycode). */
+export const isAscii = (s: string) => /^[\x00-\x7f]*$/.test(s)
+
 const DOT_ATOM = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/
 
 /**

@@ -109,12 +109,11 @@ const header = (name: string, value: string) => `${foldLines(`${name}: ${value}`
 /** A word too long to fold around: written as RFC 2047 words, which can be split, it keeps lines within 998. */
 const LONG_WORD = /\S{77,}/
 
-/** Unstructured header text: line breaks become spaces, non-ASCII and control characters RFC 2047 words. */
 /** A header's text on one line: a line break in it would end the header (and could start another). */
 const oneLine = (value: string) => value.replace(/\r?\n|\r/g, ' ')
 
-function headerText(value: string): string {
-  const flat = oneLine(value)
+/** Unstructured header text already on one line (`oneLine`): non-ASCII and control characters as RFC 2047 words. */
+function headerText(flat: string): string {
   return /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(flat) || LONG_WORD.test(flat) ? encodeWord(flat, 'Q', 52) : encodeWords(flat, 'Q', 52)
 }
 

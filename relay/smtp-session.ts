@@ -1,6 +1,7 @@
 import { isAscii as isAsciiBytes } from 'node:buffer'
 import { connect as netConnect, isIP, type Socket } from 'node:net'
 import { connect as tlsConnect, type TLSSocket } from 'node:tls'
+import { isAscii } from './addresses.js'
 
 /** A destination's answer for one recipient; `code` is null when none came (timeout, dropped connection). */
 export interface Reply {
@@ -39,7 +40,6 @@ export interface SessionOptions {
 }
 
 const CRLF = Buffer.from('\r\n')
-const isAscii = (s: string) => /^[\x00-\x7f]*$/.test(s)
 
 /**
  * One SMTP client session toward a destination MX: EHLO (HELO for servers that refuse it),

@@ -5,7 +5,7 @@ import type { Config } from '../config.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
 import { safeEqual } from '../storage/secrets.js'
 import type { MailOrder, Store } from '../storage/store.js'
-import { canonicalAddress, isEmail } from './addresses.js'
+import { canonicalAddress, isAscii, isEmail } from './addresses.js'
 import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
 
@@ -28,7 +28,7 @@ export interface SubmissionDeps {
  */
 function envelopeAddress(address: string): string {
   const at = address.lastIndexOf('@')
-  const ascii = at < 0 || /^[\x00-\x7f]*$/.test(address) ? address : `${address.slice(0, at)}@${domainToASCII(address.slice(at + 1)) || address.slice(at + 1)}`
+  const ascii = at < 0 || isAscii(address) ? address : `${address.slice(0, at)}@${domainToASCII(address.slice(at + 1)) || address.slice(at + 1)}`
   return canonicalAddress(ascii)
 }
 

@@ -102,7 +102,7 @@ export function mountDocuments(app: Hono, config: Config): void {
     const asset = c.req.param('asset')
     const type = Object.hasOwn(SWAGGER_ASSETS, asset) ? SWAGGER_ASSETS[asset] : undefined
     if (!type) return c.notFound()
-    return c.body(readFileSync(join(SWAGGER_DIR, c.req.param('asset'))), 200, { 'Content-Type': type, 'Cache-Control': 'public, max-age=86400' })
+    return c.body(readFileSync(join(SWAGGER_DIR, asset)), 200, { 'Content-Type': type, 'Cache-Control': 'public, max-age=86400' })
   })
 
   app.get('/', (c) => {
