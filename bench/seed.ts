@@ -8,6 +8,8 @@ import { openDataDir } from '../storage/sqlite.js'
 const MESSAGE_ID = `'<m' || i || '.bench@bench.example>'`
 /** The recursive counter 0 … @rows - 1 every insert below selects from. */
 const COUNTER = 'WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < @rows - 1)'
+/** The seeded messages' and deliveries' indexes whose keys grow with the row id. */
+const APPENDED_INDEXES = ['messages_txid', 'messages_order', 'messages_order_time', 'deliveries_message_seq', 'deliveries_due']
 /** FTS5's tables behind the Message-ID index (migration 0001). */
 const FTS_TABLES = ['data', 'idx', 'docsize', 'config'].map((t) => `messages_fts_${t}`)
 
@@ -18,7 +20,7 @@ const FTS_TABLES = ['data', 'idx', 'docsize', 'config'].map((t) => `messages_fts
  * transaction id or a Message-ID) then fills at least a page of 100 rows at 10,000 rows as at
  * 1,000,000, so that #4 compares the same answer from a table a hundred times larger. One
  * transaction, without the WAL; the secondary indexes are built once at the end, which is much
- * faster than keeping them up to date row by row. The Message-ID trigram index is built
+ * faster than keeping them up to date row by row (but for those whose entries are appended). The Message-ID trigram index is built
  * meanwhile on the other core, in a thread and a file of its own, and copied in at the end.
  * Returns values to query with.
  */
@@ -41,7 +43,10 @@ export async function seedLog(dataDir: string, rows: number, orderId: number): P
   const span = 30 * 86_400_000
   const schemaSql = (type: string) =>
     db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = ? AND tbl_name IN ('messages', 'deliveries') AND sql IS NOT NULL`).all(type) as { name: string; sql: string }[]
-  const indexes = schemaSql('index')
+  // Built at the end, but those whose keys follow the row ids here (the transaction id, the order
+  // with or without the time, a delivery's message): kept up to date during the inserts, each
+  // entry lands at the end of its index, which costs less than sorting them all afterwards (0.5 s).
+  const indexes = schemaSql('index').filter((i) => !APPENDED_INDEXES.includes(i.name))
   const triggers = schemaSql('trigger')
   db.transaction(() => {
     for (const { name } of [...indexes, ...triggers]) db.exec(`DROP ${indexes.some((i) => i.name === name) ? 'INDEX' : 'TRIGGER'} "${name}"`)
