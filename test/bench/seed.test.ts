@@ -9,7 +9,7 @@ import { openDataDir } from '../../storage/sqlite.js'
 const { seedLog } = (await import(new URL('../../dist/bench/seed.js', import.meta.url).href)) as typeof import('../../bench/seed.js')
 
 // Benchmark #4 reads a seeded log: it must be what the product would have after accepting as many
-// messages, the trigram index of Message-IDs (built beside it and copied in) included.
+// messages, its deliveries and the trigram index of Message-IDs (each built beside it and copied in) included.
 describe('bench: the seeded log', () => {
   let dataDir: string
   beforeEach(async () => {
@@ -23,15 +23,23 @@ describe('bench: the seeded log', () => {
 
   it('holds every row, an index that matches them, and finds what the benchmark asks for', async () => {
     const values = await seedLog(dataDir, 3000, 1)
-    expect(existsSync(join(dataDir, 'seed-fts.db'))).toBe(false)
+    for (const scratch of ['seed-fts.db', 'seed-deliveries.db']) expect(existsSync(join(dataDir, scratch))).toBe(false)
     // The seed writes without the WAL, then leaves the file in the product's own journal mode.
     const raw = new Database(join(dataDir, 'mailroom.db'), { readonly: true })
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal')
     raw.close()
     const store = openDataDir(dataDir)
     try {
-      // Every index holds exactly the entries of its table's rows.
+      // Every index holds exactly the entries of its table's rows, every delivery's message is
+      // there, and new rows take ids after the seeded ones.
       expect(store.sqlite.pragma('integrity_check', { simple: true })).toBe('ok')
+      expect(store.sqlite.pragma('foreign_key_check')).toEqual([])
+      expect(store.sqlite.prepare("SELECT name, seq FROM sqlite_sequence WHERE name IN ('messages', 'deliveries') ORDER BY name").all()).toEqual([
+        { name: 'deliveries', seq: 3000 },
+        { name: 'messages', seq: 3000 },
+      ])
+      // The index's settings are the data directory's own: the seed's larger hash size stayed behind.
+      expect(store.sqlite.prepare('SELECT k FROM messages_fts_config').pluck().all()).toEqual(['version'])
       // With rank 1, FTS5 also checks its index against the messages themselves.
       expect(() => store.sqlite.prepare("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)").run()).not.toThrow()
       const log = (q: Record<string, unknown>) => store.mail.log({ orderId: 1, skip: 0, limit: 100, dir: 'asc', groupby: 'recipient', ...q })
