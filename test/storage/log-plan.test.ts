@@ -10,9 +10,9 @@ describe('log query plans', () => {
   const store = openSqliteStore({ file: ':memory:', secret: randomBytes(32) })
   afterAll(() => store.close())
   const base: LogQuery = { orderId: 1, skip: 0, limit: 100, dir: 'desc', groupby: 'recipient' }
-  const plan = (q: LogQuery, which: 'count' | 'rows') => {
+  const plan = (q: LogQuery, which: 'count' | 'countAbove' | 'rows') => {
     const built = buildLogQuery(q, q.startTime !== undefined ? [1, 2] : undefined)
-    const params = which === 'rows' ? [...built.params, q.limit, q.skip] : built.countParams
+    const params = which === 'rows' ? [...built.params, q.limit, q.skip] : which === 'count' ? built.countParams : [...built.countParams, 1]
     return (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${built[which]}`).all(...params) as { detail: string }[]).map((r) => r.detail)
   }
   const filters: Partial<LogQuery>[] = [
@@ -32,11 +32,16 @@ describe('log query plans', () => {
   for (const groupby of ['recipient', 'message'] as const) {
     for (const f of filters) {
       it(`${groupby} ${JSON.stringify(f)}`, () => {
-        for (const which of ['count', 'rows'] as const) {
+        for (const which of ['count', 'countAbove', 'rows'] as const) {
           const steps = plan({ ...base, ...f, groupby }, which)
           // "SCAN m" / "SCAN d" / "SCAN x" would be a full table scan; index searches say SEARCH.
           expect(steps.filter((s) => /^SCAN (m|d|x|messages|deliveries)\b/.test(s)), steps.join(' | ')).toEqual([])
           expect(steps.some((s) => /USING (COVERING )?INDEX|INTEGER PRIMARY KEY|VIRTUAL TABLE/.test(s))).toBe(true)
+          // Nor, filtered, may it walk every message of the order, testing each.
+          if (Object.keys(f).length) expect(steps.filter((s) => /INDEX messages_order \(order_id=\?\)$/.test(s)), steps.join(' | ')).toEqual([])
+          // A kept total (of exact filters only) counts the messages after its mark from a seek,
+          // not from the start; a transaction id matches one message at most.
+          if (which === 'countAbove' && !('startTime' in f || 'messageId' in f || 'mailid' in f)) expect(steps.some((s) => /(id|rowid)>\?/.test(s)), steps.join(' | ')).toBe(true)
         }
       })
     }
