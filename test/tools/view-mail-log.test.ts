@@ -138,10 +138,14 @@ describe('viewMailLog', () => {
       ['delivered=1', { delivered: 1 }, ['A', 'B']],
       ['mx', { mx: 'mx.example.com' }, ['A', 'B']],
       ['from', { from: 'alice@example.org' }, ['A', 'C']],
+      ['from and delivered together', { from: 'alice@example.org', delivered: 1 }, ['A']],
     ])('counts messages, not recipients, when filtering %s with groupby=message', async (_label, input, expected) => {
       const result = await view({ ...input, groupby: 'message', dir: 'asc' })
       expect(result.emails.map((e) => e.id)).toEqual(expected.map((l) => txids[l]))
       expect(result.total).toBe(expected.length)
+      // Each row is its message's first recipient's, whichever recipient matched.
+      expect(result.emails.map((e) => e.seq)).toEqual(expected.map(() => 1))
+      expect((await view({ ...input, groupby: 'message', dir: 'desc' })).emails.map((e) => e.id)).toEqual(expected.map((l) => txids[l]).reverse())
     })
 
     it('counts recipient rows with the default groupby=recipient', async () => {
