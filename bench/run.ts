@@ -225,6 +225,7 @@ async function logFigures() {
     delivered: 'delivered=0',
     'startDate/endDate': `startDate=${now - 86_400}&endDate=${now}`,
     'groupby=message': 'groupby=message',
+    'groupby=message, mx': `groupby=message&mx=${values.mx}`,
   })
   const [small, large] = seeded.map(({ server, values }) => ({ server, queries: queriesOf(values) }))
   const timed = async (s: typeof small, name: string) => {
