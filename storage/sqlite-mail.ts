@@ -166,7 +166,10 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     const last = lastMessage.get() as number
     const queued = query.changing ? (firstQueued.get() as number | undefined) : undefined
     const upto = queued === undefined ? last : Math.min(last, queued - 1)
-    if (upto > (kept?.upto ?? 0)) totals.set(key, { upto, n: upto === last ? n : n - above(upto) })
+    const from = kept?.upto ?? 0
+    // Kept only if that covers at least half of the messages since the last mark: a delivery
+    // queued for long holds the mark back, and the rows above it would be counted twice for little.
+    if (upto - from >= (last - from) / 2) totals.set(key, { upto, n: upto === last ? n : n - above(upto) })
     else if (kept) totals.set(key, kept)
     if (totals.size > TOTALS_KEPT) totals.delete(totals.keys().next().value!)
     return n
