@@ -215,28 +215,15 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
 
     async stats(q) {
       if (q.orderIds.length === 0) return { usage: 0, received: 0, sent: 0, volume: { to: {}, from: {}, ip: {} } }
-      const ids = q.orderIds.map(() => '?').join(',')
-      const inOrders = `m.order_id IN (${ids})`
-      const since = q.since === null ? -1 : Math.floor(q.since / 1000)
-      const count = (text: string, ...params: unknown[]) => (prepare(text).get(...q.orderIds, ...params) as { n: number }).n
-      const top = (column: string, join: string) =>
-        Object.fromEntries(
-          (
-            prepare(
-              `SELECT ${column} AS k, COUNT(*) AS n FROM messages m ${join} WHERE ${inOrders} AND m.time >= ? AND ${column} IS NOT NULL
-               GROUP BY ${column} ORDER BY n DESC, k ASC LIMIT ?`,
-            ).all(...q.orderIds, since, q.top) as { k: string; n: number }[]
-          ).map((r) => [r.k, r.n]),
-        )
+      const sql = buildStatsQueries(q.orderIds.length, q.since !== null)
+      const since = q.since === null ? [] : [Math.floor(q.since / 1000)]
+      const get = (text: string, ...params: unknown[]) => prepare(text).all(...q.orderIds, ...params) as { k?: string; n: number }[]
+      const top = (text: string) => Object.fromEntries(get(text, ...since, q.top).map((r) => [r.k, r.n]))
       return {
-        usage: count(`SELECT COUNT(*) AS n FROM messages m WHERE ${inOrders} AND m.time >= ? AND m.time < ?`, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)),
-        received: count(`SELECT COUNT(*) AS n FROM messages m WHERE ${inOrders} AND m.time >= ?`, since),
-        sent: count(`SELECT COUNT(*) AS n FROM messages m JOIN deliveries d ON d.message_id = m.id WHERE ${inOrders} AND m.time >= ? AND d.delivered = 1`, since),
-        volume: {
-          to: top('d.recipient', 'JOIN deliveries d ON d.message_id = m.id'),
-          from: top('m.env_from', ''),
-          ip: top('m.origin', ''),
-        },
+        usage: get(sql.usage, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000))[0].n,
+        received: get(sql.received, ...since)[0].n,
+        sent: get(sql.sent, ...since)[0].n,
+        volume: { to: top(sql.to), from: top(sql.from), ip: top(sql.ip) },
       }
     },
   }
@@ -338,6 +325,38 @@ export function buildLogQuery(
   }
   const count = group ? `SELECT COUNT(DISTINCT x.message_id) AS n FROM ${from} WHERE ${whereSql}` : `SELECT COUNT(*) AS n FROM ${from} WHERE ${whereSql}`
   return { ...counts(count, group ? 'x.message_id' : 'd.message_id'), countParams: params, rows, params, filtered, changing }
+}
+
+/**
+ * The SQL of the statistics of `orders` mail orders (their ids are the first parameters), over a
+ * window from a start time (the next parameter) or over all time; `usage` takes the billing
+ * cycle's start and end instead, the volume breakdowns a LIMIT last. A window is walked from the
+ * (order_id, time) index, one step per message in it: left to itself, SQLite grouped the senders
+ * and client IPs from their own indexes, reading every message of the order (3.5 s at a million
+ * messages, even for the last hour). All time is counted from the kept counts and the covering
+ * indexes of the grouped columns, without reading the messages. The indexes are named: with the
+ * statistics of some logs, SQLite took others. Exported so a test can check the plans.
+ */
+export function buildStatsQueries(orders: number, windowed: boolean) {
+  const ids = Array.from({ length: orders }, () => '?').join(',')
+  const time = windowed ? 'AND m.time >= ?' : ''
+  // The tables, each with the index to walk, and the condition up to its next term.
+  const messages = (index: string) => `messages m INDEXED BY ${windowed ? 'messages_order_time' : index} WHERE m.order_id IN (${ids}) AND`
+  const recipients = (index: string) =>
+    windowed
+      ? `messages m INDEXED BY messages_order_time JOIN deliveries d ON d.message_id = m.id WHERE m.order_id IN (${ids}) AND`
+      : `deliveries d INDEXED BY ${index} WHERE d.order_id IN (${ids}) AND`
+  const top = (column: string, from: string) => `SELECT ${column} AS k, COUNT(*) AS n FROM ${from} ${column} IS NOT NULL ${time} GROUP BY ${column} ORDER BY n DESC, k ASC LIMIT ?`
+  return {
+    usage: `SELECT COUNT(*) AS n FROM messages m WHERE m.order_id IN (${ids}) AND m.time >= ? AND m.time < ?`,
+    received: windowed
+      ? `SELECT COUNT(*) AS n FROM messages m WHERE m.order_id IN (${ids}) ${time}`
+      : `SELECT COALESCE(SUM(messages), 0) AS n FROM order_counts WHERE order_id IN (${ids})`,
+    sent: `SELECT COUNT(*) AS n FROM ${recipients('deliveries_order_delivered')} d.delivered = 1 ${time}`,
+    to: top('d.recipient', recipients('deliveries_order_recipient')),
+    from: top('m.env_from', messages('messages_order_from')),
+    ip: top('m.origin', messages('messages_order_origin')),
+  }
 }
 
 export function domainOf(address: string): string {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { afterAll, describe, expect, it } from 'vitest'
-import { buildLogQuery } from '../../storage/sqlite-mail.js'
+import { buildLogQuery, buildStatsQueries } from '../../storage/sqlite-mail.js'
 import { openSqliteStore } from '../../storage/sqlite.js'
 import type { LogQuery } from '../../storage/store.js'
 
@@ -42,6 +42,45 @@ describe('log query plans', () => {
           // A kept total (of exact filters only) counts the messages after its mark from a seek,
           // not from the start; a transaction id matches one message at most.
           if (which === 'countAbove' && !('startTime' in f || 'messageId' in f || 'mailid' in f)) expect(steps.some((s) => /(id|rowid)>\?/.test(s)), steps.join(' | ')).toBe(true)
+        }
+      })
+    }
+  }
+})
+
+// The statistics of a window read one index entry per message in it, and all time reads no
+// message row: no plan may walk every message of the orders and look each one up.
+describe('statistics query plans', () => {
+  const store = openSqliteStore({ file: ':memory:', secret: randomBytes(32) })
+  afterAll(() => store.close())
+  // The planner's statistics of a log of a million messages (as ANALYZE sampled them): with those
+  // of an empty database, it takes the time index anyway.
+  store.sqlite.exec('ANALYZE')
+  store.sqlite.exec(`DELETE FROM sqlite_stat1; INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES
+    ('messages', 'messages_order', '1000000 1001'), ('messages', 'messages_order_time', '1000000 1001 1 1 1'),
+    ('messages', 'messages_order_from', '1000000 1001 1001 1 1'), ('messages', 'messages_order_origin', '1000000 1001 1001 1 1'),
+    ('messages', 'messages_txid', '1000000 1'), ('deliveries', 'deliveries_message_seq', '1000000 1 1'),
+    ('deliveries', 'deliveries_order_recipient', '1000000 1001 1001 1'), ('deliveries', 'deliveries_order_delivered', '1000000 1001 1001 1');
+    ANALYZE sqlite_schema`)
+  for (const orders of [1, 3]) {
+    for (const windowed of [true, false]) {
+      it(`${orders} order(s), ${windowed ? 'a window' : 'all time'}`, () => {
+        const sql = buildStatsQueries(orders, windowed)
+        const ids = Array.from({ length: orders }, (_, i) => i + 1)
+        const params: Record<keyof typeof sql, unknown[]> = {
+          usage: [1, 2],
+          received: windowed ? [1] : [],
+          sent: windowed ? [1] : [],
+          to: windowed ? [1, 5] : [5],
+          from: windowed ? [1, 5] : [5],
+          ip: windowed ? [1, 5] : [5],
+        }
+        for (const [name, text] of Object.entries(sql) as [keyof typeof sql, string][]) {
+          const steps = (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${text}`).all(...ids, ...params[name]) as { detail: string }[]).map((r) => r.detail)
+          expect(steps.filter((s) => /^SCAN /.test(s)), `${name}: ${steps.join(' | ')}`).toEqual([])
+          // The messages of a window come from the time index; over all time, only covering indexes.
+          if (windowed && name !== 'usage') expect(steps[0], name).toMatch(/messages_order_time \(order_id=\? AND time>\?\)/)
+          if (!windowed) expect(steps.filter((s) => /SEARCH (m|d) USING INDEX/.test(s)), `${name}: ${steps.join(' | ')}`).toEqual([])
         }
       })
     }
