@@ -62,6 +62,18 @@ export function bodyParts(pieces: Buffer[]): Buffer[] {
 /** How soon after a message is queued its Message-ID is indexed (with every other one queued meanwhile). */
 const MESSAGE_ID_INDEX_DELAY_MS = 1000
 
+/**
+ * A count that only grows as messages are added, but for rows that change (`changing`: a
+ * delivery's MX host or outcome); `countAbove` counts the same of the messages after a row id
+ * given as its last parameter, from a seek.
+ */
+interface KeptCount {
+  count: string
+  countAbove: string
+  countParams: unknown[]
+  changing: boolean
+}
+
 /** How many log totals are kept (see keptTotal), and the smallest worth keeping. */
 const TOTALS_KEPT = 256
 const TOTAL_KEPT_MIN = 1000
@@ -152,7 +164,7 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
    * message with a delivery still queued, and the rest is counted again each time. All in one
    * read transaction, so that the messages counted and the last one seen agree.
    */
-  const keptTotal = sqlite.transaction((query: ReturnType<typeof buildLogQuery>) => {
+  const keptTotal = sqlite.transaction((query: KeptCount) => {
     const key = `${query.count}\0${JSON.stringify(query.countParams)}`
     const kept = totals.get(key)
     const above = (upto: number) => countOf(query.countAbove, [...query.countParams, upto])
@@ -219,8 +231,10 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
       const since = q.since === null ? [] : [Math.floor(q.since / 1000)]
       const get = (text: string, ...params: unknown[]) => prepare(text).all(...q.orderIds, ...params) as { k?: string; n: number }[]
       const top = (text: string) => Object.fromEntries(get(text, ...since, q.top).map((r) => [r.k, r.n]))
+      // The billing cycle's usage is counted in full once, then only for the messages since.
+      const cycle = [...q.orderIds, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)]
       return {
-        usage: get(sql.usage, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000))[0].n,
+        usage: keptTotal({ ...sql.usage, countParams: cycle, changing: false }),
         received: get(sql.received, ...since)[0].n,
         sent: get(sql.sent, ...since)[0].n,
         volume: { to: top(sql.to), from: top(sql.from), ip: top(sql.ip) },
@@ -329,8 +343,9 @@ export function buildLogQuery(
 
 /**
  * The SQL of the statistics of `orders` mail orders (their ids are the first parameters), over a
- * window from a start time (the next parameter) or over all time; `usage` takes the billing
- * cycle's start and end instead, the volume breakdowns a LIMIT last. A window is walked from the
+ * window from a start time (the next parameter) or over all time; `usage` (a count and the
+ * same after a row id, see KeptCount) takes the billing cycle's start and end instead, the volume
+ * breakdowns a LIMIT last. A window is walked from the
  * (order_id, time) index, one step per message in it: left to itself, SQLite grouped the senders
  * and client IPs from their own indexes, reading every message of the order (3.5 s at a million
  * messages, even for the last hour). All time is counted from the kept counts and the covering
@@ -348,7 +363,11 @@ export function buildStatsQueries(orders: number, windowed: boolean) {
       : `deliveries d INDEXED BY ${index} WHERE d.order_id IN (${ids}) AND`
   const top = (column: string, from: string) => `SELECT ${column} AS k, COUNT(*) AS n FROM ${from} ${column} IS NOT NULL ${time} GROUP BY ${column} ORDER BY n DESC, k ASC LIMIT ?`
   return {
-    usage: `SELECT COUNT(*) AS n FROM messages m WHERE m.order_id IN (${ids}) AND m.time >= ? AND m.time < ?`,
+    usage: {
+      count: `SELECT COUNT(*) AS n FROM messages m WHERE m.order_id IN (${ids}) AND m.time >= ? AND m.time < ?`,
+      // The messages after a row id from the (order_id) index, whose entries end in it.
+      countAbove: `SELECT COUNT(*) AS n FROM messages m INDEXED BY messages_order WHERE m.order_id IN (${ids}) AND m.time >= ? AND m.time < ? AND m.id > ?`,
+    },
     received: windowed
       ? `SELECT COUNT(*) AS n FROM messages m WHERE m.order_id IN (${ids}) ${time}`
       : `SELECT COALESCE(SUM(messages), 0) AS n FROM order_counts WHERE order_id IN (${ids})`,

@@ -18,12 +18,12 @@ describe('log totals kept between queries', () => {
   afterEach(() => store.close())
 
   /** `n` messages: two in three from one sender, every third to two recipients. */
-  const enqueue = async (n: number) => {
+  const enqueue = async (n: number, time = now) => {
     for (let i = 0; i < n; i++) {
       await store.mail.enqueue({
         txid: randomBytes(9).toString('hex'), accountId: 1, orderId: 1, envFrom: i % 3 ? 'many@example.org' : 'few@example.org',
         recipients: i % 3 ? ['r@a.example'] : ['r@a.example', 'r@b.example'], headerFrom: null, replyTo: null, subject: `s${i % 2}`,
-        messageId: null, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api', sendingZone: 'default', raw: [Buffer.from('x\r\n')], time: now,
+        messageId: null, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api', sendingZone: 'default', raw: [Buffer.from('x\r\n')], time,
       })
     }
   }
@@ -90,5 +90,19 @@ describe('log totals kept between queries', () => {
     expect((await store.mail.log(q)).total).toBe(1000)
     await enqueue(3)
     expect((await store.mail.log(q)).total).toBe(1002)
+  })
+
+  it("keep the billing cycle's usage the same way, and count the messages since in the cycle only", async () => {
+    const cycle = { cycleStart: now - 86_400_000, cycleEnd: now + 86_400_000 }
+    const usage = async () => (await store.mail.stats({ orderIds: [1], since: now - 3_600_000, ...cycle, top: 3 })).usage
+    await enqueue(1200)
+    expect(await usage()).toBe(1200)
+    // Kept: a change the product never makes to a counted message is not seen again.
+    store.sqlite.exec('UPDATE messages SET time = 0 WHERE id = 1')
+    expect(await usage()).toBe(1200)
+    await enqueue(5)
+    await enqueue(2, cycle.cycleEnd + 1000)
+    await enqueue(3, cycle.cycleStart - 1000)
+    expect(await usage()).toBe(1205)
   })
 })
