@@ -157,6 +157,16 @@ describe('MCP over Streamable HTTP', () => {
     expect((await list(ids[2])).status).toBe(200)
   })
 
+  it.each(['2025-06-18', '2025-11-25', '2024-11-05'])('answers a client that asks for protocol %s with that version', async (version) => {
+    const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
+    const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }) })
+    expect(res.status).toBe(200)
+    // The reply is one JSON-RPC message, as JSON or as the data of one server-sent event.
+    const text = await res.text()
+    const body = JSON.parse(res.headers.get('content-type')?.includes('text/event-stream') ? /^data: (.*)$/m.exec(text)![1] : text)
+    expect(body.result.protocolVersion).toBe(version)
+  })
+
   it('keeps a session: GET stream, DELETE ends it', async () => {
     const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
     const rpc = (body: unknown, sessionId?: string) =>
