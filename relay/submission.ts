@@ -52,6 +52,11 @@ const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
 export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
   const { store, relay, config, logger, clock } = deps
   const failures = new Map<string, { count: number; since: number }>()
+  // Recipients refused on each connection since it last had a message accepted. Each refusal a
+  // rule or a block list makes is recorded (a write to the database): a client that keeps going
+  // past as many refusals as one message may have recipients is cut off, as Postfix does past its
+  // error limit.
+  const refused = new WeakMap<object, number>()
   const orderOf = (session: SMTPServerSession) => (session.user as { order: MailOrder } | undefined)?.order
 
   const throttled = (ip: string) => {
@@ -132,18 +137,26 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     async onRcptTo(address, session, callback) {
       const order = orderOf(session)
       if (!order) return callback(AUTH_REQUIRED())
+      const refusals = refused.get(session) ?? 0
+      if (refusals >= config.maxRecipients) {
+        return callback(reply(421, `4.7.0 ${refusals} recipients refused without a message accepted; closing the connection`))
+      }
+      const refuse = (err: Error) => {
+        refused.set(session, refusals + 1)
+        callback(err)
+      }
       address.address = envelopeAddress(address.address)
-      if (!isEmail(address.address)) return callback(reply(553, `5.1.3 ${address.address} is not a valid address`))
+      if (!isEmail(address.address)) return refuse(reply(553, `5.1.3 ${address.address} is not a valid address`))
       const rcpts = session.envelope.rcptTo
       const again = rcpts.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
       if (!again && rcpts.length >= config.maxRecipients) {
-        return callback(reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`))
+        return refuse(reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`))
       }
       try {
         await relay.checkRecipient(order, address.address, { envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '' })
         callback()
       } catch (err) {
-        callback(asReply(err))
+        refuse(asReply(err))
       }
     },
 
@@ -181,6 +194,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
             interface: 'feeder',
             received: { helo: session.hostNameAppearsAs || 'unknown', ip },
           })
+          refused.delete(session)
           callback(null, `Message queued as ${txid}`)
         } catch (err) {
           if (!(err instanceof MailroomError)) logger.error({ err }, 'SMTP submission failed')

@@ -172,6 +172,12 @@ export class RawSmtp {
     return this.cmd('AUTH PLAIN ' + Buffer.from(`\0${user}\0${pass}`).toString('base64'))
   }
 
+  /** Resolves once the connection is closed (by the server, say). */
+  closed(): Promise<void> {
+    if (this.socket.closed) return Promise.resolve()
+    return new Promise((resolve) => this.socket.once('close', () => resolve()))
+  }
+
   close(): void {
     this.socket.destroy()
   }

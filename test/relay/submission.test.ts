@@ -649,6 +649,26 @@ describe('SMTP submission: spam filter', () => {
     expect(events).toMatchObject([{ rule: 'LOCAL_BL_RCPT', envFrom: 'alice@example.org', rcptTo: 'gone@example.net' }])
   })
 
+  it('closes a connection with 421 past MAILROOM_MAX_RECIPIENTS refused recipients without a message accepted', async () => {
+    const t = await start({ MAILROOM_MAX_RECIPIENTS: '3' })
+    const { store } = t.env.services
+    await store.blocks.addToList({ accountId: t.env.accountId, source: 'internal', kind: 'recipient', address: 'gone@example.net', reason: '550 5.1.1 user unknown', now: t.env.clock() })
+    const { raw } = await t.rawSession()
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    // Two refused, then a message accepted: the count starts again.
+    expect(await raw.cmd('RCPT TO:<gone@example.net>')).toMatch(/^550 5\.7\.1 /)
+    expect(await raw.cmd('RCPT TO:<bob@localhost>')).toMatch(/^553 5\.1\.3 /)
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('DATA')).toMatch(/^354 /)
+    expect(await raw.data(dataOf(message()))).toMatch(/^250 /)
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    for (let i = 0; i < 3; i++) expect(await raw.cmd('RCPT TO:<gone@example.net>')).toMatch(/^550 5\.7\.1 /)
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toBe('421 4.7.0 3 recipients refused without a message accepted; closing the connection')
+    await raw.closed()
+    // Each refusal by the block list was recorded, and none after the limit.
+    expect(await store.blocks.events(t.env.accountId, 'LOCAL_BL_RCPT', 0)).toHaveLength(4)
+  })
+
   it('refuses a spam trap at RCPT TO and blocks the sender for the next MAIL FROM', async () => {
     const t = await start()
     const { store } = t.env.services
