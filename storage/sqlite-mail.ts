@@ -229,14 +229,13 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
       if (q.orderIds.length === 0) return { usage: 0, received: 0, sent: 0, volume: { to: {}, from: {}, ip: {} } }
       const sql = buildStatsQueries(q.orderIds.length, q.since !== null)
       const since = q.since === null ? [] : [Math.floor(q.since / 1000)]
-      const get = (text: string, ...params: unknown[]) => prepare(text).all(...q.orderIds, ...params) as { k?: string; n: number }[]
-      const top = (text: string) => Object.fromEntries(get(text, ...since, q.top).map((r) => [r.k, r.n]))
+      const top = (text: string) => Object.fromEntries((prepare(text).all(...q.orderIds, ...since, q.top) as { k: string; n: number }[]).map((r) => [r.k, r.n]))
       // The billing cycle's usage is counted in full once, then only for the messages since.
       const cycle = [...q.orderIds, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)]
       return {
         usage: keptTotal({ ...sql.usage, countParams: cycle, changing: false }),
-        received: get(sql.received, ...since)[0].n,
-        sent: get(sql.sent, ...since)[0].n,
+        received: countOf(sql.received, [...q.orderIds, ...since]),
+        sent: countOf(sql.sent, [...q.orderIds, ...since]),
         volume: { to: top(sql.to), from: top(sql.from), ip: top(sql.ip) },
       }
     },
@@ -286,7 +285,7 @@ export function buildLogQuery(
     if (value !== undefined) dFilters.push(column), dParams.push(value)
   }
   const dir = q.dir === 'asc' ? 'ASC' : 'DESC'
-  // Only recipient filters: the count needs no message rows.
+  // Only recipient filters (checked before their conditions join `where`).
   const onlyDeliveries = dFilters.length > 0 && where.length === 1
   let from: string
   let order: string
@@ -332,13 +331,12 @@ export function buildLogQuery(
     const counted = q.groupby === 'message' ? 'COUNT(*)' : 'COALESCE(SUM(m.rcpt_count), 0)'
     return { ...counts(`SELECT ${counted} AS n FROM messages m WHERE ${countWhere.join(' AND ')}`, 'm.id'), countParams, rows, params, filtered, changing }
   }
-  if (onlyDeliveries) {
-    const counted = q.groupby === 'message' ? 'COUNT(DISTINCT d.message_id)' : 'COUNT(*)'
-    const count = `SELECT ${counted} AS n FROM deliveries d WHERE d.order_id = ? AND ${dFilters.map((c) => `d.${c} = ?`).join(' AND ')}`
-    return { ...counts(count, 'd.message_id'), countParams: [q.orderId, ...dParams], rows, params, filtered, changing }
-  }
-  const count = group ? `SELECT COUNT(DISTINCT x.message_id) AS n FROM ${from} WHERE ${whereSql}` : `SELECT COUNT(*) AS n FROM ${from} WHERE ${whereSql}`
-  return { ...counts(count, group ? 'x.message_id' : 'd.message_id'), countParams: params, rows, params, filtered, changing }
+  // The recipients' rows walked (`x` when grouped by message); with only recipient filters, the
+  // count needs no message rows.
+  const walked = group ? 'x' : 'd'
+  const counted = group ? `COUNT(DISTINCT ${walked}.message_id)` : 'COUNT(*)'
+  const count = `SELECT ${counted} AS n FROM ${onlyDeliveries ? `deliveries ${walked}` : from} WHERE ${whereSql}`
+  return { ...counts(count, `${walked}.message_id`), countParams: params, rows, params, filtered, changing }
 }
 
 /**
