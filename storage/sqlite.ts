@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url'
 import * as schema from './schema.js'
 import { createMailStore } from './sqlite-mail.js'
 import { createQueueStore } from './sqlite-queue.js'
+import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
 import { apiKeyPrefix, decrypt, encrypt, generateApiKey, generatePassword, hashApiKey, loadOrCreateSecret } from './secrets.js'
 import type { Account, ApiKeyInfo, BlockEvent, BlockListEntry, DenyRule, MailOrder, Store } from './store.js'
@@ -53,6 +54,10 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   // analyze tables that have none yet, within a bounded effort).
   sqlite.pragma('optimize = 0x10002')
   const { secret } = options
+  const mail = createMailStore(sqlite)
+  // The statistics of a database file are read in a thread of its own (storage/reader.ts); an
+  // in-memory database is this connection's alone.
+  const reader = options.file !== ':memory:' && READER_THREAD ? readerThread(options.file) : undefined
 
   // The reads of every send, prepared once: drizzle would build and prepare them on each call.
   const hot = {
@@ -171,7 +176,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         return changing(() => db.delete(schema.denyRules).where(and(eq(schema.denyRules.id, id), inArray(schema.denyRules.orderId, orderIds))).run()).changes > 0
       },
     },
-    mail: createMailStore(sqlite),
+    mail: reader ? { ...mail, stats: reader.stats } : mail,
     queue: createQueueStore(sqlite),
     blocks: {
       async events(accountId, rule, since) {
@@ -259,6 +264,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       sqlite.pragma('optimize')
     },
     async close() {
+      await reader?.close()
       sqlite.close()
     },
   }

@@ -1,8 +1,11 @@
 import { randomBytes } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { pino } from 'pino'
 import { loadConfig, type Config } from '../config.js'
 import { createAccount, createOrder, createServices } from '../runtime.js'
-import { openSqliteStore } from '../storage/sqlite.js'
+import { openDataDir, openSqliteStore } from '../storage/sqlite.js'
 import type { Services, ToolContext } from '../tools/define.js'
 import { createHttpApp } from '../transports/http.js'
 
@@ -45,6 +48,16 @@ export async function createTestEnv(env: Record<string, string> = {}): Promise<T
   }
   const first = await newAccount()
   return { services, config, clock, app: createHttpApp(services), ...first, newAccount, close: () => store.close() }
+}
+
+/** A new data directory with account 1, its order 1 and an empty log: what bench/seed.ts fills. */
+export async function dataDirToSeed(prefix: string): Promise<string> {
+  const dataDir = mkdtempSync(join(tmpdir(), prefix))
+  const store = openDataDir(dataDir)
+  store.sqlite.exec("INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)")
+  store.sqlite.exec("INSERT INTO mail_orders (account_id, status, password_enc, created_at) VALUES (1, 'active', 'v1:x', 0)")
+  await store.close()
+  return dataDir
 }
 
 /** Calls the REST app with an API key and a JSON body (or a raw body with its own content type). */

@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { openDataDir } from '../../storage/sqlite.js'
+import { dataDirToSeed } from '../helpers.js'
 
 // The built seeder: it builds the Message-ID index in a worker thread, which loads JavaScript only.
 const { seedLog } = (await import(new URL('../../dist/bench/seed.js', import.meta.url).href)) as typeof import('../../bench/seed.js')
@@ -13,11 +13,7 @@ const { seedLog } = (await import(new URL('../../dist/bench/seed.js', import.met
 describe('bench: the seeded log', () => {
   let dataDir: string
   beforeEach(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'mailroom-seed-'))
-    const store = openDataDir(dataDir)
-    store.sqlite.exec("INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)")
-    store.sqlite.exec("INSERT INTO mail_orders (account_id, status, password_enc, created_at) VALUES (1, 'active', 'v1:x', 0)")
-    await store.close()
+    dataDir = await dataDirToSeed('mailroom-seed-')
   })
   afterEach(() => rmSync(dataDir, { recursive: true, force: true }))
 

@@ -32,7 +32,7 @@ describe('system: the engine thread of mailroom serve', () => {
       server.child.kill('SIGTERM')
       await new Promise((r) => server.child.once('exit', r))
     }
-    return { sink, dataDir, server, send, stop }
+    return { sink, dataDir, server, apiKey, send, stop }
   }
 
   /** The transaction ids committed in the data directory (read with a connection of its own). */
@@ -51,6 +51,10 @@ describe('system: the engine thread of mailroom serve', () => {
     const txids = await Promise.all(replies.map(async ({ res }) => (expect(res.status).toBe(200), (await res.json()).text as string)))
     expect(new Set(txids).size).toBe(300)
     await waitFor(async () => t.sink.count() >= 300, 60_000)
+    // The statistics, read in a thread of their own, see what the engine committed.
+    const stats = async () => (await fetch(`http://127.0.0.1:${t.server.httpPort}/mail/stats?time=day`, { headers: { 'X-API-KEY': t.apiKey } })).json()
+    await waitFor(async () => (await stats()).sent === 300)
+    expect(await stats()).toMatchObject({ received: 300, sent: 300, usage: 300, volume: { from: { 'me@example.org': 300 } } })
     await t.stop()
     expect(await committed(t.dataDir)).toEqual(new Set(txids))
     const subjects = t.sink.messages().map((m) => /^Subject: (.*)$/m.exec(m.text)?.[1])
