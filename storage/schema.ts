@@ -192,7 +192,9 @@ export const blockEvents = sqliteTable(
   },
   (t) => [
     index('block_events_account').on(t.accountId, t.rule, t.createdAt),
-    index('block_events_from').on(t.accountId, t.envFrom),
+    // A sender's events (delisting), and the count of one repeated subject within its window
+    // (the spam filter, at every spam-indicative subject) from a seek.
+    index('block_events_from').on(t.accountId, t.envFrom, t.rule, t.subject, t.createdAt),
     index('block_events_created').on(t.createdAt),
   ],
 )
