@@ -64,8 +64,10 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
       logger.fatal({ err }, 'the relay engine stopped; exiting')
       process.exit(1)
     })
-    // Accepted messages are committed by the engine thread: the pipeline's store hands them over.
+    // Accepted messages and spam-filter events are written by the engine thread: the pipeline's
+    // store hands them over.
     rt.store.mail.enqueue = thread.enqueue
+    Object.assign(rt.store.blocks, thread.blocks)
     engine = thread
   }
 

@@ -4,7 +4,7 @@ import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
 import { createLogger, writeLogLines } from '../runtime.js'
 import { openDataDir } from '../storage/sqlite.js'
-import type { NewMessage } from '../storage/store.js'
+import type { BlockEvent, NewMessage, Store } from '../storage/store.js'
 import { DeliveryWorker } from './delivery.js'
 import { createResolver } from './routes.js'
 
@@ -13,7 +13,9 @@ import { createResolver } from './routes.js'
  * commits accepted messages to the durable queue (group commit, one fsync per batch) and runs
  * the delivery worker over it. Neither the commits nor outbound SMTP then take turns with the
  * doors on the main event loop, and all queue writes happen in this one thread, so they never
- * wait for each other's locks. The main thread keeps its own connection for everything else.
+ * wait for each other's locks. So do the spam filter's events, written as often as messages (at
+ * every spam-indicative subject and refused recipient). The main thread keeps its own connection
+ * for everything else.
  */
 export interface Engine {
   /**
@@ -22,12 +24,16 @@ export interface Engine {
    * thread: the caller must not read it afterwards.
    */
   enqueue(message: NewMessage): Promise<{ rowId: number }>
+  /** The store's writes of spam-filter events, made in the engine thread. */
+  blocks: Pick<Store['blocks'], 'addEvent' | 'takeSubject'>
   stop(): Promise<void>
 }
 
 // Messages from the engine carry batches: whatever one turn of its event loop produced.
-type Outcome = { id: number; rowId: number } | { id: number; error: string }
-type ToEngine = { enqueue: { id: number; message: NewMessage } } | { stop: true }
+type Outcome = { id: number; rowId: number } | { id: number; taken: boolean } | { id: number; error: string }
+/** A spam-filter event; with `under`, recorded only within the subject's threshold (takeSubject). */
+type EventWrite = { accountId: number; event: BlockEvent; under?: { since: number; threshold: number } }
+type ToEngine = { enqueue: { id: number; message: NewMessage } } | { event: EventWrite & { id: number } } | { stop: true }
 type FromEngine = { ready: true } | { outcomes: Outcome[] } | { log: string } | { stopped: true }
 
 /** Collects items and hands them over together once the current turn of the event loop is done. */
@@ -50,7 +56,7 @@ function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => voi
  */
 export async function startEngineThread(config: Config, logger: Logger, onFailure: (err: Error) => void): Promise<Engine> {
   const worker = new Worker(new URL(import.meta.url), { workerData: { mailroomEngine: config } })
-  const pending = new Map<number, { resolve: (r: { rowId: number }) => void; reject: (e: Error) => void }>()
+  const pending = new Map<number, { resolve: (r: { rowId: number } | boolean) => void; reject: (e: Error) => void }>()
   let nextId = 0
   let dead: Error | null = null
   let stopping = false
@@ -65,6 +71,7 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
         const p = pending.get(o.id)
         pending.delete(o.id)
         if ('rowId' in o) p?.resolve({ rowId: o.rowId })
+        else if ('taken' in o) p?.resolve(o.taken)
         else p?.reject(new Error(o.error))
       }
     } else if ('log' in m) writeLogLines(logger, m.log)
@@ -97,14 +104,22 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
     worker.postMessage({ enqueue: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
   }
 
+  /** A request to the engine, answered with its outcome. */
+  const ask = <T>(post: (id: number) => void): Promise<T> => {
+    if (dead) return Promise.reject(new MailroomError(503, 'the relay engine is not running; nothing can be queued'))
+    const id = nextId++
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve: resolve as (r: unknown) => void, reject })
+      post(id)
+    })
+  }
+  const recordEvent = (write: EventWrite) => ask<boolean>((id) => worker.postMessage({ event: { id, ...write } } satisfies ToEngine))
+
   return {
-    enqueue(message) {
-      if (dead) return Promise.reject(new MailroomError(503, 'the relay engine is not running; nothing can be queued'))
-      const id = nextId++
-      return new Promise((resolve, reject) => {
-        pending.set(id, { resolve, reject })
-        send(id, message)
-      })
+    enqueue: (message) => ask((id) => send(id, message)),
+    blocks: {
+      addEvent: async (accountId, event) => void (await recordEvent({ accountId, event })),
+      takeSubject: (accountId, event, since, threshold) => recordEvent({ accountId, event: { ...event, rule: 'SUBJECT' }, under: { since, threshold } }),
     },
     async stop() {
       stopping = true
@@ -134,6 +149,13 @@ async function runEngineThread(config: Config): Promise<void> {
       // The pieces arrive as Uint8Arrays: the same memory is viewed as Buffers, not copied.
       worker.accept({ ...message, raw: message.raw.map((piece) => Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength)) }).then(
         ({ rowId }) => reply({ id, rowId }),
+        (err: Error) => reply({ id, error: err.message }),
+      )
+    } else if ('event' in m) {
+      const { id, accountId, event, under } = m.event
+      const write = under ? store.blocks.takeSubject(accountId, event, under.since, under.threshold) : store.blocks.addEvent(accountId, event).then(() => true)
+      write.then(
+        (taken) => reply({ id, taken }),
         (err: Error) => reply({ id, error: err.message }),
       )
     } else if ('stop' in m) {

@@ -9,8 +9,11 @@ import type Database from 'better-sqlite3'
  */
 export function groupCommit<T, R>(sqlite: Database.Database, apply: (item: T) => R, options: { delayMs?: number } = {}): (item: T) => Promise<R> {
   let batch: { item: T; resolve: (r: R) => void; reject: (e: unknown) => void }[] = []
-  const together = sqlite.transaction((items: typeof batch) => items.map((b) => apply(b.item)))
-  const alone = sqlite.transaction(apply)
+  // The write lock is taken at the start (BEGIN IMMEDIATE), waiting for another connection's as
+  // the busy timeout allows: in a transaction that reads first, the write would otherwise fail at
+  // once (SQLITE_BUSY) whenever another connection had committed since the read began.
+  const together = sqlite.transaction((items: typeof batch) => items.map((b) => apply(b.item))).immediate
+  const alone = sqlite.transaction(apply).immediate
   const flush = () => {
     const items = batch
     batch = []

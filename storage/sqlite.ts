@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url'
 import * as schema from './schema.js'
 import { createMailStore } from './sqlite-mail.js'
 import { createQueueStore } from './sqlite-queue.js'
+import { groupCommit } from './group-commit.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
 import { apiKeyPrefix, decrypt, encrypt, generateApiKey, generatePassword, hashApiKey, loadOrCreateSecret } from './secrets.js'
@@ -59,7 +60,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   // in-memory database is this connection's alone.
   const reader = options.file !== ':memory:' && READER_THREAD ? readerThread(options.file) : undefined
 
-  // The reads of every send, prepared once: drizzle would build and prepare them on each call.
+  // The statements of every send, prepared once: drizzle would build and prepare them on each call.
   const hot = {
     key: sqlite.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
     order: sqlite.prepare('SELECT id, account_id AS accountId, status, comment, created_at AS createdAt FROM mail_orders WHERE id = ?'),
@@ -71,7 +72,23 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     subjects: sqlite
       .prepare("SELECT COUNT(*) FROM block_events WHERE account_id = ? AND env_from = ? AND rule = 'SUBJECT' AND subject = ? AND created_at >= ?")
       .pluck(),
+    addEvent: sqlite.prepare('INSERT INTO block_events (account_id, rule, env_from, message_id, subject, rcpt_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
   }
+  /**
+   * Spam-filter events, written at every spam-indicative subject and refused recipient: those of
+   * one turn of the event loop share a commit (and its fsync). With `under`, the event is recorded
+   * only while the sender's count of the subject is within the threshold: from count to insert in
+   * one transaction, so that concurrent sends cannot both slip under it.
+   */
+  const recordEvent = groupCommit(
+    sqlite,
+    ({ accountId, event: e, under }: { accountId: number; event: BlockEvent; under?: { since: number; threshold: number } }) => {
+      const envFrom = e.envFrom.toLowerCase()
+      if (under && (hot.subjects.get(accountId, envFrom, e.subject, under.since) as number) > under.threshold) return false
+      hot.addEvent.run(accountId, e.rule, envFrom, e.messageId, e.subject, e.rcptTo, e.createdAt)
+      return true
+    },
+  )
   const withSenders = (row: Omit<MailOrder, 'senders'>): MailOrder => ({ ...row, senders: hot.senders.all(row.id) as string[] })
   // The hot reads above, but for `subjects`, are answered from memory while nothing changed.
   const cache = settingsCache(sqlite)
@@ -199,8 +216,8 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
           .orderBy(sql`MAX(${t.createdAt}) DESC`)
           .all()
       },
-      async addEvent(accountId, e) {
-        db.insert(schema.blockEvents).values({ accountId, ...e, envFrom: e.envFrom.toLowerCase() }).run()
+      async addEvent(accountId, event) {
+        await recordEvent({ accountId, event })
       },
       async addToList({ accountId, source, kind, address, reason, now }) {
         changing(() => db.insert(schema.blockList).values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now }).onConflictDoNothing().run())
@@ -214,10 +231,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         return cache.read(`recipient ${accountId} ${lower}`, () => hot.listed.get(accountId, lower, 'recipient') as BlockListEntry | undefined)
       },
       async takeSubject(accountId, event, since, threshold) {
-        // Synchronous from count to insert: concurrent sends cannot both slip under the threshold.
-        if ((hot.subjects.get(accountId, event.envFrom.toLowerCase(), event.subject, since) as number) > threshold) return false
-        db.insert(schema.blockEvents).values({ accountId, rule: 'SUBJECT', ...event, envFrom: event.envFrom.toLowerCase() }).run()
-        return true
+        return recordEvent({ accountId, event: { ...event, rule: 'SUBJECT' }, under: { since, threshold } })
       },
       async listEntries(accountId, kind) {
         const t = schema.blockList

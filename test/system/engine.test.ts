@@ -69,6 +69,31 @@ describe('system: the engine thread of mailroom serve', () => {
     expect(records.filter((r) => r.msg === 'delivery attempt')).toHaveLength(300)
   })
 
+  it("writes the spam filter's events in the engine thread: a repeated subject and a trap, under concurrent sends", async () => {
+    const t = await start()
+    const api = (path: string, body?: object) =>
+      fetch(`http://127.0.0.1:${t.server.httpPort}${path}`, {
+        method: body ? 'POST' : 'GET',
+        headers: { 'X-API-KEY': t.apiKey, 'Content-Type': 'application/json' },
+        body: body && JSON.stringify(body),
+      })
+    const spam = (from: string, to = 'r@example.com') => api('/mail/send', { from, to, subject: 'fast smtp relay', body: 'x' })
+    // The threshold is counted atomically: of 10 at once, the first 5 go, the others are refused.
+    const statuses = await Promise.all(Array.from({ length: 10 }, () => spam('spammer@example.org').then((r) => r.status)))
+    expect(statuses.filter((s) => s === 200)).toHaveLength(5)
+    expect(statuses.filter((s) => s === 400)).toHaveLength(5)
+    // A trap added by the command line (another connection) refuses the next message to it.
+    const admin = openDataDir(t.dataDir)
+    await admin.traps.add('trap@example.net', Date.now())
+    await admin.close()
+    expect((await spam('other@example.org', 'trap@example.net')).status).toBe(400)
+    const blocks = await (await api('/mail/blocks')).json()
+    expect(blocks.subject).toEqual([{ from: 'spammer@example.org', subject: 'fast smtp relay' }])
+    expect(blocks.mbtrap).toMatchObject([{ from: 'other@example.org', to: 'trap@example.net', subject: 'fast smtp relay' }])
+    // Both senders are now blocked.
+    for (const from of ['spammer@example.org', 'other@example.org']) expect(await (await spam(from)).text()).toMatch(/is blocked/)
+  })
+
   it('keeps every message it answered 200 when stopped (SIGTERM) in the middle of a burst', async () => {
     const t = await start()
     const burst = Array.from({ length: 200 }, (_, i) =>
