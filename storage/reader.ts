@@ -24,6 +24,7 @@ export function readerThread(file: string): Reader {
   let worker: Worker | undefined
   const pending = new Map<number, { resolve: (r: StatsResult) => void; reject: (e: Error) => void }>()
   let nextId = 0
+  let closed = false
 
   const start = () => {
     const w = new Worker(new URL(import.meta.url), { workerData: { mailroomReader: file } })
@@ -49,6 +50,7 @@ export function readerThread(file: string): Reader {
 
   return {
     stats(query) {
+      if (closed) return Promise.reject(new Error('the store is closed'))
       worker ??= start()
       worker.ref()
       const id = nextId++
@@ -58,9 +60,12 @@ export function readerThread(file: string): Reader {
       })
     },
     async close() {
+      closed = true
       const w = worker
       worker = undefined
       if (w) await w.terminate()
+      for (const p of pending.values()) p.reject(new Error('the store was closed before the statistics were read'))
+      pending.clear()
     },
   }
 }

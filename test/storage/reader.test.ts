@@ -73,6 +73,14 @@ describe('storage: the statistics thread', () => {
     expect((await store.mail.stats(query(null))).received).toBe(ROWS)
   })
 
+  it('fails a request still running when the store is closed, and those after it', async () => {
+    const other = openDataDir(dataDir)
+    const running = other.mail.stats(query(30 * DAY))
+    await other.close()
+    await expect(running).rejects.toThrow(/closed before the statistics were read/)
+    await expect(other.mail.stats(query(null))).rejects.toThrow(/closed/)
+  })
+
   it('does not keep a process alive once idle', async () => {
     // A process that asks for statistics and never closes its store still ends on its own.
     const script = `
