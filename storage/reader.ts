@@ -1,28 +1,28 @@
 import Database from 'better-sqlite3'
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
 import { createMailStore } from './sqlite-mail.js'
-import type { StatsQuery, StatsResult } from './store.js'
+import type { Store } from './store.js'
 
 /**
- * The statistics of a window read one index entry per message in it (about 1.5 s for a month of a
- * million messages). On the connection of the doors, that would hold up every HTTP request and
- * SMTP session meanwhile; so they run in a thread of their own, on a read-only connection of its
- * own (WAL: readers do not wait for the writer), started at the first request and kept.
+ * The log and the statistics, read in a thread of their own with a connection of its own (WAL:
+ * readers do not wait for the writer). Some of their queries take time in proportion to the log:
+ * a window's statistics read one index entry per message in it (about 1.5 s for a month of a
+ * million messages), a Message-ID substring found in every message half a second, a deep page or
+ * a filter within a long window about a tenth. On the connection of the doors, each would hold up
+ * every HTTP request and SMTP session meanwhile. Started at the first request and kept.
  */
-export interface Reader {
-  stats(query: StatsQuery): Promise<StatsResult>
-  close(): Promise<void>
-}
+export type Reader = Pick<Store['mail'], 'log' | 'stats'> & { close(): Promise<void> }
 
 /** The thread runs this module's JavaScript: from the TypeScript sources (tests), none is started. */
 export const READER_THREAD = import.meta.url.endsWith('.js')
 
-type ToReader = { id: number; stats: StatsQuery }
-type FromReader = { id: number; result: StatsResult } | { id: number; error: string }
+type Method = keyof Omit<Reader, 'close'>
+type ToReader = { id: number; method: Method; query: unknown }
+type FromReader = { id: number; result: unknown } | { id: number; error: string }
 
 export function readerThread(file: string): Reader {
   let worker: Worker | undefined
-  const pending = new Map<number, { resolve: (r: StatsResult) => void; reject: (e: Error) => void }>()
+  const pending = new Map<number, { resolve: (r: never) => void; reject: (e: Error) => void }>()
   let nextId = 0
   let closed = false
 
@@ -31,7 +31,7 @@ export function readerThread(file: string): Reader {
     w.on('message', (m: FromReader) => {
       const p = pending.get(m.id)
       pending.delete(m.id)
-      if ('result' in m) p?.resolve(m.result)
+      if ('result' in m) p?.resolve(m.result as never)
       else p?.reject(new Error(m.error))
       // An idle thread does not keep the process alive.
       if (pending.size === 0) w.unref()
@@ -44,27 +44,32 @@ export function readerThread(file: string): Reader {
       pending.clear()
     }
     w.on('error', fail)
-    w.on('exit', (code) => fail(new Error(`the statistics thread exited (code ${code})`)))
+    w.on('exit', (code) => fail(new Error(`the log's reader thread exited (code ${code})`)))
     return w
   }
 
-  return {
-    stats(query) {
-      if (closed) return Promise.reject(new Error('the store is closed'))
+  const ask =
+    <M extends Method>(method: M) =>
+    (query: Parameters<Reader[M]>[0]): ReturnType<Reader[M]> => {
+      if (closed) return Promise.reject(new Error('the store is closed')) as ReturnType<Reader[M]>
       worker ??= start()
       worker.ref()
       const id = nextId++
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject })
-        worker!.postMessage({ id, stats: query } satisfies ToReader)
-      })
-    },
+        worker!.postMessage({ id, method, query } satisfies ToReader)
+      }) as ReturnType<Reader[M]>
+    }
+
+  return {
+    log: ask('log'),
+    stats: ask('stats'),
     async close() {
       closed = true
       const w = worker
       worker = undefined
       if (w) await w.terminate()
-      for (const p of pending.values()) p.reject(new Error('the store was closed before the statistics were read'))
+      for (const p of pending.values()) p.reject(new Error('the store was closed before the log was read'))
       pending.clear()
     },
   }
@@ -73,20 +78,27 @@ export function readerThread(file: string): Reader {
 if (!isMainThread && workerData?.mailroomReader) {
   const sqlite = new Database(workerData.mailroomReader as string)
   // The store's own settings are made by the connection that opened it (the migrations
-  // included); this one only reads, and waits for a lock as the others do.
+  // included). This one reads, but for the Message-ID index, which a search first brings up to
+  // date: that write waits for the engine's turn here, not on the doors' thread.
   sqlite.pragma('busy_timeout = 5000')
-  sqlite.pragma('query_only = ON')
+  sqlite.pragma('synchronous = FULL')
   const mail = createMailStore(sqlite)
-  parentPort!.on('message', async ({ id, stats }: ToReader) => {
-    // Each request's figures from one snapshot of the database. The store's work is synchronous:
-    // no other request runs before the snapshot ends.
+  // The statistics' figures from one snapshot of the database; their work is synchronous, so that
+  // no other request runs before the snapshot ends.
+  const snapshot = async (query: Parameters<Reader['stats']>[0]) => {
     sqlite.exec('BEGIN')
     try {
-      parentPort!.postMessage({ id, result: await mail.stats(stats) } satisfies FromReader)
-    } catch (err) {
-      parentPort!.postMessage({ id, error: (err as Error).message } satisfies FromReader)
+      return await mail.stats(query)
     } finally {
       sqlite.exec('COMMIT')
+    }
+  }
+  parentPort!.on('message', async ({ id, method, query }: ToReader) => {
+    try {
+      const result = method === 'stats' ? await snapshot(query as Parameters<Reader['stats']>[0]) : await mail.log(query as Parameters<Reader['log']>[0])
+      parentPort!.postMessage({ id, result } satisfies FromReader)
+    } catch (err) {
+      parentPort!.postMessage({ id, error: (err as Error).message } satisfies FromReader)
     }
   })
 }

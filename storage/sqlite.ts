@@ -56,8 +56,8 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   sqlite.pragma('optimize = 0x10002')
   const { secret } = options
   const mail = createMailStore(sqlite)
-  // The statistics of a database file are read in a thread of its own (storage/reader.ts); an
-  // in-memory database is this connection's alone.
+  // The log and statistics of a database file are read in a thread of their own
+  // (storage/reader.ts); an in-memory database is this connection's alone.
   const reader = options.file !== ':memory:' && READER_THREAD ? readerThread(options.file) : undefined
 
   // The statements of every send, prepared once: drizzle would build and prepare them on each call.
@@ -193,7 +193,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         return changing(() => db.delete(schema.denyRules).where(and(eq(schema.denyRules.id, id), inArray(schema.denyRules.orderId, orderIds))).run()).changes > 0
       },
     },
-    mail: reader ? { ...mail, stats: reader.stats } : mail,
+    mail: reader ? { ...mail, log: reader.log, stats: reader.stats } : mail,
     queue: createQueueStore(sqlite),
     blocks: {
       async events(accountId, rule, since) {

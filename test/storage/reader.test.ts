@@ -3,7 +3,7 @@ import { rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { StatsQuery } from '../../storage/store.js'
+import type { LogQuery, StatsQuery } from '../../storage/store.js'
 import { dataDirToSeed } from '../helpers.js'
 
 // The built store: its statistics thread loads JavaScript only.
@@ -27,9 +27,9 @@ async function ticksDuring(work: () => Promise<unknown>): Promise<number> {
   return ticks
 }
 
-// A window's statistics read one index entry per message in it: they run in a thread of their
-// own, so that the doors' event loop goes on meanwhile.
-describe('storage: the statistics thread', () => {
+// Some log and statistics queries take time in proportion to the log: they run in a thread of
+// their own, so that the doors' event loop goes on meanwhile.
+describe("storage: the log's reader thread", () => {
   let dataDir: string
   let store: ReturnType<typeof openDataDir>
   const query = (since: number | null): StatsQuery => {
@@ -59,13 +59,35 @@ describe('storage: the statistics thread', () => {
     expect(Object.keys(all.volume.from)).toHaveLength(100)
   })
 
-  it("keeps this thread's event loop running while a month is counted", async () => {
+  it('reads the log as the connection of the doors would', async () => {
+    const direct = createMailStore(store.sqlite)
+    const now = Math.floor(Date.now() / 1000)
+    const base: LogQuery = { orderId: 1, skip: 0, limit: 100, dir: 'desc', groupby: 'recipient' }
+    const queries: Partial<LogQuery>[] = [
+      {},
+      { from: 'sender7@bench.example' },
+      { to: 'rcpt34@dest4.example', groupby: 'message' },
+      { delivered: 0, dir: 'asc', skip: 300 },
+      { startTime: now - 7 * 86_400, endTime: now - 86_400, subject: 'subject 42' },
+      { messageId: 'm4999' },
+    ]
+    for (const q of queries) {
+      const threaded = await store.mail.log({ ...base, ...q })
+      expect(threaded.rows.length).toBeGreaterThan(0)
+      expect(threaded).toEqual(await direct.log({ ...base, ...q }))
+    }
+  })
+
+  it("keeps this thread's event loop running while a month is counted or every Message-ID searched", async () => {
     const month = query(30 * DAY)
+    const everyMessage: LogQuery = { orderId: 1, skip: 0, limit: 100, dir: 'desc', groupby: 'recipient', messageId: 'bench' }
     await store.mail.stats(month)
     // On this thread's own connection, the same work holds every timer back until it is done.
     const direct = createMailStore(store.sqlite)
     expect(await ticksDuring(() => direct.stats(month))).toBe(0)
+    expect(await ticksDuring(() => direct.log(everyMessage))).toBe(0)
     expect(await ticksDuring(() => store.mail.stats(month))).toBeGreaterThan(3)
+    expect(await ticksDuring(() => store.mail.log(everyMessage))).toBeGreaterThan(3)
   })
 
   it('reports a failed query to its caller, and answers the next one', async () => {
@@ -77,7 +99,7 @@ describe('storage: the statistics thread', () => {
     const other = openDataDir(dataDir)
     const running = other.mail.stats(query(30 * DAY))
     await other.close()
-    await expect(running).rejects.toThrow(/closed before the statistics were read/)
+    await expect(running).rejects.toThrow(/closed before the log was read/)
     await expect(other.mail.stats(query(null))).rejects.toThrow(/closed/)
   })
 
@@ -92,5 +114,28 @@ describe('storage: the statistics thread', () => {
     writeFileSync(file, script)
     const { stdout } = await promisify(execFile)(process.execPath, [file], { timeout: 20_000 })
     expect(stdout.trim()).toBe(String(ROWS))
+  })
+
+  it('finds the Message-ID of a message queued a moment ago, indexing it from its own thread', async () => {
+    const message = {
+      txid: 'reader0000000001',
+      accountId: 1,
+      orderId: 1,
+      envFrom: 'new@bench.example',
+      recipients: ['rcpt@dest.example'],
+      headerFrom: null,
+      replyTo: null,
+      subject: 'just now',
+      messageId: '<fresh.reader@bench.example>',
+      origin: '192.0.2.1',
+      transtype: 'HTTP',
+      interface: 'api',
+      sendingZone: 'default',
+      raw: [Buffer.from('Subject: just now\r\n\r\nhi\r\n')],
+      time: Date.now(),
+    }
+    await store.mail.enqueue(message)
+    const found = await store.mail.log({ orderId: 1, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient', messageId: 'FRESH.reader' })
+    expect(found.rows.map((r) => [r.id, r.messageId])).toEqual([['reader0000000001', '<fresh.reader@bench.example>']])
   })
 })
