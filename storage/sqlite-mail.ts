@@ -266,6 +266,7 @@ export function buildLogQuery(
     }
   }
   // The message filters so far, for a count that reads only the messages' covering indexes.
+  const messageFiltered = where.length > 1
   const countWhere = [...where]
   const countParams = [...params]
   if (q.startTime !== undefined) where.push('+m.time >= ?'), params.push(q.startTime), countWhere.push('m.time >= ?'), countParams.push(q.startTime)
@@ -276,6 +277,13 @@ export function buildLogQuery(
     // (kept away from the indexes by the unary +) stay the exact condition.
     where.push('m.id BETWEEN ? AND ?')
     params.push(idRange[0], idRange[1])
+    if (messageFiltered) {
+      // With another message filter, the total walks that filter's index over the window's ids, as
+      // the page does: one step per matching message, instead of one per message of the window
+      // (about 0.1 s for a month at a million messages, however few matched).
+      countWhere.splice(0, countWhere.length, ...where)
+      countParams.splice(0, countParams.length, ...params)
+    }
   }
 
   const dFilters: string[] = []
