@@ -104,24 +104,30 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
   }
   const windowEdge = (dir: 'ASC' | 'DESC') => edges[dir]
 
+  const lastAccepted = sqlite.prepare('SELECT created_at FROM messages ORDER BY id DESC LIMIT 1').pluck()
+
   const insertOne = ({ message: m, lease }: { message: NewMessage; lease?: { node: string; now: number } }) => {
+    // A message is never recorded as accepted before the one stored before it: should the clock
+    // be stepped back, the times stall until it catches up. Row ids then follow the times, which
+    // the log's date windows rely on (a window is read as the ids from its first message to its last).
+    const at = Math.max(m.time, (lastAccepted.get() as number | undefined) ?? 0)
     const { lastInsertRowid } = insertMessage.run({
       ...m,
       bodySize: byteLength(m.raw),
       rcptTo: m.recipients.join(','),
       rcptCount: m.recipients.length,
-      time: Math.floor(m.time / 1000),
-      createdAt: m.time,
+      time: Math.floor(at / 1000),
+      createdAt: at,
     })
     const rowId = Number(lastInsertRowid)
     bodyParts(m.raw).forEach((bytes, part) => insertBody.run(rowId, part, bytes))
-    const queued = new Date(m.time).toISOString()
+    const queued = new Date(at).toISOString()
     const lock = lease ? [1, String(lease.now), lease.node] : [0, null, null]
     const leased: QueueItem[] = []
     m.recipients.forEach((recipient, i) => {
       const domain = domainOf(recipient)
-      const id = Number(insertDelivery.run(rowId, m.orderId, i + 1, recipient, domain, m.time, queued, ...lock).lastInsertRowid)
-      if (lease) leased.push({ id, messageRowId: rowId, txid: m.txid, accountId: m.accountId, envFrom: m.envFrom, recipient, domain, attempts: 0, queuedAt: m.time })
+      const id = Number(insertDelivery.run(rowId, m.orderId, i + 1, recipient, domain, at, queued, ...lock).lastInsertRowid)
+      if (lease) leased.push({ id, messageRowId: rowId, txid: m.txid, accountId: m.accountId, envFrom: m.envFrom, recipient, domain, attempts: 0, queuedAt: at })
     })
     count.run(m.orderId, m.recipients.length)
     return lease ? { rowId, leased } : { rowId }

@@ -87,9 +87,9 @@ describe('getStats', () => {
   })
 
   it('counts sent as successful recipient deliveries of messages in the window', async () => {
+    const old = await sendAt(at('2026-11-20T11:20:00Z'), { to: 'erin@example.com' })
     const a = await sendAt(at('2026-11-22T11:10:00Z'), { to: 'bob@example.com, carol@example.net' })
     const b = await sendAt(at('2026-11-22T11:20:00Z'), { to: 'dave@example.com' })
-    const old = await sendAt(at('2026-11-20T11:20:00Z'), { to: 'erin@example.com' })
     setDelivery(env, a, 'bob@example.com', { delivered: 1, mx: 'mx.example.com' })
     setDelivery(env, a, 'carol@example.net', { delivered: 1, mx: 'mx.example.net' })
     setDelivery(env, b, 'dave@example.com', { delivered: 0, mx: 'mx.example.com', code: 550, response: '550 5.1.1 user unknown' })
@@ -100,10 +100,10 @@ describe('getStats', () => {
 
   it('breaks the volume down by recipient, envelope sender and client IP, largest first', async () => {
     const t = at('2026-11-22T11:30:00Z')
+    await sendAt(at('2026-11-21T11:30:00Z'), { from: 'old@example.org', to: 'old@example.com', origin: '198.51.100.1' })
     await sendAt(t, { from: 'alice@example.org', to: 'bob@example.com', origin: '192.0.2.1' })
     await sendAt(t, { from: 'alice@example.org', to: 'bob@example.com, carol@example.net', origin: '192.0.2.1' })
     await sendAt(t, { from: 'dave@example.org', to: 'carol@example.net, bob@example.com', origin: '2001:db8::5' })
-    await sendAt(at('2026-11-21T11:30:00Z'), { from: 'old@example.org', to: 'old@example.com', origin: '198.51.100.1' })
     const { volume } = await stats('1h')
     expect(volume).toEqual({
       to: { 'bob@example.com': 3, 'carol@example.net': 2 },

@@ -114,6 +114,27 @@ describe('viewMailLog', () => {
       expect((await view(resolved)).total).toBe(expected.length)
     })
 
+    it('finds every message of a window after the clock was stepped back: a time never goes back', async () => {
+      // D is accepted at 11:40, then the clock is stepped back 5 minutes and E is accepted: both
+      // within the window from 11:30, which was read as the ids from E (its earliest time) to D
+      // (its latest), none at all, when E's time was stored as the clock gave it.
+      const accept = async (time: number, raw: string) => {
+        env.clock.set(time)
+        return (await run(rawMail, { raw_email: raw }, env.ctx)).text
+      }
+      const d = await accept(T_C + 600_000, 'From: alice@example.org\r\nTo: dan@example.com\r\nSubject: D\r\n\r\nD\r\n')
+      const e = await accept(T_C + 300_000, 'From: alice@example.org\r\nTo: eve@example.com\r\nSubject: E\r\n\r\nE\r\n')
+      env.clock.set(NOW)
+      // E is recorded at D's time, not before it: ids and times go up together.
+      const log = await view({ startDate: sec(T_C) + 1, dir: 'asc' })
+      expect(log.emails.map((r) => [r.id, r.time, r.created])).toEqual([
+        [d, sec(T_C) + 600, '2026-11-22 11:40:00'],
+        [e, sec(T_C) + 600, '2026-11-22 11:40:00'],
+      ])
+      expect(log.total).toBe(2)
+      expect((await view({ startDate: sec(T_C) + 1, from: 'alice@example.org' })).total).toBe(2)
+    })
+
     it('reads natural-language dates relative to the clock', async () => {
       env.clock.set(Date.UTC(2026, 10, 23, 9, 0, 0))
       expect(await keys({ startDate: 'yesterday' })).toEqual(['C:erin@example.com'])
