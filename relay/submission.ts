@@ -11,6 +11,58 @@ import type { Relay } from './pipeline.js'
 
 /** Failed AUTH attempts are counted per client address over this window. */
 export const AUTH_FAILURE_WINDOW_MS = 15 * 60_000
+/** Counts of addresses whose window has passed are swept out once there are this many, or twice as many as after the last sweep. */
+const AUTH_FAILURE_SWEEP_MIN = 10_000
+
+/**
+ * The client whose failed AUTH attempts are counted together: an IPv4 address (also when written
+ * IPv4-mapped), or the /64 network of an IPv6 address, since one host commonly holds a whole /64
+ * and would otherwise start a new count with each of its addresses.
+ */
+export function authClient(ip: string): string {
+  const v4 = /^(?:::ffff:)?(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(ip)
+  if (v4) return v4[1]
+  if (!ip.includes(':')) return ip
+  const [head, tail] = ip.replace(/%.*$/, '').toLowerCase().split('::')
+  const groups = head ? head.split(':') : []
+  // Groups left out by "::" are zeros; only the first four are kept.
+  if (tail !== undefined) while (groups.length < 4) groups.push('0')
+  return `${groups
+    .slice(0, 4)
+    .map((g) => parseInt(g || '0', 16).toString(16))
+    .join(':')}::/64`
+}
+
+/**
+ * Failed AUTH attempts per client (authClient) within AUTH_FAILURE_WINDOW_MS of its first; at
+ * `max`, the client is throttled until the window passes. Counts whose window has passed are swept
+ * out as new clients come, so that guesses from ever new addresses cannot grow it without end.
+ */
+export function authThrottle(max: number, clock: () => number) {
+  const failures = new Map<string, { count: number; since: number }>()
+  let sweepAt = AUTH_FAILURE_SWEEP_MIN
+  const live = (f: { since: number } | undefined): f is { count: number; since: number } => f !== undefined && clock() - f.since <= AUTH_FAILURE_WINDOW_MS
+  return {
+    throttled(ip: string): boolean {
+      const key = authClient(ip)
+      const f = failures.get(key)
+      if (!live(f)) return failures.delete(key), false
+      return f.count >= max
+    },
+    fail(ip: string): void {
+      const key = authClient(ip)
+      const f = failures.get(key)
+      if (live(f)) return void f.count++
+      failures.set(key, { count: 1, since: clock() })
+      if (failures.size < sweepAt) return
+      for (const [k, v] of failures) if (!live(v)) failures.delete(k)
+      sweepAt = Math.max(AUTH_FAILURE_SWEEP_MIN, 2 * failures.size)
+    },
+    get size() {
+      return failures.size
+    },
+  }
+}
 
 export interface SubmissionDeps {
   store: Store
@@ -51,7 +103,7 @@ const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
  */
 export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
   const { store, relay, config, logger, clock } = deps
-  const failures = new Map<string, { count: number; since: number }>()
+  const authFailures = authThrottle(config.smtp.maxAuthFailures, clock)
   // Recipients refused on each connection since it last had a message accepted. Each refusal a
   // rule or a block list makes is recorded (a write to the database): a client that keeps going
   // past as many refusals as one message may have recipients is cut off, as Postfix does past its
@@ -59,17 +111,6 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
   const refused = new WeakMap<object, number>()
   const orderOf = (session: SMTPServerSession) => (session.user as { order: MailOrder } | undefined)?.order
 
-  const throttled = (ip: string) => {
-    const f = failures.get(ip)
-    if (!f) return false
-    if (clock() - f.since > AUTH_FAILURE_WINDOW_MS) return failures.delete(ip), false
-    return f.count >= config.smtp.maxAuthFailures
-  }
-  const fail = (ip: string) => {
-    const f = failures.get(ip)
-    if (!f || clock() - f.since > AUTH_FAILURE_WINDOW_MS) failures.set(ip, { count: 1, since: clock() })
-    else f.count++
-  }
 
   const server = new SMTPServer({
     name: config.nodeName,
@@ -92,7 +133,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
 
     async onAuth(auth, session, callback) {
       const ip = session.remoteAddress
-      if (throttled(ip)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'))
+      if (authFailures.throttled(ip)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'))
       // RFC 4616: an authorization identity other than the authentication identity asks to act as
       // another user, which no order may do. (One given alone, authcid empty, is the username.)
       const { authzid, authcid } = auth as { authzid?: string; authcid?: string }
@@ -102,7 +143,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
         const order = id ? await store.orders.get(Number(id)) : undefined
         const valid = order && auth.password !== undefined && auth.password !== null && safeEqual(await store.orders.password(order.id), auth.password)
         if (!order || !valid) {
-          fail(ip)
+          authFailures.fail(ip)
           logger.warn({ ip, username: auth.username }, 'SMTP authentication failed')
           return callback(reply(535, '5.7.8 Authentication credentials invalid'))
         }

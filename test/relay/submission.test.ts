@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import type { SMTPServer } from 'smtp-server'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { loadConfig } from '../../config.js'
-import { AUTH_FAILURE_WINDOW_MS, createSubmissionServer } from '../../relay/submission.js'
+import { AUTH_FAILURE_WINDOW_MS, authClient, authThrottle, createSubmissionServer } from '../../relay/submission.js'
 import { loadTls } from '../../relay/tls.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { RawSmtp, SmtpClient, refusal } from './submission-client.js'
@@ -395,6 +395,44 @@ describe('SMTP submission: failed-AUTH throttling', () => {
     expect((await refusal((await t.client()).login(victim, 'guess-2'))).responseCode).toBe(535)
     // Three failures from this address in the window: the fourth attempt must be throttled.
     expect((await refusal((await t.client()).login(victim, 'guess-3'))).responseCode).toBe(454)
+  })
+})
+
+describe('SMTP submission: whose failed AUTH attempts count together', () => {
+  it.each([
+    ['192.0.2.7', '192.0.2.7'],
+    ['::ffff:192.0.2.7', '192.0.2.7'],
+    ['2001:db8:1:2::1', '2001:db8:1:2::/64'],
+    ['2001:DB8:1:2:aaaa:bbbb:cccc:dddd', '2001:db8:1:2::/64'],
+    ['2001:db8:0001:0002:ffff::9', '2001:db8:1:2::/64'],
+    ['2001:db8::1', '2001:db8:0:0::/64'],
+    ['2001:db8:1:3::1', '2001:db8:1:3::/64'],
+    ['::1', '0:0:0:0::/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+  ])('%s counts as %s', (ip, client) => {
+    expect(authClient(ip)).toBe(client)
+  })
+
+  it('throttles a whole IPv6 /64, not each of its addresses', () => {
+    const throttle = authThrottle(3, () => 0)
+    for (let i = 1; i <= 3; i++) throttle.fail(`2001:db8:1:2::${i}`)
+    expect(throttle.throttled('2001:db8:1:2:ffff::1')).toBe(true)
+    expect(throttle.throttled('2001:db8:1:3::1')).toBe(false)
+    expect(throttle.throttled('192.0.2.1')).toBe(false)
+  })
+
+  it('forgets the counts of clients whose window has passed, as new ones come', () => {
+    let now = 0
+    const throttle = authThrottle(3, () => now)
+    for (let i = 0; i < 15_000; i++) throttle.fail(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`)
+    expect(throttle.size).toBe(15_000)
+    now += AUTH_FAILURE_WINDOW_MS + 1
+    for (let i = 0; i < 15_000; i++) throttle.fail(`2001:db8:${i.toString(16)}::1`)
+    // The first 15,000 were swept out when the count passed the sweep's mark; the new ones stay.
+    expect(throttle.size).toBe(15_000)
+    expect(throttle.throttled('2001:db8:0::1')).toBe(false)
+    for (let i = 0; i < 2; i++) throttle.fail('2001:db8:0::1')
+    expect(throttle.throttled('2001:db8:0::1')).toBe(true)
   })
 })
 
