@@ -4,7 +4,7 @@ import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
 import { createLogger, writeLogLines } from '../runtime.js'
 import { openDataDir } from '../storage/sqlite.js'
-import type { BlockEvent, NewMessage, Store } from '../storage/store.js'
+import type { NewMessage, Store } from '../storage/store.js'
 import { DeliveryWorker } from './delivery.js'
 import { createResolver } from './routes.js'
 
@@ -25,15 +25,17 @@ export interface Engine {
    */
   enqueue(message: NewMessage): Promise<{ rowId: number }>
   /** The store's writes of spam-filter events, made in the engine thread. */
-  blocks: Pick<Store['blocks'], 'addEvent' | 'takeSubject'>
+  blocks: BlockWrites
   stop(): Promise<void>
 }
 
+type BlockWrites = Pick<Store['blocks'], 'addEvent' | 'takeSubject'>
 // Messages from the engine carry batches: whatever one turn of its event loop produced.
-type Outcome = { id: number; rowId: number } | { id: number; taken: boolean } | { id: number; error: string }
-/** A spam-filter event; with `under`, recorded only within the subject's threshold (takeSubject). */
-type EventWrite = { accountId: number; event: BlockEvent; under?: { since: number; threshold: number } }
-type ToEngine = { enqueue: { id: number; message: NewMessage } } | { event: EventWrite & { id: number } } | { stop: true }
+type Outcome = { id: number; result: unknown } | { id: number; error: string }
+type ToEngine =
+  | { enqueue: { id: number; message: NewMessage } }
+  | { blocks: { id: number; method: keyof BlockWrites; args: unknown[] } }
+  | { stop: true }
 type FromEngine = { ready: true } | { outcomes: Outcome[] } | { log: string } | { stopped: true }
 
 /** Collects items and hands them over together once the current turn of the event loop is done. */
@@ -56,7 +58,7 @@ function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => voi
  */
 export async function startEngineThread(config: Config, logger: Logger, onFailure: (err: Error) => void): Promise<Engine> {
   const worker = new Worker(new URL(import.meta.url), { workerData: { mailroomEngine: config } })
-  const pending = new Map<number, { resolve: (r: { rowId: number } | boolean) => void; reject: (e: Error) => void }>()
+  const pending = new Map<number, { resolve: (r: unknown) => void; reject: (e: Error) => void }>()
   let nextId = 0
   let dead: Error | null = null
   let stopping = false
@@ -70,8 +72,7 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
       for (const o of m.outcomes) {
         const p = pending.get(o.id)
         pending.delete(o.id)
-        if ('rowId' in o) p?.resolve({ rowId: o.rowId })
-        else if ('taken' in o) p?.resolve(o.taken)
+        if ('result' in o) p?.resolve(o.result)
         else p?.reject(new Error(o.error))
       }
     } else if ('log' in m) writeLogLines(logger, m.log)
@@ -113,14 +114,15 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
       post(id)
     })
   }
-  const recordEvent = (write: EventWrite) => ask<boolean>((id) => worker.postMessage({ event: { id, ...write } } satisfies ToEngine))
+  /** A write of the store's spam-filter events, made by the engine thread's store. */
+  const blocksCall =
+    <M extends keyof BlockWrites>(method: M) =>
+    (...args: Parameters<BlockWrites[M]>) =>
+      ask<Awaited<ReturnType<BlockWrites[M]>>>((id) => worker.postMessage({ blocks: { id, method, args } } satisfies ToEngine))
 
   return {
     enqueue: (message) => ask((id) => send(id, message)),
-    blocks: {
-      addEvent: async (accountId, event) => void (await recordEvent({ accountId, event })),
-      takeSubject: (accountId, event, since, threshold) => recordEvent({ accountId, event: { ...event, rule: 'SUBJECT' }, under: { since, threshold } }),
-    },
+    blocks: { addEvent: blocksCall('addEvent'), takeSubject: blocksCall('takeSubject') },
     async stop() {
       stopping = true
       if (!dead) worker.postMessage({ stop: true } satisfies ToEngine)
@@ -148,14 +150,13 @@ async function runEngineThread(config: Config): Promise<void> {
       const { id, message } = m.enqueue
       // The pieces arrive as Uint8Arrays: the same memory is viewed as Buffers, not copied.
       worker.accept({ ...message, raw: message.raw.map((piece) => Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength)) }).then(
-        ({ rowId }) => reply({ id, rowId }),
+        ({ rowId }) => reply({ id, result: { rowId } }),
         (err: Error) => reply({ id, error: err.message }),
       )
-    } else if ('event' in m) {
-      const { id, accountId, event, under } = m.event
-      const write = under ? store.blocks.takeSubject(accountId, event, under.since, under.threshold) : store.blocks.addEvent(accountId, event).then(() => true)
-      write.then(
-        (taken) => reply({ id, taken }),
+    } else if ('blocks' in m) {
+      const { id, method, args } = m.blocks
+      ;(store.blocks[method] as (...a: unknown[]) => Promise<unknown>)(...args).then(
+        (result) => reply({ id, result }),
         (err: Error) => reply({ id, error: err.message }),
       )
     } else if ('stop' in m) {

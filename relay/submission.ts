@@ -111,7 +111,6 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
   const refused = new WeakMap<object, number>()
   const orderOf = (session: SMTPServerSession) => (session.user as { order: MailOrder } | undefined)?.order
 
-
   const server = new SMTPServer({
     name: config.nodeName,
     // smtp-server writes `220 <name> ESMTP ` before it.

@@ -273,8 +273,8 @@ export function buildLogQuery(
   }
   // The message filters so far, for a count that reads only the messages' covering indexes.
   const messageFiltered = where.length > 1
-  const countWhere = [...where]
-  const countParams = [...params]
+  let countWhere = [...where]
+  let countParams = [...params]
   if (q.startTime !== undefined) where.push('+m.time >= ?'), params.push(q.startTime), countWhere.push('m.time >= ?'), countParams.push(q.startTime)
   if (q.endTime !== undefined) where.push('+m.time <= ?'), params.push(q.endTime), countWhere.push('m.time <= ?'), countParams.push(q.endTime)
   if (idRange) {
@@ -287,8 +287,8 @@ export function buildLogQuery(
       // With another message filter, the total walks that filter's index over the window's ids, as
       // the page does: one step per matching message, instead of one per message of the window
       // (about 0.1 s for a month at a million messages, however few matched).
-      countWhere.splice(0, countWhere.length, ...where)
-      countParams.splice(0, countParams.length, ...params)
+      countWhere = [...where]
+      countParams = [...params]
     }
   }
 
