@@ -43,6 +43,14 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 /** A run ends on its own within this time, finished or not (a whole run takes 2 to 6 minutes). */
 const DEADLINE_SECONDS = Number(process.env.BENCH_DEADLINE_SECONDS ?? 600)
 
+/** Registers `stop` to run when the run ends, and returns it to run sooner: either way it runs once. */
+function stopAtEnd(stop: () => unknown): () => Promise<unknown> {
+  let stopped: Promise<unknown> | undefined
+  const once = () => (stopped ??= Promise.resolve().then(stop))
+  cleanup.push(once)
+  return once
+}
+
 function record(r: Omit<Row, 'ratio' | 'met'>, better: 'higher' | 'lower', bar: number) {
   const ratio = r.value / r.baselineValue
   rows.push({ ...r, ratio, met: better === 'higher' ? ratio >= bar : ratio <= bar })
@@ -70,8 +78,13 @@ function autocannon(url: string, options: { method?: string; body?: string; head
 
 const rss = (pid: number, field: 'VmRSS' | 'VmHWM') => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024
 
+/** The data directories of the figure being measured, removed when it ends. */
+const figureDirs: string[] = []
+
 function tempDir(name: string): string {
-  return mkdtempSync(join(ROOT, `${name}-`))
+  const dir = mkdtempSync(join(ROOT, `${name}-`))
+  figureDirs.push(dir)
+  return dir
 }
 
 /** `mailroom serve` over a data directory; `credentials` are those its first start printed. */
@@ -153,27 +166,29 @@ function smtpLoad(port: number, sessions: number, messages: number, auth?: { use
 async function relayFigure() {
   const TOTAL = Number(process.env.BENCH_MESSAGES ?? 10_000)
   const direct = await startSmtpSink([], { dump: false })
-  cleanup.push(() => direct.stop())
+  const stopDirect = stopAtEnd(() => direct.stop())
   const directMs = await smtpLoad(direct.port, 16, TOTAL)
+  await stopDirect()
   console.error(`#3 load client straight to smtp-sink: ${((TOTAL / directMs) * 1000).toFixed(0)} msg/s`)
 
   const sink = await startSmtpSink([], { dump: false })
-  cleanup.push(() => sink.stop())
+  const stopSink = stopAtEnd(() => sink.stop())
   const s = await serve({ MAILROOM_DATA_DIR: tempDir('relay'), MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_DOMAIN_CONCURRENCY: '16' })
   const started = performance.now()
   await smtpLoad(s.smtpPort, 16, TOTAL, { user: s.user, password: s.password })
   await waitFor(async () => sink.count() >= TOTAL, 600_000)
   const mailroomRate = (TOTAL / (performance.now() - started)) * 1000
   await s.stop()
+  await stopSink()
 
   // The same load through Postfix, relaying to a sink of its own. Postfix takes it from loopback
   // without AUTH, which only favours Postfix.
   const postfixSink = await startSmtpSink([], { dump: false })
-  cleanup.push(() => postfixSink.stop())
+  const stopPostfixSink = stopAtEnd(() => postfixSink.stop())
   const postfixDir = tempDir('postfix')
   const postfixPort = await freePort()
   execFileSync('bash', [join(HERE, '../../bench/postfix.sh'), 'start', postfixDir, String(postfixPort), String(postfixSink.port)], { stdio: 'inherit' })
-  cleanup.push(() => execFileSync('bash', [join(HERE, '../../bench/postfix.sh'), 'stop', postfixDir], { stdio: 'inherit' }))
+  const stopPostfix = stopAtEnd(() => execFileSync('bash', [join(HERE, '../../bench/postfix.sh'), 'stop', postfixDir], { stdio: 'inherit' }))
   await waitFor(async () => {
     try {
       await smtpLoad(postfixPort, 2, 2)
@@ -187,6 +202,9 @@ async function relayFigure() {
   await smtpLoad(postfixPort, 16, TOTAL)
   await waitFor(async () => postfixSink.count() >= TOTAL + 2, 600_000)
   const postfixRate = (TOTAL / (performance.now() - postfixStarted)) * 1000
+  // Its processes, idle or not, are no part of the figures after this one.
+  await stopPostfix()
+  await stopPostfixSink()
   record({ n: 3, figure: `SMTP relay end to end, ${TOTAL} × 4 KB, 16 sessions`, value: mailroomRate, unit: 'msg/s', baseline: 'Postfix, same load and sink', baselineValue: postfixRate, bar: '≥ 1.0' }, 'higher', 1)
   rows.push({ n: 3, figure: 'load client straight to smtp-sink (for scale)', value: (TOTAL / directMs) * 1000, unit: 'msg/s', baseline: '—', baselineValue: NaN, ratio: NaN, bar: '—', met: true })
 }
@@ -358,10 +376,15 @@ async function main() {
   const sink = await startSmtpSink([], { dump: false })
   cleanup.push(() => sink.stop())
   try {
-    if (!only || only === 'http') await httpFigures(sink)
-    if (!only || only === 'relay') await relayFigure()
-    if (!only || only === 'log') await logFigures()
-    if (!only || only === 'rss') await memoryFigure()
+    const figures = { http: () => httpFigures(sink), relay: relayFigure, log: logFigures, rss: memoryFigure }
+    if (only && !(only in figures)) throw new Error(`no figures named ${only}: ${Object.keys(figures).join(', ')}`)
+    for (const [name, figure] of Object.entries(figures)) {
+      if (only && only !== name) continue
+      await figure()
+      // Each figure stops what it started; its files (#1's database alone takes hundreds of MB)
+      // then leave the disk, and their dirty pages the kernel's writeback, before the next.
+      for (const dir of figureDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+    }
     console.log(table())
   } finally {
     await cleanUp()
