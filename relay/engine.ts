@@ -5,6 +5,7 @@ import { MailroomError } from '../errors.js'
 import { createLogger, writeLogLines } from '../runtime.js'
 import { openDataDir } from '../storage/sqlite.js'
 import type { NewMessage, Store } from '../storage/store.js'
+import { type CallOutcome, threadCalls } from '../storage/thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
 import { createResolver } from './routes.js'
 
@@ -31,12 +32,11 @@ export interface Engine {
 
 type BlockWrites = Pick<Store['blocks'], 'addEvent' | 'takeSubject'>
 // Messages from the engine carry batches: whatever one turn of its event loop produced.
-type Outcome = { id: number; result: unknown } | { id: number; error: string }
 type ToEngine =
   | { enqueue: { id: number; message: NewMessage } }
   | { blocks: { id: number; method: keyof BlockWrites; args: unknown[] } }
   | { stop: true }
-type FromEngine = { ready: true } | { outcomes: Outcome[] } | { log: string } | { stopped: true }
+type FromEngine = { ready: true } | { outcomes: CallOutcome[] } | { log: string } | { stopped: true }
 
 /** Collects items and hands them over together once the current turn of the event loop is done. */
 function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => void): (item: T) => void {
@@ -58,8 +58,7 @@ function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => voi
  */
 export async function startEngineThread(config: Config, logger: Logger, onFailure: (err: Error) => void): Promise<Engine> {
   const worker = new Worker(new URL(import.meta.url), { workerData: { mailroomEngine: config } })
-  const pending = new Map<number, { resolve: (r: unknown) => void; reject: (e: Error) => void }>()
-  let nextId = 0
+  const calls = threadCalls()
   let dead: Error | null = null
   let stopping = false
   let ready: () => void
@@ -68,22 +67,15 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
   const done = new Promise<void>((resolve) => (stopped = resolve))
 
   worker.on('message', (m: FromEngine) => {
-    if ('outcomes' in m) {
-      for (const o of m.outcomes) {
-        const p = pending.get(o.id)
-        pending.delete(o.id)
-        if ('result' in o) p?.resolve(o.result)
-        else p?.reject(new Error(o.error))
-      }
-    } else if ('log' in m) writeLogLines(logger, m.log)
+    if ('outcomes' in m) m.outcomes.forEach(calls.settle)
+    else if ('log' in m) writeLogLines(logger, m.log)
     else if ('ready' in m) ready()
     else if ('stopped' in m) stopped()
   })
   const fail = (err: Error) => {
     if (dead) return
     dead = err
-    for (const p of pending.values()) p.reject(err)
-    pending.clear()
+    calls.failAll(err)
     ready()
     stopped()
     if (!stopping) onFailure(err)
@@ -108,11 +100,7 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
   /** A request to the engine, answered with its outcome. */
   const ask = <T>(post: (id: number) => void): Promise<T> => {
     if (dead) return Promise.reject(new MailroomError(503, 'the relay engine is not running; nothing can be queued'))
-    const id = nextId++
-    return new Promise((resolve, reject) => {
-      pending.set(id, { resolve: resolve as (r: unknown) => void, reject })
-      post(id)
-    })
+    return calls.call(post)
   }
   /** A write of the store's spam-filter events, made by the engine thread's store. */
   const blocksCall =
@@ -144,7 +132,7 @@ async function runEngineThread(config: Config): Promise<void> {
   const worker = new DeliveryWorker({ store, config, logger, clock: Date.now, resolver: createResolver(config.delivery.dnsServers) })
   await worker.start()
   // The outcomes of one group commit are resolved together, so they go back in one message.
-  const reply = batcher<Outcome>((outcomes) => post({ outcomes }), queueMicrotask)
+  const reply = batcher<CallOutcome>((outcomes) => post({ outcomes }), queueMicrotask)
   port.on('message', (m: ToEngine) => {
     if ('enqueue' in m) {
       const { id, message } = m.enqueue

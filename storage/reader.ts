@@ -2,6 +2,7 @@ import Database from 'better-sqlite3'
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
 import { createMailStore } from './sqlite-mail.js'
 import type { Store } from './store.js'
+import { type CallOutcome, threadCalls } from './thread-calls.js'
 
 /**
  * The log and the statistics, read in a thread of their own with a connection of its own (WAL:
@@ -18,30 +19,24 @@ export const READER_THREAD = import.meta.url.endsWith('.js')
 
 type Method = keyof Omit<Reader, 'close'>
 type ToReader = { id: number; method: Method; query: unknown }
-type FromReader = { id: number; result: unknown } | { id: number; error: string }
 
 export function readerThread(file: string): Reader {
   let worker: Worker | undefined
-  const pending = new Map<number, { resolve: (r: never) => void; reject: (e: Error) => void }>()
-  let nextId = 0
+  const calls = threadCalls()
   let closed = false
 
   const start = () => {
     const w = new Worker(new URL(import.meta.url), { workerData: { mailroomReader: file } })
-    w.on('message', (m: FromReader) => {
-      const p = pending.get(m.id)
-      pending.delete(m.id)
-      if ('result' in m) p?.resolve(m.result as never)
-      else p?.reject(new Error(m.error))
+    w.on('message', (m: CallOutcome) => {
+      calls.settle(m)
       // An idle thread does not keep the process alive.
-      if (pending.size === 0) w.unref()
+      if (calls.waiting === 0) w.unref()
     })
     // A thread that dies fails what it was asked; the next request starts another.
     const fail = (err: Error) => {
       if (worker !== w) return
       worker = undefined
-      for (const p of pending.values()) p.reject(err)
-      pending.clear()
+      calls.failAll(err)
     }
     w.on('error', fail)
     w.on('exit', (code) => fail(new Error(`the log's reader thread exited (code ${code})`)))
@@ -52,13 +47,9 @@ export function readerThread(file: string): Reader {
     <M extends Method>(method: M) =>
     (query: Parameters<Reader[M]>[0]): ReturnType<Reader[M]> => {
       if (closed) return Promise.reject(new Error('the store is closed')) as ReturnType<Reader[M]>
-      worker ??= start()
-      worker.ref()
-      const id = nextId++
-      return new Promise((resolve, reject) => {
-        pending.set(id, { resolve, reject })
-        worker!.postMessage({ id, method, query } satisfies ToReader)
-      }) as ReturnType<Reader[M]>
+      const w = (worker ??= start())
+      w.ref()
+      return calls.call((id) => w.postMessage({ id, method, query } satisfies ToReader)) as ReturnType<Reader[M]>
     }
 
   return {
@@ -69,8 +60,7 @@ export function readerThread(file: string): Reader {
       const w = worker
       worker = undefined
       if (w) await w.terminate()
-      for (const p of pending.values()) p.reject(new Error('the store was closed before the log was read'))
-      pending.clear()
+      calls.failAll(new Error('the store was closed before the log was read'))
     },
   }
 }
@@ -96,9 +86,9 @@ if (!isMainThread && workerData?.mailroomReader) {
   parentPort!.on('message', async ({ id, method, query }: ToReader) => {
     try {
       const result = method === 'stats' ? await snapshot(query as Parameters<Reader['stats']>[0]) : await mail.log(query as Parameters<Reader['log']>[0])
-      parentPort!.postMessage({ id, result } satisfies FromReader)
+      parentPort!.postMessage({ id, result } satisfies CallOutcome)
     } catch (err) {
-      parentPort!.postMessage({ id, error: (err as Error).message } satisfies FromReader)
+      parentPort!.postMessage({ id, error: (err as Error).message } satisfies CallOutcome)
     }
   })
 }
