@@ -24,9 +24,11 @@ export function authClient(ip: string): string {
   if (v4) return v4[1]
   if (!ip.includes(':')) return ip
   const [head, tail] = ip.replace(/%.*$/, '').toLowerCase().split('::')
-  const groups = head ? head.split(':') : []
-  // Groups left out by "::" are zeros; only the first four are kept.
-  if (tail !== undefined) while (groups.length < 4) groups.push('0')
+  // The groups on each side of "::" (an IPv4 address at the end takes two); "::" stands for as
+  // many zeros as make eight. Only the first four are kept.
+  const groupsOf = (part: string) => (part ? part.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g])) : [])
+  const [first, last] = [groupsOf(head), groupsOf(tail ?? '')]
+  const groups = tail === undefined ? first : [...first, ...Array<string>(Math.max(0, 8 - first.length - last.length)).fill('0'), ...last]
   return `${groups
     .slice(0, 4)
     .map((g) => parseInt(g || '0', 16).toString(16))

@@ -409,6 +409,10 @@ describe('SMTP submission: whose failed AUTH attempts count together', () => {
     ['2001:db8:1:3::1', '2001:db8:1:3::/64'],
     ['::1', '0:0:0:0::/64'],
     ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+    // "::" stands for one zero group here: the fourth group is the 1 after it.
+    ['2001:db8::1:2:3:4:5', '2001:db8:0:1::/64'],
+    ['2001:db8::2:3:4:5', '2001:db8:0:0::/64'],
+    ['64:ff9b::192.0.2.1', '64:ff9b:0:0::/64'],
   ])('%s counts as %s', (ip, client) => {
     expect(authClient(ip)).toBe(client)
   })
