@@ -357,10 +357,10 @@ export function buildLogQuery(
  * The SQL of the statistics of `orders` mail orders (their ids are the first parameters), over a
  * window from a start time (the next parameter) or over all time; `usage` (a count and the
  * same after a row id, see KeptCount) takes the billing cycle's start and end instead, the volume
- * breakdowns a LIMIT last. A window is walked from the
- * (order_id, time) index, one step per message in it: left to itself, SQLite grouped the senders
- * and client IPs from their own indexes, reading every message of the order (3.5 s at a million
- * messages, even for the last hour). All time is counted from the kept counts and the covering
+ * breakdowns a LIMIT last. A window is walked from the (order_id, time) index, one step per
+ * message in it: left to itself, SQLite grouped the senders and client IPs from their own
+ * indexes, reading every message of the order (3.5 s at a million messages, even for the last
+ * hour). All time is counted from the kept counts and the covering
  * indexes of the grouped columns, without reading the messages. The indexes are named: with the
  * statistics of some logs, SQLite took others. Exported so a test can check the plans.
  */
