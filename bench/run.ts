@@ -114,7 +114,9 @@ async function serve(env: Record<string, string>, credentials?: { apiKey: string
  * sums. Each round starts once the sink has every message sent so far: no leg runs while the
  * backlog of an earlier one is still being delivered.
  */
-async function httpFigures(sink: Awaited<ReturnType<typeof startSmtpSink>>) {
+async function httpFigures() {
+  const sink = await startSmtpSink([], { dump: false })
+  const stopSink = stopAtEnd(() => sink.stop())
   const s = await serve({ MAILROOM_DATA_DIR: tempDir('http'), MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}` })
   const json = { 'Content-Type': 'application/json', 'X-API-KEY': s.apiKey }
   const mail = { from: 'bench@bench.example', to: 'sink@bench.example', subject: 'bench', body: 'hello' }
@@ -144,6 +146,7 @@ async function httpFigures(sink: Awaited<ReturnType<typeof startSmtpSink>>) {
   record({ n: 1, figure: 'POST /mail/send accepted (32 connections)', value: mean(totals.send), unit: 'req/s', baseline: 'GET /ping', baselineValue: mean(totals.ping), bar: '≥ 0.5' }, 'higher', 0.5)
   record({ n: 2, figure: 'sendMail over MCP Streamable HTTP', value: mean(totals.mcp), unit: 'req/s', baseline: '#1', baselineValue: mean(totals.send), bar: '≥ 0.8' }, 'higher', 0.8)
   await s.stop()
+  await stopSink()
 }
 
 function smtpLoad(port: number, sessions: number, messages: number, auth?: { user: string; password: string }): Promise<number> {
@@ -373,10 +376,8 @@ async function main() {
     console.error(`the benchmark did not end within ${DEADLINE_SECONDS} s: stopping what it started`)
     void cleanUp().then(() => process.exit(1))
   }, DEADLINE_SECONDS * 1000).unref()
-  const sink = await startSmtpSink([], { dump: false })
-  cleanup.push(() => sink.stop())
   try {
-    const figures = { http: () => httpFigures(sink), relay: relayFigure, log: logFigures, rss: memoryFigure }
+    const figures = { http: httpFigures, relay: relayFigure, log: logFigures, rss: memoryFigure }
     if (only && !(only in figures)) throw new Error(`no figures named ${only}: ${Object.keys(figures).join(', ')}`)
     for (const [name, figure] of Object.entries(figures)) {
       if (only && only !== name) continue

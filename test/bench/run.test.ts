@@ -39,12 +39,12 @@ describe('bench: a run stopped halfway', () => {
   })
 
   /**
-   * `npm run bench -- rss`, writing under a TMPDIR of its own: its children carry that (or the
+   * `npm run bench -- http`, writing under a TMPDIR of its own: its children carry that (or the
    * run's own directory under it) in their environment.
    */
   function startRun(env: Record<string, string> = {}) {
     tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-interrupt-'))
-    const run = spawn(process.execPath, [RUN, 'rss'], { env: { ...process.env, TMPDIR: tmp, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+    const run = spawn(process.execPath, [RUN, 'http'], { env: { ...process.env, TMPDIR: tmp, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''
     run.stderr.on('data', (d) => (stderr += d))
     const exited = new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))
@@ -70,7 +70,7 @@ describe('bench: a run stopped halfway', () => {
         } catch {
           return false // a directory went away while it was read
         }
-        return written.some((f) => /smtp-sink-[^/]+$/.test(f)) && written.some((f) => /rss-[^/]+\/mailroom\.db$/.test(f)) && processesUnder(tmp).length >= 3
+        return written.some((f) => /smtp-sink-[^/]+$/.test(f)) && written.some((f) => /http-[^/]+\/mailroom\.db$/.test(f)) && processesUnder(tmp).length >= 3
       }, 20_000)
       run.kill(signal)
       expect(await exited).toBe(code)
