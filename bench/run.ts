@@ -362,7 +362,13 @@ function cleanUp(): Promise<void> {
 }
 
 async function main() {
+  const figures = { http: httpFigures, relay: relayFigure, log: logFigures, rss: memoryFigure }
   const only = process.argv[2]
+  if (only && !(only in figures)) {
+    console.error(`no figures named ${only}: run all of them, or one of ${Object.keys(figures).join(', ')}`)
+    await cleanUp()
+    process.exit(2)
+  }
   // Ctrl-C reaches the children too, but not the Postfix instance of #3 (a daemon), and a
   // supervisor's signal may reach this process alone: an interrupted run still stops and removes
   // everything it started or wrote.
@@ -377,8 +383,6 @@ async function main() {
     void cleanUp().then(() => process.exit(1))
   }, DEADLINE_SECONDS * 1000).unref()
   try {
-    const figures = { http: httpFigures, relay: relayFigure, log: logFigures, rss: memoryFigure }
-    if (only && !(only in figures)) throw new Error(`no figures named ${only}: ${Object.keys(figures).join(', ')}`)
     for (const [name, figure] of Object.entries(figures)) {
       if (only && only !== name) continue
       await figure()

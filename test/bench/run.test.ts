@@ -24,7 +24,7 @@ function processesUnder(dir: string): number[] {
 // The benchmark must leave nothing behind, also when it is stopped halfway, by a signal or by its
 // own deadline. The signal reaches only the runner here (as when a supervisor stops it), so the
 // runner itself must stop the server and the sink it started and remove their directories.
-describe('bench: a run stopped halfway', () => {
+describe('bench: a run stopped halfway, or before it starts', () => {
   let tmp: string
   afterEach(() => {
     // Should the run have left something behind, it must not outlive the test.
@@ -39,12 +39,12 @@ describe('bench: a run stopped halfway', () => {
   })
 
   /**
-   * `npm run bench -- http`, writing under a TMPDIR of its own: its children carry that (or the
+   * `npm run bench -- http` (or another `figure`), writing under a TMPDIR of its own: its children carry that (or the
    * run's own directory under it) in their environment.
    */
-  function startRun(env: Record<string, string> = {}) {
+  function startRun(env: Record<string, string> = {}, figure = 'http') {
     tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-interrupt-'))
-    const run = spawn(process.execPath, [RUN, 'http'], { env: { ...process.env, TMPDIR: tmp, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+    const run = spawn(process.execPath, [RUN, figure], { env: { ...process.env, TMPDIR: tmp, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''
     run.stderr.on('data', (d) => (stderr += d))
     const exited = new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))
@@ -83,6 +83,13 @@ describe('bench: a run stopped halfway', () => {
     const { exited, stderr } = startRun({ BENCH_DEADLINE_SECONDS: '2' })
     expect(await exited).toBe(1)
     expect(stderr()).toContain('the benchmark did not end within 2 s: stopping what it started')
+    await nothingLeft()
+  })
+
+  it('refuses an unknown figure with the names it has, before it starts anything', async () => {
+    const { exited, stderr } = startRun({}, 'nosuch')
+    expect(await exited).toBe(2)
+    expect(stderr().trim()).toBe('no figures named nosuch: run all of them, or one of http, relay, log, rss')
     await nothingLeft()
   })
 })
