@@ -21,6 +21,11 @@ const MAX_RCPTS_PER_TRANSACTION = 100
  * worth of messages wait, 200 by default: 13 MB); a larger one is read back from the queue.
  */
 const BODY_IN_MEMORY_MAX = 64 * 1024
+/** Characters of a destination's reply kept in the log: a page of the log stays small, whatever a server says. */
+export const MAX_STORED_RESPONSE = 4096
+
+/** A reply's text as the log keeps it: at most MAX_STORED_RESPONSE characters. */
+const storedResponse = (response: string) => (response.length > MAX_STORED_RESPONSE ? `${response.slice(0, MAX_STORED_RESPONSE)} [cut]` : response)
 
 export interface DeliveryDeps {
   store: Store
@@ -270,7 +275,7 @@ export class DeliveryWorker {
       const verdict = classify(reply.code, reply.response)
       let state = verdict.state
       let next: number | null = null
-      let response = reply.response
+      let response = storedResponse(reply.response)
       if (state === 'deferred') {
         next = nextAttempt(retrySchedule, item.attempts + 1, item.queuedAt, now, maxQueueAge)
         if (next === null) {

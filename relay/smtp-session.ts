@@ -41,6 +41,12 @@ export interface SessionOptions {
 
 const CRLF = Buffer.from('\r\n')
 
+/** Characters of a reply line kept; the rest is dropped (RFC 5321 §4.5.3.1.5: 512 octets at most). */
+export const MAX_REPLY_LINE = 1000
+/** A reply longer than this, or of more lines, ends the connection. */
+export const MAX_REPLY_LENGTH = 64 * 1024
+export const MAX_REPLY_LINES = 100
+
 /**
  * One SMTP client session toward a destination MX: EHLO (HELO for servers that refuse it),
  * opportunistic STARTTLS (certificates are not checked, as is usual between MTAs), then
@@ -55,8 +61,13 @@ const CRLF = Buffer.from('\r\n')
 export class SmtpSession {
   private socket: Socket | TLSSocket
   private extensions = new Set<string>()
+  /** The reply line being read (at most MAX_REPLY_LINE + 1 characters of it), and the reply's lines before it. */
   private buffer = ''
   private lines: string[] = []
+  /** Characters of the reply being read, cut ones included. */
+  private replyLength = 0
+  /** Runs while a reply has begun and not ended. */
+  private replyTimer: NodeJS.Timeout | null = null
   /** Callers waiting for the next replies, in the order of the commands sent. */
   private waiting: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] = []
   private closedWith: Error | null = null
@@ -272,26 +283,64 @@ export class SmtpSession {
     socket.on('close', () => this.fail(new SmtpNetworkError('the server closed the connection')))
   }
 
+  /**
+   * Reads replies as they arrive, within bounds a hostile or broken server cannot push past: a
+   * line is kept up to MAX_REPLY_LINE characters (RFC 5321 §4.5.3.1.5 allows 512 octets; the rest
+   * is read and dropped), and a reply that runs past MAX_REPLY_LENGTH or MAX_REPLY_LINES, that
+   * has not ended `timeout` ms after it began, or that no command asked for ends the connection:
+   * its waiters get an SmtpNetworkError saying why (a temporary failure, tried again later).
+   */
   private read(chunk: string): void {
-    this.buffer += chunk
-    let i: number
-    while ((i = this.buffer.indexOf('\n')) >= 0) {
-      const line = this.buffer.slice(0, i).replace(/\r$/, '')
-      this.buffer = this.buffer.slice(i + 1)
-      this.lines.push(line)
-      // The last line of a reply has a space (or nothing) after its code.
-      if (line.length > 3 && line[3] === '-') continue
-      const response = this.lines.join('\n')
-      this.lines = []
-      const code = /^[2-5]\d\d$/.test(response.slice(0, 3)) ? Number(response.slice(0, 3)) : null
-      const waiter = this.waiting.shift()
-      if (waiter) waiter.resolve({ code, response })
+    for (let from = 0; from < chunk.length && this.connected; ) {
+      const lf = chunk.indexOf('\n', from)
+      const end = lf < 0 ? chunk.length : lf + 1
+      this.replyLength += end - from
+      if (this.replyLength > MAX_REPLY_LENGTH) return this.drop(`the server's reply ran past ${MAX_REPLY_LENGTH} bytes; connection dropped`)
+      // One character past the limit is kept, to tell a line that was cut.
+      if (this.buffer.length <= MAX_REPLY_LINE) this.buffer += chunk.slice(from, Math.min(end, from + MAX_REPLY_LINE + 1 - this.buffer.length))
+      from = end
+      if (lf >= 0) this.endLine()
     }
+    const midReply = this.connected && (this.buffer !== '' || this.lines.length > 0)
+    if (midReply && !this.replyTimer) {
+      const { timeout } = this.options
+      this.replyTimer = setTimeout(() => this.drop(`the server's reply did not end within ${timeout} ms; connection dropped`), timeout)
+    } else if (!midReply) this.clearReplyTimer()
+  }
+
+  private endLine(): void {
+    let line = this.buffer.replace(/\r?\n?$/, '')
+    this.buffer = ''
+    if (line.length > MAX_REPLY_LINE) line = `${line.slice(0, MAX_REPLY_LINE)} [cut]`
+    this.lines.push(line)
+    // The last line of a reply has a space (or nothing) after its code.
+    if (line.length > 3 && line[3] === '-') {
+      if (this.lines.length >= MAX_REPLY_LINES) this.drop(`the server's reply ran past ${MAX_REPLY_LINES} lines; connection dropped`)
+      return
+    }
+    const response = this.lines.join('\n')
+    this.lines = []
+    this.replyLength = 0
+    const code = /^[2-5]\d\d$/.test(response.slice(0, 3)) ? Number(response.slice(0, 3)) : null
+    const waiter = this.waiting.shift()
+    // A reply no command asked for would be taken as the answer to the next one.
+    if (!waiter) return this.drop('the server sent a reply no command asked for; connection dropped')
+    waiter.resolve({ code, response })
+  }
+
+  private drop(reason: string): void {
+    this.close(new SmtpNetworkError(reason))
+  }
+
+  private clearReplyTimer(): void {
+    if (this.replyTimer) clearTimeout(this.replyTimer)
+    this.replyTimer = null
   }
 
   private fail(err: Error): void {
     if (this.closedWith) return
     this.closedWith = err
+    this.clearReplyTimer()
     for (const w of this.waiting.splice(0)) w.reject(err)
     for (const l of this.closeListeners.splice(0)) l()
   }

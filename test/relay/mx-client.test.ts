@@ -1,14 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer, type AddressInfo, type Server } from 'node:net'
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { loadConfig } from '../../config.js'
 import { MxClient } from '../../relay/mx-client.js'
-import { toDataLines } from '../../relay/smtp-session.js'
+import { MAX_REPLY_LENGTH, MAX_REPLY_LINE, MAX_REPLY_LINES, toDataLines } from '../../relay/smtp-session.js'
 import { loadTls } from '../../relay/tls.js'
 import type { MxHost } from '../../relay/routes.js'
-import { startSink } from './sink.js'
+import { flood, startSink } from './sink.js'
 
 // Connections to an MX are kept open for the next transaction, which goes out at once (no RSET
 // round trip first); a kept connection found dead is replaced without the message being deferred.
@@ -302,5 +302,72 @@ describe('toDataLines', () => {
     ['an empty message, only the dot', '', '.\r\n'],
   ])('%s', (_label, input, output) => {
     expect(Buffer.concat(toDataLines(Buffer.from(input))).toString()).toBe(output)
+  })
+})
+
+// A destination is an outside party: whatever it sends, the client holds a bounded amount of it
+// and gives up on a reply that runs on, as a temporary failure that says why.
+describe('MxClient: hostile servers', () => {
+  const cleanup: (() => unknown)[] = []
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f()
+  })
+
+  /** One attempt toward a server that treats each connection with `handle`. */
+  async function attemptAgainst(handle: (socket: Socket) => void, timeout = 5_000) {
+    const server = createServer(handle)
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
+    cleanup.push(() => new Promise((r) => server.close(r)))
+    const client = new MxClient({ heloName: 'test.example', timeout })
+    cleanup.push(() => client.close())
+    const host: MxHost = { name: 'evil.example', port: (server.address() as AddressInfo).port, addresses: ['127.0.0.1'] }
+    const attempt = await client.deliver([host], { from: 's@example.org', to: ['r@example.com'] }, async () => Buffer.from('Subject: hi\r\n\r\nbody\r\n'))
+    return attempt.replies.get('r@example.com')!
+  }
+  // Each flood is 20 MB at most, so that a client without bounds would hold it all and then time out.
+  const MB20 = 20 * 1024 * 1024
+  const greetThenEhlo = (socket: Socket, answerEhlo: () => void) => {
+    socket.write('220 evil.example ESMTP\r\n')
+    socket.once('data', answerEhlo)
+  }
+
+  it.each([
+    ['an endless multi-line EHLO reply', (s: Socket) => flood(s, '250-' + 'x'.repeat(60) + '\r\n', MB20), `${MAX_REPLY_LINES} lines`],
+    ['an EHLO reply line without end', (s: Socket) => flood(s, '250-' + 'x'.repeat(8192), MB20), `${MAX_REPLY_LENGTH} bytes`],
+    ['a 10 MB reply line', (s: Socket) => flood(s, `250 ${'x'.repeat(10 * 1024 * 1024)}\r\n`, 10 * 1024 * 1024 + 6), `${MAX_REPLY_LENGTH} bytes`],
+  ])('drops the connection on %s, and the attempt is a temporary failure saying why', async (_label, reply, bound) => {
+    const got = await attemptAgainst((socket) => greetThenEhlo(socket, () => reply(socket)))
+    expect(got).toEqual({ code: null, response: expect.stringMatching(new RegExp(`^evil\\.example \\[127\\.0\\.0\\.1\\]:\\d+: the server's reply ran past ${bound}; connection dropped$`)) })
+  })
+
+  it('keeps the first 1000 characters of a long reply line and reads the reply to its end', async () => {
+    const got = await attemptAgainst((socket) => {
+      socket.write('220 evil.example ESMTP\r\n')
+      socket.on('data', (d: Buffer) => {
+        const line = d.toString()
+        if (line.startsWith('EHLO')) socket.write('250 evil.example\r\n')
+        else if (line.startsWith('MAIL')) socket.write(`550-5.7.1 ${'y'.repeat(5000)}\r\n550 5.7.1 refused\r\n`)
+      })
+    })
+    expect(got.code).toBe(550)
+    expect(got.response).toBe(`550-5.7.1 ${'y'.repeat(MAX_REPLY_LINE - 10)} [cut]\n550 5.7.1 refused`)
+  })
+
+  it('drops the connection when a reply trickles in for longer than the timeout', async () => {
+    const got = await attemptAgainst((socket) => {
+      socket.write('220 evil.example ESMTP\r\n')
+      socket.on('data', (d: Buffer) => {
+        if (d.toString().startsWith('EHLO')) return void socket.write('250 evil.example\r\n')
+        // A byte every 100 ms keeps the connection from ever being idle, and the reply from ending.
+        const drip = setInterval(() => socket.write('2'), 100)
+        socket.on('close', () => clearInterval(drip))
+      })
+    }, 600)
+    expect(got).toEqual({ code: null, response: "the server's reply did not end within 600 ms; connection dropped" })
+  })
+
+  it('drops the connection when the server sends replies no command asked for', async () => {
+    const got = await attemptAgainst((socket) => greetThenEhlo(socket, () => flood(socket, '250 ok\r\n', MB20)))
+    expect(got).toEqual({ code: null, response: 'the server sent a reply no command asked for; connection dropped' })
   })
 })

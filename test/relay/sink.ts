@@ -120,3 +120,16 @@ export function stubResolver(zone: { mx?: Record<string, { exchange: string; pri
     },
   }
 }
+
+/** Writes `chunk` to the socket as fast as the client reads it, until `total` characters are out or the client hangs up. */
+export function flood(socket: Socket, chunk: string, total = Infinity): void {
+  let sent = 0
+  const pump = () => {
+    while (!socket.destroyed && sent < total) {
+      sent += chunk.length
+      if (!socket.write(chunk)) return void socket.once('drain', pump)
+    }
+  }
+  socket.on('error', () => {})
+  pump()
+}
