@@ -2,11 +2,11 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { OpenAPIBackend, type Document } from 'openapi-backend'
 import { expect } from 'vitest'
-import { parse } from 'yaml'
 
 /**
- * Response validation against the hosted service's OpenAPI document
- * (`../shared/spec/upstream-openapi-1.5.0.yaml`), which our REST responses must satisfy.
+ * Response validation against the contract: the hosted service's OpenAPI document 1.5.0 as the
+ * project keeps it (`test/fixtures/contract-openapi-1.5.0.json`: its operations, parameters,
+ * statuses, schemas and example values, without its prose), which our REST responses must satisfy.
  *
  *   await expectMatchesUpstream('sendMail', res.status, await res.json())
  *
@@ -16,7 +16,7 @@ import { parse } from 'yaml'
  * schema at all fails the check rather than passing silently (openapi-backend would pass it).
  */
 
-export const UPSTREAM_PATH = fileURLToPath(new URL('../../shared/spec/upstream-openapi-1.5.0.yaml', import.meta.url))
+export const UPSTREAM_PATH = fileURLToPath(new URL('./fixtures/contract-openapi-1.5.0.json', import.meta.url))
 
 /** The operation that carries `ErrorMessage` for statuses an operation does not list. */
 const ERROR_OPERATION = '__ErrorMessage'
@@ -24,9 +24,9 @@ const ERROR_OPERATION = '__ErrorMessage'
 type Responses = Record<string, { content?: Record<string, { schema?: unknown }> }>
 type Operation = { operationId?: string; responses?: Responses }
 
-/** The upstream document as parsed from YAML (never mutated). */
+/** The upstream document (never mutated). */
 export function loadUpstream(): Document {
-  return parse(readFileSync(UPSTREAM_PATH, 'utf8')) as Document
+  return JSON.parse(readFileSync(UPSTREAM_PATH, 'utf8')) as Document
 }
 
 // Formats the document uses that Ajv does not know without ajv-formats (which is not a

@@ -1,10 +1,10 @@
 import Ajv from 'ajv'
-import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parse } from 'yaml'
 import { createTestEnv, type TestEnv } from '../helpers.js'
+import { loadUpstream } from '../openapi.js'
 
-const UPSTREAM = parse(readFileSync(new URL('../../../shared/spec/upstream-openapi-1.5.0.yaml', import.meta.url), 'utf8'))
+const UPSTREAM = loadUpstream() as unknown as Doc
 const METHODS = ['get', 'post', 'delete', 'put', 'patch'] as const
 
 type Doc = { paths: Record<string, Record<string, any>>; components: any }
