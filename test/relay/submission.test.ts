@@ -78,9 +78,14 @@ async function start(overrides: Record<string, string> = {}) {
       return c
     },
     async raw() {
-      const c = await RawSmtp.open(port)
-      clients.push(c)
+      const c = await this.open()
       expect(await c.greeting).toMatch(/^220 /)
+      return c
+    },
+    /** A line-level client, its greeting not yet checked; `from`: the local address to connect from. */
+    async open(from?: string) {
+      const c = await RawSmtp.open(port, '127.0.0.1', from)
+      clients.push(c)
       return c
     },
     /** A line-level client after EHLO, STARTTLS and EHLO again (`ehlo`: the reply to that one); logged in as the order unless `auth` is false. */
@@ -509,6 +514,49 @@ describe('SMTP submission: limits', () => {
       clients.push(next)
       return next.greeting
     }, { timeout: 5000 }).toMatch(/^220 /)
+  })
+
+  it('holds at most 50 connections from one address (MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS): of 1,000 from one, the rest get 421 and are closed, and another address is still greeted', async () => {
+    const t = await start()
+    const flood = await Promise.all(Array.from({ length: 1000 }, () => t.open('127.0.0.50')))
+    const greetings = await Promise.all(flood.map((c) => c.greeting))
+    expect(greetings.filter((g) => g.startsWith('220 '))).toHaveLength(50)
+    expect(new Set(greetings.filter((g) => !g.startsWith('220 ')))).toEqual(new Set(['421 4.7.0 Too many connections from 127.0.0.50; try again later']))
+    await Promise.all(flood.filter((_, i) => !greetings[i].startsWith('220 ')).map((c) => c.closed()))
+
+    const other = await t.open('127.0.0.51')
+    expect(await other.greeting).toMatch(/^220 /)
+    expect(await other.cmd('EHLO client.example')).toMatch(/^250[- ]/)
+    const fiftyFirst = await t.open('127.0.0.50')
+    expect(await fiftyFirst.greeting).toBe('421 4.7.0 Too many connections from 127.0.0.50; try again later')
+    await fiftyFirst.closed()
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('counts a connection down when it closes, and never a refused one: one address gets its connections again round after round', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: '2' })
+    // The server learns of a close only when the socket's end reaches it: the next one may come a little before.
+    const admitted = () => expect.poll(async () => (await t.open('127.0.0.60')).greeting, { timeout: 5000 }).toMatch(/^220 /)
+    for (let round = 0; round < 5; round++) {
+      await admitted()
+      await admitted()
+      const third = await t.open('127.0.0.60')
+      expect(await third.greeting, `round ${round}`).toMatch(/^421 4\.7\.0 Too many connections from 127\.0\.0\.60/)
+      for (const c of clients.splice(0)) c.close()
+    }
+  })
+
+  it('closes a connection not authenticated within MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT with 421, while an authenticated one stays', async () => {
+    // Long enough that the logged-in session surely gets through AUTH first on a busy machine.
+    const t = await start({ MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT: '3s' })
+    const { raw: session } = await t.rawSession()
+    const idle = await t.raw()
+    expect(await idle.cmd('EHLO client.example')).toMatch(/^250[- ]/)
+    expect(await idle.next()).toBe('421 4.7.0 Not authenticated within 3s; closing the connection')
+    await idle.closed()
+    // The authenticated session has been idle longer than that, and goes on.
+    expect(await session.cmd('NOOP')).toMatch(/^250 /)
+    expect(await session.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
   })
 
   it('refuses the third RCPT with 452 when MAILROOM_MAX_RECIPIENTS=2, and queues for the first two', async () => {
