@@ -195,7 +195,9 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
       const { authzid, authcid } = auth as { authzid?: string; authcid?: string }
       if (authzid && authcid && authzid !== authcid) return callback(reply(535, `5.7.8 ${authcid} may not act as ${authzid}`))
       try {
-        const id = /^mb(\d+)$/.exec(auth.username ?? '')?.[1]
+        // Only the username as written for the order (mb<id>, no leading zeros) names it: mb02 is
+        // refused like any other unknown user, and counted as a failure.
+        const id = /^mb([1-9]\d*)$/.exec(auth.username ?? '')?.[1]
         const order = id ? await store.orders.get(Number(id)) : undefined
         const valid = order && auth.password !== undefined && auth.password !== null && safeEqual(await store.orders.password(order.id), auth.password)
         if (!order || !valid) {

@@ -237,6 +237,10 @@ describe('SMTP submission: refused credentials', () => {
     ['upper-case MB', 'MB{id}'],
     ['a trailing character', 'mb{id}x'],
     ['the bare order id', '{id}'],
+    // The same number written otherwise is not the order's username (mb<id> only).
+    ['a leading zero', 'mb0{id}'],
+    ['leading zeros', 'mb00{id}'],
+    ['a signed id', 'mb+{id}'],
   ])('answers 535 to %s', async (_what, pattern) => {
     const t = await start()
     const c = await t.client()
@@ -388,6 +392,14 @@ describe('SMTP submission: failed-AUTH throttling', () => {
     const other = await t.env.newAccount()
     for (const user of [t.user, `mb${other.orderId}`, 'mb999999']) expect((await refusal((await t.client()).login(user, 'wrong'))).responseCode).toBe(535)
     expect((await refusal((await t.client()).login(`mb${other.orderId}`, await t.env.services.store.orders.password(other.orderId)))).responseCode).toBe(454)
+  })
+
+  it('counts a username that is not written as mb<id> as a failure, even with the right password', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
+    const id = t.env.orderId
+    for (const user of [`mb0${id}`, `mb00${id}`, `mb000${id}`]) expect((await refusal((await t.client()).login(user, t.password))).responseCode, user).toBe(535)
+    expect((await refusal((await t.client()).login(t.user, t.password))).responseCode).toBe(454)
+    expect(t.stored()).toEqual(NOTHING)
   })
 
   // Whoever holds one valid login must not interleave it with guesses at other orders' passwords.
