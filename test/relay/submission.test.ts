@@ -88,12 +88,13 @@ async function start(overrides: Record<string, string> = {}) {
       clients.push(c)
       return c
     },
-    /** A line-level client after EHLO, STARTTLS and EHLO again (`ehlo`: the reply to that one); logged in as the order unless `auth` is false. */
-    async rawSession(options: { auth?: boolean } = {}) {
+    /** A line-level client after EHLO `name` (client.example), STARTTLS and EHLO again (`ehlo`: the reply to that one); logged in as the order unless `auth` is false. */
+    async rawSession(options: { auth?: boolean; name?: string } = {}) {
       const c = await this.raw()
-      await c.cmd('EHLO client.example')
+      const name = options.name ?? 'client.example'
+      await c.cmd(`EHLO ${name}`)
       expect(await c.starttls()).toMatch(/^220 /)
-      const ehlo = await c.cmd('EHLO client.example')
+      const ehlo = await c.cmd(`EHLO ${name}`)
       if (options.auth ?? true) expect(await c.authPlain(`mb${e.orderId}`, await store.orders.password(e.orderId))).toMatch(/^235 /)
       return { raw: c, ehlo }
     },
@@ -136,6 +137,34 @@ const txidOf = (response: string) => {
   const m = QUEUED.exec(response)
   expect(m, `reply ${JSON.stringify(response)}`).not.toBeNull()
   return m![1]
+}
+
+/**
+ * The words of a header value as an RFC 5322 reader takes them (§3.2): comments, which nest and
+ * take quoted-pairs, are left out; a quoted string or a domain literal is one word; a special
+ * such as `;` or a stray `)` stands alone.
+ */
+function structuredWords(value: string): string[] {
+  const words: string[] = []
+  let i = 0
+  while (i < value.length) {
+    if (/\s/.test(value[i])) {
+      i++
+    } else if (value[i] === '(') {
+      let depth = 0
+      do {
+        if (value[i] === '\\') i++
+        else if (value[i] === '(') depth++
+        else if (value[i] === ')') depth--
+        i++
+      } while (depth > 0 && i < value.length)
+    } else {
+      const [word] = /^(?:"(?:[^"\\]|\\.)*"|\[[^[\]\\]*\]|[^\s()<>[\]:;@\\,"]+|.)/.exec(value.slice(i))!
+      words.push(word)
+      i += word.length
+    }
+  }
+  return words
 }
 
 describe('SMTP submission: AUTH and acceptance', () => {
@@ -216,6 +245,20 @@ describe('SMTP submission: AUTH and acceptance', () => {
     const c = await authed(t)
     const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
     expect((await t.log())[0]).toMatchObject({ id: txid, transtype: 'ESMTPSA' })
+  })
+})
+
+describe('SMTP submission: the Received line', () => {
+  it('writes an EHLO name that is no domain as a quoted string: it cannot hide or add clauses (RFC 5321 §4.4)', async () => {
+    const t = await start()
+    const { raw } = await t.rawSession({ name: 'x])_by_evil.example_(spoof' })
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('DATA')).toMatch(/^354 /)
+    const txid = txidOf(await raw.data(dataOf(message())))
+    const [received] = /^Received:.*\r\n(?:[ \t].*\r\n)*/.exec(t.body(txid)!.toString('utf8'))!
+    const words = structuredWords(received.slice('Received:'.length).replace(/\r\n(?=[ \t])/g, ''))
+    expect(words.slice(0, words.indexOf(';'))).toEqual(['from', '"x])_by_evil.example_(spoof"', 'by', t.env.services.config.nodeName, 'with', 'ESMTPSA', 'id', txid])
   })
 })
 
