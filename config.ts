@@ -95,6 +95,12 @@ export const ConfigSchema = z.object({
   MAILROOM_SMTP_MAX_AUTH_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
   /** Most SMTP connections open at once; one more is answered 421 and closed. */
   MAILROOM_SMTP_MAX_CLIENTS: z.coerce.number().int().min(1).max(100_000).default(1000),
+  /** Most SMTP connections open at once from one client address (an IPv6 client's /64); one more is answered 421 and closed. */
+  MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: z.coerce.number().int().min(1).max(100_000).default(50),
+  /** A connection not authenticated this long after it opened is answered 421 and closed (authenticated ones idle out after 60s). */
+  MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT: DurationAtLeast(1000, '1s')
+    .refine((ms) => ms <= 3_600_000, 'expected at most 1h')
+    .prefault('30s'),
   /** `host:port`: when set, every message goes there instead of to the recipients' MX hosts. */
   MAILROOM_SMARTHOST: HostPort.optional(),
   /** `ip:port,…`: the DNS servers for MX lookups; default the system's. */
@@ -141,6 +147,8 @@ export interface Config {
     authRequiresTls: boolean
     maxAuthFailures: number
     maxClients: number
+    maxClientsPerAddress: number
+    unauthenticatedTimeout: number
   }
   delivery: {
     smarthost: { host: string; port: number } | null
@@ -187,6 +195,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       authRequiresTls: e.MAILROOM_SMTP_AUTH_REQUIRES_TLS === 'true',
       maxAuthFailures: e.MAILROOM_SMTP_MAX_AUTH_FAILURES,
       maxClients: e.MAILROOM_SMTP_MAX_CLIENTS,
+      maxClientsPerAddress: e.MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS,
+      unauthenticatedTimeout: e.MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT,
     },
     delivery: {
       smarthost: e.MAILROOM_SMARTHOST ?? null,

@@ -1,6 +1,6 @@
 import libmime from 'libmime'
 import { randomUUID } from 'node:crypto'
-import { isIPv6 } from 'node:net'
+import { isIPv4, isIPv6 } from 'node:net'
 import { wrap as base64Wrap } from 'nodemailer/lib/base64'
 import { buildHeaderParam, detectMimeType, encodeWord, encodeWords, foldLines, quoteString } from 'nodemailer/lib/mime-funcs'
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp'
@@ -100,7 +100,23 @@ function dateHeader(date: Date): string {
  */
 export function receivedHeader(t: { helo: string; ip: string; by: string; protocol: string; id: string; date: Date }): Buffer {
   const literal = isIPv6(t.ip) ? `IPv6:${t.ip}` : t.ip
-  return Buffer.from(header('Received', `from ${t.helo} ([${literal}]) by ${t.by} (mailroom) with ${t.protocol} id ${t.id}; ${dateHeader(t.date)}`))
+  return Buffer.from(header('Received', `from ${heloName(t.helo)} ([${literal}]) by ${t.by} (mailroom) with ${t.protocol} id ${t.id}; ${dateHeader(t.date)}`))
+}
+
+/** RFC 5321 §4.1.2 Domain: labels of letters, digits and inner hyphens, separated by dots. */
+const DOMAIN_NAME = /^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*$/i
+
+/**
+ * The client's EHLO name for the `from` clause: a domain or an address literal as sent (RFC 5321
+ * §4.4), anything else as a quoted string (RFC 5322 §3.2.4, ASCII: other characters become `?`),
+ * in which parentheses, brackets and `;` are plain characters. Written bare,
+ * `x])_by_evil.example_(spoof` would open a comment (RFC 5322 §3.2.2) that hides the real `by`
+ * clause from whoever reads the line.
+ */
+function heloName(helo: string): string {
+  const literal = /^\[(ipv6:)?([^\]]*)\]$/i.exec(helo)
+  if (literal ? (literal[1] ? isIPv6(literal[2]) : isIPv4(literal[2])) : DOMAIN_NAME.test(helo)) return helo
+  return `"${helo.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, '\\$&')}"`
 }
 
 /** One header line, folded, CRLF-terminated. */

@@ -66,6 +66,29 @@ export function authThrottle(max: number, clock: () => number) {
   }
 }
 
+/**
+ * SMTP connections open per client (authClient), so that one address cannot hold every slot of
+ * MAILROOM_SMTP_MAX_CLIENTS and lock everyone else out, as Postfix's
+ * smtpd_client_connection_count_limit does. A client's count is dropped when it has none open.
+ */
+function connectionCounter(max: number) {
+  const open = new Map<string, number>()
+  return {
+    /** Counts a new connection of the client and returns true, or returns false when it already has `max` open. */
+    take(client: string): boolean {
+      const n = open.get(client) ?? 0
+      if (n >= max) return false
+      open.set(client, n + 1)
+      return true
+    },
+    release(client: string): void {
+      const n = open.get(client) ?? 0
+      if (n <= 1) open.delete(client)
+      else open.set(client, n - 1)
+    },
+  }
+}
+
 export interface SubmissionDeps {
   store: Store
   relay: Relay
@@ -112,6 +135,16 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
   // error limit.
   const refused = new WeakMap<object, number>()
   const orderOf = (session: SMTPServerSession) => (session.user as { order: MailOrder } | undefined)?.order
+  const connections = connectionCounter(config.smtp.maxClientsPerAddress)
+  // The client each counted connection is counted for, and the deadline it has to authenticate by.
+  const admitted = new WeakMap<SMTPServerSession, { client: string; deadline: NodeJS.Timeout }>()
+  const unauthenticatedTimeout = config.smtp.unauthenticatedTimeout
+  /** Ends a session that is still not authenticated at its deadline (smtp-server closes the connection after a 421). */
+  const expire = (session: SMTPServerSession) => {
+    for (const connection of server.connections) {
+      if (connection.session === session) connection.send(421, `4.7.0 Not authenticated within ${unauthenticatedTimeout / 1000}s; closing the connection`, false)
+    }
+  }
 
   const server = new SMTPServer({
     name: config.nodeName,
@@ -132,6 +165,28 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     hideSMTPUTF8: true,
     logger: false,
 
+    onConnect(session, callback) {
+      const client = authClient(session.remoteAddress)
+      if (!connections.take(client)) {
+        logger.warn({ ip: session.remoteAddress }, 'SMTP connection refused: too many from the client')
+        return callback(reply(421, `4.7.0 Too many connections from ${client}; try again later`))
+      }
+      // A session can do nothing before AUTH (every MAIL and RCPT is refused), so one that has not
+      // logged in soon after connecting only holds a slot: it gets much less time than smtp-server's
+      // 60s idle timeout, and its NOOPs or failed AUTHs do not buy it more.
+      const deadline = setTimeout(() => expire(session), unauthenticatedTimeout).unref()
+      admitted.set(session, { client, deadline })
+      callback()
+    },
+
+    onClose(session) {
+      const counted = admitted.get(session)
+      if (!counted) return
+      clearTimeout(counted.deadline)
+      admitted.delete(session)
+      connections.release(counted.client)
+    },
+
     async onAuth(auth, session, callback) {
       const ip = session.remoteAddress
       if (authFailures.throttled(ip)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'))
@@ -140,7 +195,9 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
       const { authzid, authcid } = auth as { authzid?: string; authcid?: string }
       if (authzid && authcid && authzid !== authcid) return callback(reply(535, `5.7.8 ${authcid} may not act as ${authzid}`))
       try {
-        const id = /^mb(\d+)$/.exec(auth.username ?? '')?.[1]
+        // Only the username as written for the order (mb<id>, no leading zeros) names it: mb02 is
+        // refused like any other unknown user, and counted as a failure.
+        const id = /^mb([1-9]\d*)$/.exec(auth.username ?? '')?.[1]
         const order = id ? await store.orders.get(Number(id)) : undefined
         const valid = order && auth.password !== undefined && auth.password !== null && safeEqual(await store.orders.password(order.id), auth.password)
         if (!order || !valid) {
@@ -151,6 +208,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
         if (order.status !== 'active') return callback(reply(535, `5.7.8 Mail order mb${order.id} is canceled`))
         // A success does not clear the address's failures: one valid login must not make room
         // for more guesses at other orders. They expire with the window.
+        clearTimeout(admitted.get(session)?.deadline)
         callback(null, { user: { order } })
       } catch (err) {
         logger.error({ err }, 'SMTP authentication error')

@@ -51,6 +51,24 @@ describe('config', () => {
     expect(loadConfig({}).delivery).toMatchObject({ smarthost: null, mxPort: 25, retrySchedule: [300_000, 600_000, 1_200_000, 2_400_000, 3_600_000, 7_200_000, 14_400_000], maxQueueAge: 48 * 3_600_000 })
   })
 
+  it('reads the SMTP connection limits, and refuses values that would lock clients out or overflow a timer', () => {
+    expect(loadConfig({}).smtp).toMatchObject({ maxClientsPerAddress: 50, unauthenticatedTimeout: 30_000 })
+    expect(loadConfig({ MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: '5', MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT: '10s' }).smtp).toMatchObject({
+      maxClientsPerAddress: 5,
+      unauthenticatedTimeout: 10_000,
+    })
+    for (const [name, value] of [
+      ['MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS', '0'],
+      ['MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS', 'many'],
+      ['MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT', '500ms'],
+      ['MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT', '30d'],
+      ['MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT', '30'],
+    ]) {
+      expect(() => loadConfig({ [name]: value }), `${name}=${value}`).toThrow(ConfigError)
+      expect(() => loadConfig({ [name]: value }), `${name}=${value}`).toThrow(name)
+    }
+  })
+
   it('takes DNS servers as IP addresses with or without a port', () => {
     expect(loadConfig({ MAILROOM_DNS_SERVERS: '192.0.2.53,192.0.2.54:5353,2001:db8::53,[2001:db8::54]:53' }).delivery.dnsServers).toEqual([
       '192.0.2.53',

@@ -1,6 +1,6 @@
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser'
 import { describe, expect, it } from 'vitest'
-import { composeMessage, htmlToText, messageHead, readHeaders, type ComposeInput } from '../../relay/message.js'
+import { composeMessage, htmlToText, messageHead, readHeaders, receivedHeader, type ComposeInput } from '../../relay/message.js'
 
 const EPOCH = new Date(0)
 const BASE: ComposeInput = {
@@ -423,6 +423,33 @@ describe('composeMessage', () => {
       expect(bBoundaries).toHaveLength(2)
       for (const boundary of aBoundaries) expect(bBoundaries).not.toContain(boundary)
     })
+  })
+})
+
+describe('receivedHeader', () => {
+  const fromClause = (helo: string, ip = '192.0.2.7') =>
+    /^Received: from (.*) by mx\.example /.exec(receivedHeader({ helo, ip, by: 'mx.example', protocol: 'ESMTPSA', id: 'x1', date: EPOCH }).toString().replace(/\r\n(?=[ \t])/g, ''))?.[1]
+
+  it.each([
+    ['client.example', 'client.example ([192.0.2.7])'],
+    ['localhost', 'localhost ([192.0.2.7])'],
+    ['[192.0.2.7]', '[192.0.2.7] ([192.0.2.7])'],
+    ['[ipv6:2001:db8::7]', '[ipv6:2001:db8::7] ([192.0.2.7])'],
+  ])('writes an EHLO domain or address literal as sent: %s', (helo, clause) => {
+    expect(fromClause(helo)).toBe(clause)
+  })
+
+  // RFC 5322 §3.2.2: a parenthesis opens a comment, which would hide the clauses after it.
+  it.each([
+    ['x])_by_evil.example_(spoof', '"x])_by_evil.example_(spoof"'],
+    ['a;by_evil.example', '"a;by_evil.example"'],
+    ['say"hi\\', '"say\\"hi\\\\"'],
+    ['[not-an-address]', '"[not-an-address]"'],
+    ['[300.1.1.1]', '"[300.1.1.1]"'],
+    ['-leading.example', '"-leading.example"'],
+    ['h\u00e9llo.example', '"h?llo.example"'],
+  ])('writes any other EHLO name as a quoted string: %s', (helo, quoted) => {
+    expect(fromClause(helo)).toBe(`${quoted} ([192.0.2.7])`)
   })
 })
 

@@ -93,9 +93,10 @@ export class RawSmtp {
     this.greeting = this.next()
   }
 
-  static open(port: number, host = '127.0.0.1'): Promise<RawSmtp> {
+  /** `localAddress`: the address to connect from (any of 127.0.0.0/8 reaches a server on 127.0.0.1). */
+  static open(port: number, host = '127.0.0.1', localAddress?: string): Promise<RawSmtp> {
     return new Promise((resolve, reject) => {
-      const socket = netConnect({ host, port })
+      const socket = netConnect({ host, port, localAddress })
       socket.once('error', reject)
       socket.once('connect', () => {
         socket.removeListener('error', reject)
@@ -126,7 +127,8 @@ export class RawSmtp {
     })
   }
 
-  private next(): Promise<string> {
+  /** The next reply, also one the server sends unprompted (a 421 before it closes the connection). */
+  next(): Promise<string> {
     const ready = this.replies.shift()
     if (ready !== undefined) return Promise.resolve(ready)
     return new Promise((resolve) => this.waiting.push(resolve))

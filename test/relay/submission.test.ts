@@ -78,17 +78,23 @@ async function start(overrides: Record<string, string> = {}) {
       return c
     },
     async raw() {
-      const c = await RawSmtp.open(port)
-      clients.push(c)
+      const c = await this.open()
       expect(await c.greeting).toMatch(/^220 /)
       return c
     },
-    /** A line-level client after EHLO, STARTTLS and EHLO again (`ehlo`: the reply to that one); logged in as the order unless `auth` is false. */
-    async rawSession(options: { auth?: boolean } = {}) {
+    /** A line-level client, its greeting not yet checked; `from`: the local address to connect from. */
+    async open(from?: string) {
+      const c = await RawSmtp.open(port, '127.0.0.1', from)
+      clients.push(c)
+      return c
+    },
+    /** A line-level client after EHLO `name` (client.example), STARTTLS and EHLO again (`ehlo`: the reply to that one); logged in as the order unless `auth` is false. */
+    async rawSession(options: { auth?: boolean; name?: string } = {}) {
       const c = await this.raw()
-      await c.cmd('EHLO client.example')
+      const name = options.name ?? 'client.example'
+      await c.cmd(`EHLO ${name}`)
       expect(await c.starttls()).toMatch(/^220 /)
-      const ehlo = await c.cmd('EHLO client.example')
+      const ehlo = await c.cmd(`EHLO ${name}`)
       if (options.auth ?? true) expect(await c.authPlain(`mb${e.orderId}`, await store.orders.password(e.orderId))).toMatch(/^235 /)
       return { raw: c, ehlo }
     },
@@ -131,6 +137,34 @@ const txidOf = (response: string) => {
   const m = QUEUED.exec(response)
   expect(m, `reply ${JSON.stringify(response)}`).not.toBeNull()
   return m![1]
+}
+
+/**
+ * The words of a header value as an RFC 5322 reader takes them (§3.2): comments, which nest and
+ * take quoted-pairs, are left out; a quoted string or a domain literal is one word; a special
+ * such as `;` or a stray `)` stands alone.
+ */
+function structuredWords(value: string): string[] {
+  const words: string[] = []
+  let i = 0
+  while (i < value.length) {
+    if (/\s/.test(value[i])) {
+      i++
+    } else if (value[i] === '(') {
+      let depth = 0
+      do {
+        if (value[i] === '\\') i++
+        else if (value[i] === '(') depth++
+        else if (value[i] === ')') depth--
+        i++
+      } while (depth > 0 && i < value.length)
+    } else {
+      const [word] = /^(?:"(?:[^"\\]|\\.)*"|\[[^[\]\\]*\]|[^\s()<>[\]:;@\\,"]+|.)/.exec(value.slice(i))!
+      words.push(word)
+      i += word.length
+    }
+  }
+  return words
 }
 
 describe('SMTP submission: AUTH and acceptance', () => {
@@ -214,6 +248,20 @@ describe('SMTP submission: AUTH and acceptance', () => {
   })
 })
 
+describe('SMTP submission: the Received line', () => {
+  it('writes an EHLO name that is no domain as a quoted string: it cannot hide or add clauses (RFC 5321 §4.4)', async () => {
+    const t = await start()
+    const { raw } = await t.rawSession({ name: 'x])_by_evil.example_(spoof' })
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('DATA')).toMatch(/^354 /)
+    const txid = txidOf(await raw.data(dataOf(message())))
+    const [received] = /^Received:.*\r\n(?:[ \t].*\r\n)*/.exec(t.body(txid)!.toString('utf8'))!
+    const words = structuredWords(received.slice('Received:'.length).replace(/\r\n(?=[ \t])/g, ''))
+    expect(words.slice(0, words.indexOf(';'))).toEqual(['from', '"x])_by_evil.example_(spoof"', 'by', t.env.services.config.nodeName, 'with', 'ESMTPSA', 'id', txid])
+  })
+})
+
 describe('SMTP submission: refused credentials', () => {
   it('answers 535 to a wrong password, and the session cannot send', async () => {
     const t = await start()
@@ -232,6 +280,10 @@ describe('SMTP submission: refused credentials', () => {
     ['upper-case MB', 'MB{id}'],
     ['a trailing character', 'mb{id}x'],
     ['the bare order id', '{id}'],
+    // The same number written otherwise is not the order's username (mb<id> only).
+    ['a leading zero', 'mb0{id}'],
+    ['leading zeros', 'mb00{id}'],
+    ['a signed id', 'mb+{id}'],
   ])('answers 535 to %s', async (_what, pattern) => {
     const t = await start()
     const c = await t.client()
@@ -385,6 +437,14 @@ describe('SMTP submission: failed-AUTH throttling', () => {
     expect((await refusal((await t.client()).login(`mb${other.orderId}`, await t.env.services.store.orders.password(other.orderId)))).responseCode).toBe(454)
   })
 
+  it('counts a username that is not written as mb<id> as a failure, even with the right password', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
+    const id = t.env.orderId
+    for (const user of [`mb0${id}`, `mb00${id}`, `mb000${id}`]) expect((await refusal((await t.client()).login(user, t.password))).responseCode, user).toBe(535)
+    expect((await refusal((await t.client()).login(t.user, t.password))).responseCode).toBe(454)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
   // Whoever holds one valid login must not interleave it with guesses at other orders' passwords.
   it('keeps counting failures of an address across a successful AUTH in the window', async () => {
     const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
@@ -509,6 +569,49 @@ describe('SMTP submission: limits', () => {
       clients.push(next)
       return next.greeting
     }, { timeout: 5000 }).toMatch(/^220 /)
+  })
+
+  it('holds at most 50 connections from one address (MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS): of 1,000 from one, the rest get 421 and are closed, and another address is still greeted', async () => {
+    const t = await start()
+    const flood = await Promise.all(Array.from({ length: 1000 }, () => t.open('127.0.0.50')))
+    const greetings = await Promise.all(flood.map((c) => c.greeting))
+    expect(greetings.filter((g) => g.startsWith('220 '))).toHaveLength(50)
+    expect(new Set(greetings.filter((g) => !g.startsWith('220 ')))).toEqual(new Set(['421 4.7.0 Too many connections from 127.0.0.50; try again later']))
+    await Promise.all(flood.filter((_, i) => !greetings[i].startsWith('220 ')).map((c) => c.closed()))
+
+    const other = await t.open('127.0.0.51')
+    expect(await other.greeting).toMatch(/^220 /)
+    expect(await other.cmd('EHLO client.example')).toMatch(/^250[- ]/)
+    const fiftyFirst = await t.open('127.0.0.50')
+    expect(await fiftyFirst.greeting).toBe('421 4.7.0 Too many connections from 127.0.0.50; try again later')
+    await fiftyFirst.closed()
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('counts a connection down when it closes, and never a refused one: one address gets its connections again round after round', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: '2' })
+    // The server learns of a close only when the socket's end reaches it: the next one may come a little before.
+    const admitted = () => expect.poll(async () => (await t.open('127.0.0.60')).greeting, { timeout: 5000 }).toMatch(/^220 /)
+    for (let round = 0; round < 5; round++) {
+      await admitted()
+      await admitted()
+      const third = await t.open('127.0.0.60')
+      expect(await third.greeting, `round ${round}`).toMatch(/^421 4\.7\.0 Too many connections from 127\.0\.0\.60/)
+      for (const c of clients.splice(0)) c.close()
+    }
+  })
+
+  it('closes a connection not authenticated within MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT with 421, while an authenticated one stays', async () => {
+    // Long enough that the logged-in session surely gets through AUTH first on a busy machine.
+    const t = await start({ MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT: '3s' })
+    const { raw: session } = await t.rawSession()
+    const idle = await t.raw()
+    expect(await idle.cmd('EHLO client.example')).toMatch(/^250[- ]/)
+    expect(await idle.next()).toBe('421 4.7.0 Not authenticated within 3s; closing the connection')
+    await idle.closed()
+    // The authenticated session has been idle longer than that, and goes on.
+    expect(await session.cmd('NOOP')).toMatch(/^250 /)
+    expect(await session.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
   })
 
   it('refuses the third RCPT with 452 when MAILROOM_MAX_RECIPIENTS=2, and queues for the first two', async () => {
