@@ -156,9 +156,13 @@ function attachmentPart(a: { filename?: string; data: string }): string {
 /** A parameter value that may stand unquoted (RFC 2045 §5.1 token). */
 const isToken = (value: string) => /^[\x21-\x7e]+$/.test(value) && !/[()<>@,;:\\"/[\]?=]/.test(value)
 
-/** A header parameter: a token as is, other ASCII quoted, anything else RFC 2231-encoded. */
+/**
+ * A header parameter: a short token as is, other short ASCII quoted, anything else in RFC 2231
+ * pieces (`key*0`, `key*1`, …) that fold onto lines of their own: a long filename written whole
+ * would pass the 998 characters a line may have (RFC 5322 §2.1.1).
+ */
 function param(key: string, value: string): string {
-  if (isToken(value)) return `${key}=${value}`
+  if (isToken(value) && value.length <= 60) return `${key}=${value}`
   if (/^[\x20-\x7e]*$/.test(value) && value.length <= 60) return `${key}=${quoteString(value)}`
   return buildHeaderParam(key, value, 50)
     .map((p) => `${p.key}=${isToken(p.value) ? p.value : quoteString(p.value)}`)

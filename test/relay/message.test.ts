@@ -397,6 +397,19 @@ describe('composeMessage', () => {
       expect(longestLine(raw.toString())).toBeLessThanOrEqual(78)
     })
 
+    // RFC 5322 §2.1.1: a line holds at most 998 characters; RFC 2231 continuations fold a long name.
+    it.each([
+      ['a token', `${'a'.repeat(2996)}.pdf`],
+      ['ASCII with spaces', `${'report '.repeat(428)}.pdf`],
+      ['non-ASCII', `${'Übersicht '.repeat(300)}.pdf`],
+    ])('folds a filename of 3,000 characters (%s) onto lines of at most 78, and it reads back whole', async (_label, filename) => {
+      expect(filename.length).toBeGreaterThanOrEqual(3000)
+      const { raw } = compose({ attachments: [{ filename, data: b64('x') }] })
+      expect(longestLine(raw.toString())).toBeLessThanOrEqual(78)
+      const [attachment] = (await parse(raw)).attachments
+      expect([attachment.filename, attachment.contentType]).toEqual([filename, 'application/pdf'])
+    })
+
     it('nests the HTML alternative inside multipart/mixed with the attachments', async () => {
       const { raw } = compose({ body: '<p>Hello <b>there</b></p>', attachments: [{ filename: 'a.csv', data: b64('a,b\n1,2\n') }] })
       expect(headerValues(raw, 'Content-Type')[0]).toMatch(/^multipart\/mixed;/)
