@@ -213,7 +213,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
         try {
           const raw = body.take()
           const ip = session.remoteAddress.replace(/^::ffff:/, '')
-          const headers = readHeaders(messageHead(raw))
+          const headers = readHeaders(messageHead(raw), 'message')
           const envFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ''
           // As a submission server (RFC 6409 §8.2, §8.3), the Date or Message-ID a message lacks is added.
           const txid = relay.newTxid()

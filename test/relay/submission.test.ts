@@ -671,6 +671,19 @@ describe('SMTP submission: senders and deny rules', () => {
     expect(t.stored()).toEqual(NOTHING)
   })
 
+  // Delivery writes a bare CR as a line end: a Subject or From behind one would be delivered
+  // without being read here (the subject filter, the log's headerfrom).
+  it('refuses a message with a bare CR in its header at the end of DATA with 550 5.6.0, storing nothing', async () => {
+    const t = await start()
+    const { raw } = await t.rawSession()
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('DATA')).toMatch(/^354 /)
+    const forged = Buffer.from('From: Alice <alice@example.org>\r\nX-A: 1\rFrom: ceo@bank.example\r\r\nTo: bob@example.net\r\n\r\nbody\r\n.\r\n')
+    expect(await raw.data(forged)).toBe('550 5.6.0 message: line 2 of the header has a bare CR; RFC 5322 §2.2 requires CRLF')
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
   it('refuses a null or malformed envelope address with 553', async () => {
     const t = await start()
     const { raw } = await t.rawSession()

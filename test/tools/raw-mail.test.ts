@@ -114,6 +114,8 @@ describe('rawMail', () => {
       ['an invalid From', 'From: me@exa-.com\r\nTo: bob@y.com\r\n\r\nbody\r\n', /^raw_email: From "me@exa-.com" is not a valid email address/],
       ['an address literal in To', 'From: me@example.org\r\nTo: bob@y.com, U <u@[127.0.0.1]>\r\n\r\nbody\r\n', /^raw_email: recipient "u@\[127\.0\.0\.1\]" is an address literal; mail goes only to addresses at a domain name$/],
       ['an address literal in From', 'From: me@[192.0.2.1]\r\nTo: bob@y.com\r\n\r\nbody\r\n', /^raw_email: From "me@\[192\.0\.2\.1\]" is an address literal/],
+      // RFC 5322 §2.2: delivery would write the bare CR as a line end, and deliver what is behind it.
+      ['a bare CR in the header', 'From: me@example.org\r\nTo: bob@y.com\rBcc: evil@evil.example\r\n\r\nbody\r\n', /^raw_email: line 2 of the header has a bare CR; RFC 5322 §2\.2 requires CRLF$/],
     ])('refuses a message with %s (400, before looking for an order) and queues nothing', async (_label, raw, message) => {
       await env.services.store.orders.setStatus(env.orderId, 'canceled')
       await expectRefused(send(raw), 400, message)
@@ -127,6 +129,22 @@ describe('rawMail', () => {
       ['id', { raw_email: SIGNED, id: 0 }],
     ])('refuses a bad %s in the schema', (path, input) => {
       expectSchemaRefusal(rawMail, input, path)
+    })
+
+    // Delivery writes each bare CR as a line end: the header delivered would end after
+    // `From: ceo@bank.example`, the From read by a check that splits lines at LF only.
+    it('refuses a From hidden behind a bare CR, for an order that may send only from its domain (400)', async () => {
+      await env.services.store.orders.addSender(env.orderId, '@acme.example')
+      const forged = 'X-A: 1\rFrom: ceo@bank.example\r\r\nFrom: boss@acme.example\r\nTo: bob@y.com\r\nSubject: pay\r\n\r\nbody\r\n'
+      await expectRefused(send(forged), 400, 'raw_email: line 1 of the header has a bare CR; RFC 5322 §2.2 requires CRLF')
+      expectNothingQueued(env)
+    })
+
+    it('takes a bare CR in the body, and LF and CRLF line ends mixed in the header, read as delivered', async () => {
+      const raw = 'From: me@example.org\r\nTo: bob@y.com\n\r\nBcc: not-a-header@q.com\rbody\r\n'
+      const { text } = await send(raw)
+      expect((await logRows(env)).rows.map((r) => r.recipient)).toEqual(['bob@y.com'])
+      expect(storedRaw(env, text).toString().endsWith(raw)).toBe(true)
     })
 
     it.each(ESCAPED_RECIPIENTS)('refuses a recipient behind $block spelled with quoted-pairs ($escaped) as the plain one', async ({ escaped, refusal }) => {

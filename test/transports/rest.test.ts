@@ -504,6 +504,7 @@ describe('REST API', () => {
       ['no From header', { raw_email: 'To: bob@example.com\r\nSubject: x\r\n\r\nbody' }, 'raw_email'],
       ['no recipients', { raw_email: 'From: alice@example.org\r\nSubject: x\r\n\r\nbody' }, 'raw_email'],
       ['a bad From', { raw_email: 'From: alice\r\nTo: bob@example.com\r\n\r\nbody' }, 'raw_email'],
+      ['a From hidden behind a bare CR', { raw_email: 'X-A: 1\rFrom: ceo@bank.example\r\r\nFrom: alice@example.org\r\nTo: bob@example.com\r\n\r\nbody' }, 'raw_email'],
       ['an address literal in To', { raw_email: 'From: alice@example.org\r\nTo: u@[127.0.0.1]\r\n\r\nbody' }, 'raw_email'],
     ]
     for (const [label, body, field] of invalid) {
