@@ -172,9 +172,13 @@ function attachmentPart(a: { filename?: string; data: string }): string {
 /** A parameter value that may stand unquoted (RFC 2045 §5.1 token). */
 const isToken = (value: string) => /^[\x21-\x7e]+$/.test(value) && !/[()<>@,;:\\"/[\]?=]/.test(value)
 
-/** A header parameter: a token as is, other ASCII quoted, anything else RFC 2231-encoded. */
+/**
+ * A header parameter: a short token as is, other short ASCII quoted, anything else in RFC 2231
+ * pieces (`key*0`, `key*1`, …) that fold onto lines of their own: a long filename written whole
+ * would pass the 998 characters a line may have (RFC 5322 §2.1.1).
+ */
 function param(key: string, value: string): string {
-  if (isToken(value)) return `${key}=${value}`
+  if (isToken(value) && value.length <= 60) return `${key}=${value}`
   if (/^[\x20-\x7e]*$/.test(value) && value.length <= 60) return `${key}=${quoteString(value)}`
   return buildHeaderParam(key, value, 50)
     .map((p) => `${p.key}=${isToken(p.value) ? p.value : quoteString(p.value)}`)
@@ -247,10 +251,12 @@ export interface RawHeaders {
 /**
  * Reads what the relay needs from a message's header block (the body is not parsed): the From
  * addresses, the recipients of To, Cc and Bcc, Subject (RFC 2047 words decoded), Message-ID and
- * Reply-To. RFC 5322 §2.2.3: folded header lines are unfolded first.
+ * Reply-To. RFC 5322 §2.2.3: folded header lines are unfolded first. `source` names the input
+ * in the errors.
  */
-export function readHeaders(raw: Buffer): RawHeaders {
-  const block = raw.subarray(0, headerEnd(raw)).toString('utf8')
+export function readHeaders(raw: Buffer, source = 'raw_email'): RawHeaders {
+  const block = raw.subarray(0, headerEnd(raw, source)).toString('utf8')
+  refuseBareCr(block, source)
   // Each field's lines are gathered, then joined once: in time linear in the header block, however
   // many fields or folded lines a client sends.
   const fields: { name: string; lines: string[] }[] = []
@@ -293,18 +299,37 @@ export function readHeaders(raw: Buffer): RawHeaders {
 export function messageHead(pieces: Buffer[]): Buffer {
   for (let n = 1; ; n *= 2) {
     const head = joinPieces(pieces.slice(0, n))
-    if (n >= pieces.length || head.includes('\r\n\r\n') || head.includes('\n\n')) return head
+    if (n >= pieces.length || head.includes('\r\n\r\n') || head.includes('\n\n') || head.includes('\n\r\n')) return head
   }
 }
 
-/** Offset just past the blank line that ends the header block (or the whole message when none). */
-function headerEnd(raw: Buffer): number {
-  const crlf = raw.indexOf('\r\n\r\n')
-  const lf = raw.indexOf('\n\n')
-  const ends = [crlf >= 0 ? crlf + 4 : -1, lf >= 0 ? lf + 2 : -1].filter((n) => n >= 0)
+/**
+ * Offset just past the blank line that ends the header block (or the whole message when none):
+ * two line ends in a row, each CRLF or a bare LF, in any mix, as delivery reads them (it writes a
+ * bare LF as CRLF). A bare CR is refused in the block (refuseBareCr), so it ends no line here.
+ */
+function headerEnd(raw: Buffer, source: string): number {
+  const ends = [
+    [raw.indexOf('\r\n\r\n'), 4],
+    [raw.indexOf('\n\n'), 2],
+    [raw.indexOf('\n\r\n'), 3],
+  ].flatMap(([at, length]) => (at >= 0 ? [at + length] : []))
   if (ends.length === 0) {
-    if (raw.length === 0) throw badInput('raw_email: the message is empty')
+    if (raw.length === 0) throw badInput(`${source}: the message is empty`)
     return raw.length
   }
   return Math.min(...ends)
+}
+
+/**
+ * RFC 5322 §2.2: a header field ends in CRLF, and holds no CR or LF of its own. Delivery writes a
+ * bare CR as a line end, so a bare CR in the header block would make lines the checks here never
+ * read (`X-A: 1\rFrom: ceo@bank.example`): such a block is refused. A bare LF is read as a line
+ * end here as by delivery, so LF-only messages (common from programs) read the same both ways.
+ */
+function refuseBareCr(block: string, source: string): void {
+  const at = block.search(/\r(?!\n)/)
+  if (at < 0) return
+  const line = block.slice(0, at).split(/\r?\n/).length
+  throw badInput(`${source}: line ${line} of the header has a bare CR; RFC 5322 §2.2 requires CRLF`, { code: 550, enhanced: '5.6.0' })
 }

@@ -5,7 +5,7 @@ import type { Config } from '../config.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
 import { safeEqual } from '../storage/secrets.js'
 import type { MailOrder, Store } from '../storage/store.js'
-import { canonicalAddress, isAscii, isEmail } from './addresses.js'
+import { canonicalAddress, isAscii, isEmail, notAnEmail } from './addresses.js'
 import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
 
@@ -101,7 +101,7 @@ export interface SubmissionDeps {
 /**
  * An envelope address as the relay keeps it: its domain in ASCII (smtp-server hands over a
  * punycode domain, xn--…, turned into Unicode, which is not what the client sent and not what the
- * MX expects), and a quoted local part that needs no quotes written bare (canonicalAddress).
+ * MX expects), and a quoted local part in its canonical form (canonicalAddress).
  */
 function envelopeAddress(address: string): string {
   const at = address.lastIndexOf('@')
@@ -221,7 +221,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
       if (!order) return callback(AUTH_REQUIRED())
       if (!address.address) return callback(reply(553, '5.1.7 A sender address is required'))
       address.address = envelopeAddress(address.address)
-      if (!isEmail(address.address)) return callback(reply(553, `5.1.7 ${address.address} is not a valid address`))
+      if (!isEmail(address.address)) return callback(reply(553, `5.1.7 ${address.address} ${notAnEmail(address.address, 'is not a valid address')}`))
       try {
         // The order may have been canceled or changed since AUTH: read it again.
         const current = await store.orders.get(order.id)
@@ -246,7 +246,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
         callback(err)
       }
       address.address = envelopeAddress(address.address)
-      if (!isEmail(address.address)) return refuse(reply(553, `5.1.3 ${address.address} is not a valid address`))
+      if (!isEmail(address.address)) return refuse(reply(553, `5.1.3 ${address.address} ${notAnEmail(address.address, 'is not a valid address')}`))
       const rcpts = session.envelope.rcptTo
       const again = rcpts.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
       if (!again && rcpts.length >= config.maxRecipients) {
@@ -271,7 +271,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
         try {
           const raw = body.take()
           const ip = session.remoteAddress.replace(/^::ffff:/, '')
-          const headers = readHeaders(messageHead(raw))
+          const headers = readHeaders(messageHead(raw), 'message')
           const envFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ''
           // As a submission server (RFC 6409 §8.2, §8.3), the Date or Message-ID a message lacks is added.
           const txid = relay.newTxid()

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { badInput, notFound } from '../errors.js'
-import { isDomain, isEmail } from '../relay/addresses.js'
+import { canonicalAddress, isDomain, isEmail } from '../relay/addresses.js'
 import type { RuleType as RuleTypeName } from '../storage/store.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { activeOrders, ok, resolveOrder } from './common.js'
@@ -48,7 +48,9 @@ export const addRule = defineTool({
     } else {
       orderId = (await resolveOrder(ctx, undefined)).id
     }
-    const created = await ctx.store.rules.create({ orderId, type: input.type, data: input.data, now: ctx.clock() })
+    // An address is kept as every door keeps it (canonicalAddress), or a rule on `"b\ob"@x.com` would never match.
+    const data = input.type === 'email' || input.type === 'destination' ? canonicalAddress(input.data) : input.data
+    const created = await ctx.store.rules.create({ orderId, type: input.type, data, now: ctx.clock() })
     return ok(String(created.id))
   },
 })

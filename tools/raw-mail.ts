@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { badInput } from '../errors.js'
-import { isEmail } from '../relay/addresses.js'
+import { isEmail, notAnEmail } from '../relay/addresses.js'
 import { missingHeaders, readHeaders } from '../relay/message.js'
 import { defineTool } from './define.js'
 import { ok, resolveOrder } from './common.js'
@@ -31,10 +31,10 @@ export const rawMail = defineTool({
     if (headers.fromFields.length > 1) throw badInput(`raw_email: the message has ${headers.fromFields.length} From headers; RFC 5322 allows one`)
     if (!headers.from) throw badInput(`raw_email: the From header "${headers.fromFields[0]}" holds no email address`)
     const badAuthor = headers.authors.find((a) => !isEmail(a))
-    if (badAuthor) throw badInput(`raw_email: From "${badAuthor}" is not a valid email address`)
+    if (badAuthor) throw badInput(`raw_email: From "${badAuthor}" ${notAnEmail(badAuthor)}`)
     if (headers.recipients.length === 0) throw badInput('raw_email: no recipients in the To, Cc or Bcc headers')
     const bad = headers.recipients.find((r) => !isEmail(r))
-    if (bad) throw badInput(`raw_email: recipient "${bad}" is not a valid email address`)
+    if (bad) throw badInput(`raw_email: recipient "${bad}" ${notAnEmail(bad)}`)
     const order = await resolveOrder(ctx, input.id)
     // The bytes go as submitted, after the Date and Message-ID they lack, if any.
     const txid = ctx.relay.newTxid()

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { EMAIL_PATTERN } from '../relay/addresses.js'
+import { EMAIL_PATTERN, isAddressLiteral, notAnEmail } from '../relay/addresses.js'
 
 // Shared schemas of the contract, named as in the upstream OpenAPI document.
 
@@ -30,7 +30,13 @@ export const MailOrderDetail = MailOrder.extend({
  * part), so that an address the relay accepted over SMTP, such as `info+tag=1@example.org`, is
  * also accepted where a tool asks for one (zod's own email pattern refuses `=`, `&` and others).
  */
-export const Email = z.email({ pattern: EMAIL_PATTERN }).max(254)
+export const Email = z
+  .email({
+    pattern: EMAIL_PATTERN,
+    // An address literal is named as such (zod's own words otherwise).
+    error: (issue) => (typeof issue.input === 'string' && isAddressLiteral(issue.input) ? `"${issue.input}" ${notAnEmail(issue.input)}` : undefined),
+  })
+  .max(254)
 
 export const EmailAddressName = z
   .object({

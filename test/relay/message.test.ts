@@ -1,6 +1,8 @@
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser'
 import { describe, expect, it } from 'vitest'
+import { MailroomError } from '../../errors.js'
 import { composeMessage, htmlToText, messageHead, readHeaders, receivedHeader, type ComposeInput } from '../../relay/message.js'
+import { toDataLines } from '../../relay/smtp-session.js'
 
 const EPOCH = new Date(0)
 const BASE: ComposeInput = {
@@ -397,6 +399,19 @@ describe('composeMessage', () => {
       expect(longestLine(raw.toString())).toBeLessThanOrEqual(78)
     })
 
+    // RFC 5322 §2.1.1: a line holds at most 998 characters; RFC 2231 continuations fold a long name.
+    it.each([
+      ['a token', `${'a'.repeat(2996)}.pdf`],
+      ['ASCII with spaces', `${'report '.repeat(428)}.pdf`],
+      ['non-ASCII', `${'Übersicht '.repeat(300)}.pdf`],
+    ])('folds a filename of 3,000 characters (%s) onto lines of at most 78, and it reads back whole', async (_label, filename) => {
+      expect(filename.length).toBeGreaterThanOrEqual(3000)
+      const { raw } = compose({ attachments: [{ filename, data: b64('x') }] })
+      expect(longestLine(raw.toString())).toBeLessThanOrEqual(78)
+      const [attachment] = (await parse(raw)).attachments
+      expect([attachment.filename, attachment.contentType]).toEqual([filename, 'application/pdf'])
+    })
+
     it('nests the HTML alternative inside multipart/mixed with the attachments', async () => {
       const { raw } = compose({ body: '<p>Hello <b>there</b></p>', attachments: [{ filename: 'a.csv', data: b64('a,b\n1,2\n') }] })
       expect(headerValues(raw, 'Content-Type')[0]).toMatch(/^multipart\/mixed;/)
@@ -489,6 +504,46 @@ describe('readHeaders', () => {
     expect(read('From: a@x.com, B <b@y.com>\r\nTo: c@z.com')).toMatchObject({ from: 'a@x.com', authors: ['a@x.com', 'b@y.com'], fromFields: ['a@x.com, B <b@y.com>'] })
     expect(read('From: a@x.com\r\nFrom: b@y.com')).toMatchObject({ from: 'a@x.com', authors: ['a@x.com', 'b@y.com'], fromFields: ['a@x.com', 'b@y.com'] })
     expect(read('To: c@z.com')).toMatchObject({ from: null, authors: [], fromFields: [] })
+  })
+})
+
+describe('readHeaders: line ends as delivery reads them', () => {
+  const FORGED = 'X-A: 1\rFrom: ceo@bank.example\r\r\nFrom: boss@acme.example\r\nTo: a@x.com\r\n\r\nbody\r\n'
+
+  // Delivery writes a bare CR as a line end: the From behind it would be delivered, unread here.
+  it.each([
+    ['hiding a From behind it', FORGED, 1],
+    ['ending the header block', 'From: boss@acme.example\r\nTo: a@x.com\r\r\nBcc: b@y.com\r\n\r\nbody', 2],
+    ['in a field of an LF-only message', 'From: boss@acme.example\nSubject: a\rb\nTo: a@x.com\n\nbody', 2],
+  ])('refuses a bare CR %s, naming its line (400, 550 5.6.0 over SMTP)', (_label, raw, line) => {
+    let err: unknown
+    try {
+      readHeaders(Buffer.from(raw))
+    } catch (e) {
+      err = e
+    }
+    expect(err).toBeInstanceOf(MailroomError)
+    const e = err as MailroomError
+    expect([e.code, e.message, e.smtp]).toEqual([400, `raw_email: line ${line} of the header has a bare CR; RFC 5322 §2.2 requires CRLF`, { code: 550, enhanced: '5.6.0' }])
+  })
+
+  it('takes a bare CR in the body, which no check reads', () => {
+    expect(readHeaders(Buffer.from('From: boss@acme.example\r\nTo: a@x.com\r\n\r\nbody\rmore\r\n'))).toMatchObject({ from: 'boss@acme.example', recipients: ['a@x.com'] })
+  })
+
+  // Delivery writes a bare LF as CRLF: the header block ends at the first empty line in any mix.
+  it.each([
+    ['LF only', 'From: boss@acme.example\nTo: a@x.com\n\nBcc: b@y.com\n'],
+    ['LF, then CRLF', 'From: boss@acme.example\nTo: a@x.com\n\r\nBcc: b@y.com\r\n'],
+    ['CRLF, then LF', 'From: boss@acme.example\r\nTo: a@x.com\r\n\nBcc: b@y.com\r\n'],
+    ['CRLF and LF lines', 'From: boss@acme.example\nTo: a@x.com\r\n\r\nBcc: b@y.com\r\n'],
+  ])('reads the header block of %s up to its first empty line, not into the body', (_label, raw) => {
+    expect(readHeaders(Buffer.from(raw))).toMatchObject({ from: 'boss@acme.example', recipients: ['a@x.com'] })
+    const [head] = toDataLines(Buffer.from(raw))
+      .map((b) => b.toString())
+      .join('')
+      .split('\r\n\r\n')
+    expect(head.split('\r\n')).toEqual(['From: boss@acme.example', 'To: a@x.com'])
   })
 })
 

@@ -9,6 +9,7 @@ import { loadConfig } from '../../config.js'
 import { AUTH_FAILURE_WINDOW_MS, authClient, authThrottle, createSubmissionServer } from '../../relay/submission.js'
 import { loadTls } from '../../relay/tls.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
+import { blockRecipients, ESCAPED_RECIPIENTS } from '../tools/support.js'
 import { RawSmtp, SmtpClient, refusal } from './submission-client.js'
 
 const QUEUED = /^250 Message queued as ([0-9a-f]{18})$/
@@ -746,6 +747,44 @@ describe('SMTP submission: senders and deny rules', () => {
       [txid, 'user@xn--bcher-kva.example'],
       [txid, 'user@example.xn--p1ai'],
     ])
+  })
+
+  it.each(ESCAPED_RECIPIENTS)('refuses RCPT TO behind $block spelled with quoted-pairs ($escaped) as the plain one, storing nothing', async ({ plain, escaped, refusal }) => {
+    const t = await start()
+    await blockRecipients(t.env)
+    const { raw } = await t.rawSession()
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    const reply = await raw.cmd(`RCPT TO:<${escaped}>`)
+    expect(reply).toMatch(new RegExp(`^550 5\\.7\\.1 to: ${refusal.source}`))
+    expect(await raw.cmd('DATA')).toMatch(/^503 /)
+    expect(t.stored()).toEqual(NOTHING)
+    // The plain spelling, from a sender a trap hit has not blocked, gets the same reply.
+    expect(await raw.cmd('RSET')).toMatch(/^250 /)
+    expect(await raw.cmd('MAIL FROM:<carol@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd(`RCPT TO:<${plain}>`)).toBe(reply.replace(/alice@example\.org/g, 'carol@example.org'))
+  })
+
+  it('refuses an address literal at MAIL FROM and RCPT TO with 553, saying so', async () => {
+    const t = await start()
+    const { raw } = await t.rawSession()
+    expect(await raw.cmd('MAIL FROM:<alice@[192.0.2.1]>')).toBe('553 5.1.7 alice@[192.0.2.1] is an address literal; mail goes only to addresses at a domain name')
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<u@[127.0.0.1]>')).toBe('553 5.1.3 u@[127.0.0.1] is an address literal; mail goes only to addresses at a domain name')
+    expect(await raw.cmd('DATA')).toMatch(/^503 /)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  // Delivery writes a bare CR as a line end: a Subject or From behind one would be delivered
+  // without being read here (the subject filter, the log's headerfrom).
+  it('refuses a message with a bare CR in its header at the end of DATA with 550 5.6.0, storing nothing', async () => {
+    const t = await start()
+    const { raw } = await t.rawSession()
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('DATA')).toMatch(/^354 /)
+    const forged = Buffer.from('From: Alice <alice@example.org>\r\nX-A: 1\rFrom: ceo@bank.example\r\r\nTo: bob@example.net\r\n\r\nbody\r\n.\r\n')
+    expect(await raw.data(forged)).toBe('550 5.6.0 message: line 2 of the header has a bare CR; RFC 5322 §2.2 requires CRLF')
+    expect(t.stored()).toEqual(NOTHING)
   })
 
   it('refuses a null or malformed envelope address with 553', async () => {

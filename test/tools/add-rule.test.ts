@@ -63,6 +63,18 @@ describe('addRule', () => {
     expect((await allRules()).map((r) => r.data)).toEqual(['example.org'])
   })
 
+  // RFC 5321 §4.1.2: the addresses of the doors are kept canonical, so must a rule's be to match them.
+  it.each([
+    ['destination', '"de\\ny"@dest.test', 'deny@dest.test'],
+    ['email', '"Spam"@example.com', 'spam@example.com'],
+    ['destination', '"a\\ b"@example.com', '"a b"@example.com'],
+  ] as const)('keeps a %s address spelled %s as %s, and it matches that mailbox however it is written', async (type, data, stored) => {
+    const { text } = await add({ type, data })
+    expect((await allRules()).map((r) => r.data)).toEqual([stored])
+    const field = type === 'email' ? 'from' : 'to'
+    await expectRefused(run(sendMail, { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b', [field]: data }, env.ctx), 400, `deny rule ${text}`)
+  })
+
   it('returns the existing id when the same rule is created again, in any case', async () => {
     const first = await add({ type: 'email', data: 'spam@example.com' })
     const again = await add({ type: 'email', data: 'Spam@Example.COM' })

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { rawMail } from '../../tools/raw-mail.js'
 import { viewMailLog } from '../../tools/view-mail-log.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
-import { addOrder, expectNothingQueued, expectRefused, expectSchemaRefusal, logRows, run, storedRaw, TXID } from './support.js'
+import { addOrder, blockRecipients, ESCAPED_RECIPIENTS, expectNothingQueued, expectRefused, expectSchemaRefusal, logRows, run, storedRaw, TXID } from './support.js'
 
 /** A message as a signing MTA would hand it over: CRLF lines, a DKIM-Signature, a folded header. */
 const SIGNED = [
@@ -112,6 +112,10 @@ describe('rawMail', () => {
       ['recipients only in the body', 'From: me@example.org\r\nSubject: x\r\n\r\nTo: bob@y.com\r\n', /^raw_email: no recipients/],
       ['an invalid recipient', 'From: me@example.org\r\nTo: bob@y.com, carol@localhost\r\n\r\nbody\r\n', /^raw_email: recipient "carol@localhost" is not a valid email address/],
       ['an invalid From', 'From: me@exa-.com\r\nTo: bob@y.com\r\n\r\nbody\r\n', /^raw_email: From "me@exa-.com" is not a valid email address/],
+      ['an address literal in To', 'From: me@example.org\r\nTo: bob@y.com, U <u@[127.0.0.1]>\r\n\r\nbody\r\n', /^raw_email: recipient "u@\[127\.0\.0\.1\]" is an address literal; mail goes only to addresses at a domain name$/],
+      ['an address literal in From', 'From: me@[192.0.2.1]\r\nTo: bob@y.com\r\n\r\nbody\r\n', /^raw_email: From "me@\[192\.0\.2\.1\]" is an address literal/],
+      // RFC 5322 §2.2: delivery would write the bare CR as a line end, and deliver what is behind it.
+      ['a bare CR in the header', 'From: me@example.org\r\nTo: bob@y.com\rBcc: evil@evil.example\r\n\r\nbody\r\n', /^raw_email: line 2 of the header has a bare CR; RFC 5322 §2\.2 requires CRLF$/],
     ])('refuses a message with %s (400, before looking for an order) and queues nothing', async (_label, raw, message) => {
       await env.services.store.orders.setStatus(env.orderId, 'canceled')
       await expectRefused(send(raw), 400, message)
@@ -125,6 +129,28 @@ describe('rawMail', () => {
       ['id', { raw_email: SIGNED, id: 0 }],
     ])('refuses a bad %s in the schema', (path, input) => {
       expectSchemaRefusal(rawMail, input, path)
+    })
+
+    // Delivery writes each bare CR as a line end: the header delivered would end after
+    // `From: ceo@bank.example`, the From read by a check that splits lines at LF only.
+    it('refuses a From hidden behind a bare CR, for an order that may send only from its domain (400)', async () => {
+      await env.services.store.orders.addSender(env.orderId, '@acme.example')
+      const forged = 'X-A: 1\rFrom: ceo@bank.example\r\r\nFrom: boss@acme.example\r\nTo: bob@y.com\r\nSubject: pay\r\n\r\nbody\r\n'
+      await expectRefused(send(forged), 400, 'raw_email: line 1 of the header has a bare CR; RFC 5322 §2.2 requires CRLF')
+      expectNothingQueued(env)
+    })
+
+    it('takes a bare CR in the body, and LF and CRLF line ends mixed in the header, read as delivered', async () => {
+      const raw = 'From: me@example.org\r\nTo: bob@y.com\n\r\nBcc: not-a-header@q.com\rbody\r\n'
+      const { text } = await send(raw)
+      expect((await logRows(env)).rows.map((r) => r.recipient)).toEqual(['bob@y.com'])
+      expect(storedRaw(env, text).toString().endsWith(raw)).toBe(true)
+    })
+
+    it.each(ESCAPED_RECIPIENTS)('refuses a recipient behind $block spelled with quoted-pairs ($escaped) as the plain one', async ({ escaped, refusal }) => {
+      await blockRecipients(env)
+      await expectRefused(send(`From: me@example.org\r\nTo: Name <${escaped}>\r\n\r\nbody\r\n`), 400, new RegExp(`^to: ${refusal.source}`))
+      expectNothingQueued(env)
     })
 
     it('refuses a From that is not an authorized sender (400)', async () => {

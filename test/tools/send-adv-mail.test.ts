@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { sendAdvMail } from '../../tools/send-adv-mail.js'
 import { viewMailLog } from '../../tools/view-mail-log.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
-import { addOrder, expectNothingQueued, expectRefused, expectSchemaRefusal, headerBlock, headerValues, logRows, run, storedRaw, TXID } from './support.js'
+import { addOrder, blockRecipients, ESCAPED_RECIPIENTS, expectNothingQueued, expectRefused, expectSchemaRefusal, headerBlock, headerValues, logRows, run, storedRaw, TXID } from './support.js'
 
 const MAIL = { from: 'me@example.org', to: 'bob@example.com', subject: 'Hello', body: 'Hi Bob.' }
 const b64 = (s: string) => Buffer.from(s).toString('base64')
@@ -151,6 +151,38 @@ describe('sendAdvMail', () => {
       await expectRefused(send(input), 400, message)
       expectNothingQueued(env)
     })
+
+    // The string of the issue reads as a group "t23@sink.test Bcc" whose one member is evil@evil.test.
+    it.each([
+      ['to', { to: 't23@sink.test\r\nBcc: evil@evil.test' }],
+      ['to', { to: 'a@x.com\nb@y.com' }],
+      ['cc', { cc: 'c@z.com\rBcc: evil@evil.test' }],
+      ['bcc', { bcc: [{ email: 'h@q.com', name: 'H\r\nX: y' }] }],
+      ['replyto', { replyto: 'r@example.org\r\n' }],
+      ['from', { from: 'Me <me@example.org>\r\nBcc: evil@evil.test' }],
+      ['from', { from: { email: 'me@example.org', name: 'Me\nBcc: evil@evil.test' } }],
+    ])('refuses a line break in %s (an address or a name) with 400, and queues nothing', async (field, input) => {
+      await expectRefused(send(input), 400, new RegExp(`^${field}: an address or name holds a line break \\(CR or LF\\)`))
+      expectNothingQueued(env)
+    })
+
+    it.each([
+      ['to', { to: 'U <u@[127.0.0.1]>' }],
+      ['cc', { cc: 'bob@example.com, u@[IPv6:::1]' }],
+      ['from', { from: 'me@[192.0.2.1]' }],
+    ])('refuses an address literal in %s with 400 saying so, and queues nothing', async (field, input) => {
+      await expectRefused(send(input), 400, new RegExp(`^${field}: "[^"]+@\\[[^\\]]+\\]" is an address literal; mail goes only to addresses at a domain name$`))
+      expectNothingQueued(env)
+    })
+
+    it.each(ESCAPED_RECIPIENTS.flatMap((c) => (['to', 'cc', 'bcc'] as const).map((field) => ({ ...c, field }))))(
+      'refuses a $field recipient behind $block spelled with quoted-pairs ($escaped), named, as the plain one',
+      async ({ escaped, refusal, field }) => {
+        await blockRecipients(env)
+        await expectRefused(send({ [field]: `Name <${escaped}>` }), 400, new RegExp(`^${field}: ${refusal.source}`))
+        expectNothingQueued(env)
+      },
+    )
 
     it.each([
       ['to', { to: '' }],

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { sendMail } from '../../tools/send-mail.js'
 import { viewMailLog } from '../../tools/view-mail-log.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
-import { addOrder, expectNothingQueued, expectRefused, expectSchemaRefusal, headerBlock, headerValues, logRows, run, storedCounts, storedRaw, TXID } from './support.js'
+import { addOrder, blockRecipients, ESCAPED_RECIPIENTS, expectNothingQueued, expectRefused, expectSchemaRefusal, headerBlock, headerValues, logRows, run, storedCounts, storedRaw, TXID } from './support.js'
 
 const MAIL = { to: 'bob@example.com', from: 'me@example.org', subject: 'Quarterly report', body: 'Numbers attached.' }
 
@@ -154,6 +154,14 @@ describe('sendMail', () => {
       expectNothingQueued(env)
     })
 
+    it.each(ESCAPED_RECIPIENTS)('refuses a recipient behind $block spelled with quoted-pairs ($escaped) as the plain one', async ({ plain, escaped, refusal }) => {
+      await blockRecipients(env)
+      await expectRefused(send({ to: escaped }), 400, new RegExp(`^to: ${refusal.source}`))
+      expectNothingQueued(env)
+      // From another sender: a trap hit blocks the first.
+      await expectRefused(send({ to: plain, from: 'other@example.org' }), 400, new RegExp(`^to: ${refusal.source}`))
+    })
+
     it.each([
       { type: 'email', data: 'spam@example.org' },
       { type: 'domain', data: 'example.net' },
@@ -246,6 +254,16 @@ describe('sendMail', () => {
       ['to', { to: '"a"b"@example.com' }],
     ])('refuses a %s the relay cannot use in the schema (as sendAdvMail does)', (path, input) => {
       expectSchemaRefusal(sendMail, { ...MAIL, ...input }, path)
+    })
+
+    it.each([
+      ['to', { to: 'u@[127.0.0.1]' }],
+      ['to', { to: ['bob@example.com', 'u@[IPv6:::1]'] }],
+      ['from', { from: 'me@[192.0.2.1]' }],
+    ])('refuses an address literal in %s in the schema, saying so', (path, input) => {
+      const result = sendMail.input.safeParse({ ...MAIL, ...input })
+      expect(result.error?.issues.map((i) => i.message)).toEqual([expect.stringMatching(/^"[^"]+@\[[^\]]+\]" is an address literal; mail goes only to addresses at a domain name$/)])
+      expect(result.error?.issues[0].path.join('.')).toMatch(new RegExp(`^${path}`))
     })
 
     it('refuses more recipients than the configured limit (400) and queues nothing', async () => {

@@ -95,3 +95,22 @@ export async function addOrder(env: TestEnv, options: { comment?: string | null;
 }
 
 export const TXID = /^[0-9a-f]{18}$/
+
+/**
+ * RFC 5321 §4.1.2: a quoted-pair stands for its character. Each case is a recipient that one of
+ * blockRecipients' blocks refuses, the same mailbox spelled with escapes, and the refusal of the
+ * plain spelling (which names the address as the relay keeps it).
+ */
+export const ESCAPED_RECIPIENTS = [
+  { block: 'a destination rule', plain: 'deny@dest.test', escaped: '"de\\ny"@dest.test', refusal: /recipient deny@dest\.test is rejected by deny rule \d+ \(destination deny@dest\.test\)/ },
+  { block: 'a spam trap', plain: 'trap@trap.test', escaped: '"t\\rap"@trap.test', refusal: /recipient trap@trap\.test is a spam trap/ },
+  { block: 'the local block list', plain: 'gone@a.test', escaped: '"g\\one"@a.test', refusal: /recipient gone@a\.test is on this account's local block list/ },
+]
+
+/** A destination rule, a spam trap and a suppressed recipient: the blocks of ESCAPED_RECIPIENTS. */
+export async function blockRecipients(env: TestEnv): Promise<void> {
+  const { store } = env.services
+  await store.rules.create({ orderId: env.orderId, type: 'destination', data: 'deny@dest.test', now: env.clock() })
+  await store.traps.add('trap@trap.test', env.clock())
+  await store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'recipient', address: 'gone@a.test', reason: 'suppressed by the operator', now: env.clock() })
+}

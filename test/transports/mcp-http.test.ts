@@ -103,6 +103,18 @@ describe('MCP over Streamable HTTP', () => {
     expect(unknown.isError).toBe(true)
   })
 
+  it('refuses a line break in an address field, and an address literal, with 400 results, sending nothing', async () => {
+    const client = await connect()
+    const send = { from: 'me@example.org', subject: 's', body: 'b' }
+    const injected = await client.callTool({ name: 'sendAdvMail', arguments: { ...send, to: 't23@sink.test\r\nBcc: evil@evil.test' } })
+    expect(injected.isError).toBe(true)
+    expect(JSON.parse((injected.content as { text: string }[])[0].text)).toEqual({ code: 400, message: expect.stringMatching(/^to: an address or name holds a line break \(CR or LF\)/) })
+    const literal = await client.callTool({ name: 'sendMail', arguments: { ...send, to: 'u@[127.0.0.1]' } })
+    expect(literal.isError).toBe(true)
+    expect(JSON.parse((literal.content as { text: string }[])[0].text)).toEqual({ code: 400, message: 'to: "u@[127.0.0.1]" is an address literal; mail goes only to addresses at a domain name' })
+    expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+  })
+
   it('takes a message of 6 MB in a session (the transport alone would refuse a body over 4 MB)', async () => {
     const client = await connect()
     const content = Buffer.alloc(4.5 * 1024 * 1024, 'mailroom ').toString('base64')

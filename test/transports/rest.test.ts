@@ -448,6 +448,8 @@ describe('REST API', () => {
       ['a bad replyto', { ...SEND, replyto: 'nope@' }, 'replyto'],
       ['attachment data that is not base64', { ...SEND, attachments: [{ filename: 'a.txt', data: 'not base64!' }] }, 'attachments'],
       ['an attachment without data', { ...SEND, attachments: [{ filename: 'a.txt' }] }, 'attachments'],
+      ['a line break in to (read as a group whose one member is the Bcc)', { ...SEND, to: 't23@sink.test\r\nBcc: evil@evil.test' }, 'to'],
+      ['an address literal in bcc', { ...SEND, bcc: [{ email: 'u@[127.0.0.1]' }] }, 'bcc'],
     ]
     for (const [label, body, field] of invalid) {
       it(`answers 400 naming ${field} for ${label}, and stores nothing`, async () => {
@@ -502,6 +504,8 @@ describe('REST API', () => {
       ['no From header', { raw_email: 'To: bob@example.com\r\nSubject: x\r\n\r\nbody' }, 'raw_email'],
       ['no recipients', { raw_email: 'From: alice@example.org\r\nSubject: x\r\n\r\nbody' }, 'raw_email'],
       ['a bad From', { raw_email: 'From: alice\r\nTo: bob@example.com\r\n\r\nbody' }, 'raw_email'],
+      ['a From hidden behind a bare CR', { raw_email: 'X-A: 1\rFrom: ceo@bank.example\r\r\nFrom: alice@example.org\r\nTo: bob@example.com\r\n\r\nbody' }, 'raw_email'],
+      ['an address literal in To', { raw_email: 'From: alice@example.org\r\nTo: u@[127.0.0.1]\r\n\r\nbody' }, 'raw_email'],
     ]
     for (const [label, body, field] of invalid) {
       it(`answers 400 naming ${field} for ${label}, and stores nothing`, async () => {
