@@ -75,6 +75,8 @@ export const ConfigSchema = z.object({
   MAILROOM_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** Largest accepted HTTP request body (JSON with base64 attachments is a third larger than the mail). */
   MAILROOM_HTTP_BODY_LIMIT: Size.prefault('40mb'),
+  /** Wrong API keys allowed per client address in 15 minutes before its requests needing a key are answered 429. */
+  MAILROOM_HTTP_MAX_AUTH_FAILURES: z.coerce.number().int().min(1).max(100_000).default(30),
   /** Largest accepted message, whatever the door. */
   MAILROOM_MAX_MESSAGE_SIZE: Size.prefault('25mb'),
   /** Most recipients one message may have. */
@@ -138,7 +140,7 @@ export type Env = z.output<typeof ConfigSchema>
 
 export interface Config {
   dataDir: string
-  http: { host: string; port: number; bodyLimit: number }
+  http: { host: string; port: number; bodyLimit: number; maxAuthFailures: number }
   publicUrl: string
   maxMessageSize: number
   maxRecipients: number
@@ -189,7 +191,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (!e.MAILROOM_TLS_CERT !== !e.MAILROOM_TLS_KEY) throw new ConfigError('invalid configuration: MAILROOM_TLS_CERT and MAILROOM_TLS_KEY go together: set both or neither')
   return {
     dataDir: resolve(e.MAILROOM_DATA_DIR),
-    http: { host: e.MAILROOM_HTTP_HOST, port: e.MAILROOM_HTTP_PORT, bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT },
+    http: { host: e.MAILROOM_HTTP_HOST, port: e.MAILROOM_HTTP_PORT, bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT, maxAuthFailures: e.MAILROOM_HTTP_MAX_AUTH_FAILURES },
     publicUrl: (e.MAILROOM_PUBLIC_URL ?? `http://localhost:${e.MAILROOM_HTTP_PORT}`).replace(/\/+$/, ''),
     maxMessageSize: e.MAILROOM_MAX_MESSAGE_SIZE,
     maxRecipients: e.MAILROOM_MAX_RECIPIENTS,

@@ -1,3 +1,6 @@
+// Failed authentication attempts counted per client address, by SMTP AUTH and by the HTTP API's
+// keys: a client that keeps guessing is refused for a while.
+
 /** Failed attempts are counted per client address over this window. */
 export const AUTH_FAILURE_WINDOW_MS = 15 * 60_000
 /** Counts of addresses whose window has passed are swept out once there are this many, or twice as many as after the last sweep. */
@@ -39,6 +42,11 @@ export function authThrottle(max: number, clock: () => number) {
       const f = failures.get(key)
       if (!live(f)) return failures.delete(key), false
       return f.count >= max
+    },
+    /** How much longer, in ms, the client is throttled: 0 when it is not. */
+    retryAfter(ip: string): number {
+      const f = failures.get(authClient(ip))
+      return live(f) && f.count >= max ? Math.max(0, f.since + AUTH_FAILURE_WINDOW_MS - clock()) : 0
     },
     fail(ip: string): void {
       const key = authClient(ip)

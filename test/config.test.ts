@@ -4,7 +4,7 @@ import { ConfigError, ConfigSchema, loadConfig } from '../config.js'
 describe('config', () => {
   it('has documented defaults', () => {
     const c = loadConfig({})
-    expect(c.http).toEqual({ host: '127.0.0.1', port: 8080, bodyLimit: 40 * 1024 * 1024 })
+    expect(c.http).toEqual({ host: '127.0.0.1', port: 8080, bodyLimit: 40 * 1024 * 1024, maxAuthFailures: 30 })
     expect(c.publicUrl).toBe('http://localhost:8080')
     expect(c.dataDir).toMatch(/data$/)
     expect(c.maxMessageSize).toBe(25 * 1024 * 1024)
@@ -18,12 +18,13 @@ describe('config', () => {
       MAILROOM_HTTP_PORT: '9000',
       MAILROOM_PUBLIC_URL: 'https://mail.example.com/',
       MAILROOM_HTTP_BODY_LIMIT: '512kb',
+      MAILROOM_HTTP_MAX_AUTH_FAILURES: '100',
       MAILROOM_CURRENCY: 'EUR',
       MAILROOM_PRICE_BASE: '2.5',
       MAILROOM_PRICE_PER_MESSAGE: '0.001',
     })
     expect(c.dataDir).toBe('/tmp/x')
-    expect(c.http).toEqual({ host: '0.0.0.0', port: 9000, bodyLimit: 512 * 1024 })
+    expect(c.http).toEqual({ host: '0.0.0.0', port: 9000, bodyLimit: 512 * 1024, maxAuthFailures: 100 })
     expect(c.publicUrl).toBe('https://mail.example.com')
     expect(c.pricing).toEqual({ currency: 'EUR', base: 2.5, perMessage: 0.001 })
   })
@@ -73,6 +74,7 @@ describe('config', () => {
     ['MAILROOM_HTTP_PORT', '70000'],
     ['MAILROOM_PUBLIC_URL', 'not a url'],
     ['MAILROOM_HTTP_BODY_LIMIT', 'huge'],
+    ['MAILROOM_HTTP_MAX_AUTH_FAILURES', '0'],
     ['MAILROOM_CURRENCY', 'dollars'],
     ['MAILROOM_PRICE_BASE', '-1'],
     ['MAILROOM_LOG_LEVEL', 'loud'],

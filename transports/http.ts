@@ -10,7 +10,7 @@ import { MailroomError, asMailroomError } from '../errors.js'
 import type { Services } from '../tools/define.js'
 import { mountDocuments } from './documents.js'
 import { mountMcp } from './mcp-http.js'
-import { mountRest } from './rest.js'
+import { keyAuthenticator, mountRest } from './rest.js'
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -104,9 +104,11 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
     await next()
   })
 
-  mountRest(app, services)
+  // One count of wrong keys for REST and MCP: a guesser cannot double its tries by using both.
+  const authenticate = keyAuthenticator(services)
+  mountRest(app, services, authenticate)
   mountDocuments(app, services.config)
-  const mcp = mountMcp(app, services)
+  const mcp = mountMcp(app, services, authenticate)
 
   app.notFound((c) => c.json({ code: 404, message: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404))
   app.onError((err, c) => {

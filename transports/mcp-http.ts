@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto'
 import { MailroomError } from '../errors.js'
 import type { Services } from '../tools/define.js'
 import { createMcpServer, isObject, toolCaller, type CallerOf } from './mcp.js'
-import { authenticate, clientIp } from './rest.js'
+import { clientIp, type Authenticate } from './rest.js'
 
 /** A session nobody used for this long is closed. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000
@@ -37,7 +37,7 @@ const rpcError = (c: Context, status: 400 | 404 | 405, message: string) =>
  * DELETE to end it), bound to the account that opened it; clients that only POST are served
  * without one.
  */
-export function mountMcp(app: Hono, services: Services): { close(): Promise<void> } {
+export function mountMcp(app: Hono, services: Services, authenticate: Authenticate): { close(): Promise<void> } {
   const sessions = new Map<string, Session>()
   /** Servers of finished session-less requests, ready for the next ones. */
   const idle: Server[] = []
@@ -61,9 +61,10 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
     }
     let accountId: number
     try {
-      accountId = await authenticate(c, services)
-    } catch {
-      throw new MailroomError(401, 'API key is missing or invalid: send it in the X-API-KEY header')
+      accountId = await authenticate(c)
+    } catch (err) {
+      if (err instanceof MailroomError && err.code === 401) throw new MailroomError(401, 'API key is missing or invalid: send it in the X-API-KEY header')
+      throw err
     }
     const caller = { accountId, origin: clientIp(c) }
     const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: caller }
