@@ -14,7 +14,14 @@ const Size = z
   })
   .refine((n) => n >= 1024, 'expected at least 1kb')
 
-const Port = z.coerce.number().int().min(0).max(65535)
+/** A port number of `min` or more: digits only (a blank read as a number would be 0, any free port). */
+const PortFrom = (min: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'expected a port number')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(65535))
+const Port = PortFrom(0)
 
 const DURATION_UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 /** Durations like `500ms`, `30s`, `5m`, `2h`, `1d`, in milliseconds. */
@@ -27,6 +34,8 @@ const Duration = z
   })
 /** A Duration of at least `min` ms, `text` naming it in the message. */
 const DurationAtLeast = (min: number, text: string) => Duration.refine((ms) => ms >= min, `expected at least ${text}`)
+/** The longest wait a Node.js timer keeps: a longer one overflows and fires at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1
 const DurationList = z
   .string()
   .regex(/^\d+(ms|s|m|h|d)(,\s*\d+(ms|s|m|h|d))*$/, 'expected durations separated by commas, such as 5m,10m,1h')
@@ -48,6 +57,7 @@ const HostPort = z
     const i = s.lastIndexOf(':')
     return { host: s.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(s.slice(i + 1)) }
   })
+  .refine(({ port }) => port >= 1 && port <= 65535, 'expected a port from 1 to 65535')
 const Money = z.coerce.number().min(0).max(1_000_000)
 
 /**
@@ -65,6 +75,8 @@ export const ConfigSchema = z.object({
   MAILROOM_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** Largest accepted HTTP request body (JSON with base64 attachments is a third larger than the mail). */
   MAILROOM_HTTP_BODY_LIMIT: Size.prefault('40mb'),
+  /** Wrong API keys allowed per client address in 15 minutes before its requests needing a key are answered 429. */
+  MAILROOM_HTTP_MAX_AUTH_FAILURES: z.coerce.number().int().min(1).max(100_000).default(30),
   /** Largest accepted message, whatever the door. */
   MAILROOM_MAX_MESSAGE_SIZE: Size.prefault('25mb'),
   /** Most recipients one message may have. */
@@ -111,7 +123,7 @@ export const ConfigSchema = z.object({
     .refine((list) => list.every(isDnsServer), 'expected IP addresses, each with an optional port (192.0.2.53:53, [2001:db8::53]:53)')
     .optional(),
   /** Port used to reach an MX host. */
-  MAILROOM_MX_PORT: Port.min(1).default(25),
+  MAILROOM_MX_PORT: PortFrom(1).default(25),
   /** Most SMTP transactions in flight toward destinations, in all (not counting those whose message is out and that only wait for its reply). */
   MAILROOM_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(20),
   /** Most SMTP transactions in flight toward one destination domain. */
@@ -120,8 +132,10 @@ export const ConfigSchema = z.object({
   MAILROOM_RETRY_SCHEDULE: DurationList.prefault('5m,10m,20m,40m,1h,2h,4h'),
   /** A message still undelivered this long after it was accepted fails. */
   MAILROOM_MAX_QUEUE_AGE: DurationAtLeast(60_000, '1m').prefault('48h'),
-  /** Connection, greeting and inactivity timeout toward a destination. */
-  MAILROOM_DELIVERY_TIMEOUT: DurationAtLeast(1000, '1s').prefault('60s'),
+  /** Connection, greeting and inactivity timeout toward a destination (a timer's wait, so at most MAX_TIMER_MS). */
+  MAILROOM_DELIVERY_TIMEOUT: DurationAtLeast(1000, '1s')
+    .refine((ms) => ms <= MAX_TIMER_MS, `expected at most ${MAX_TIMER_MS}ms (about 24.8 days), the longest timer Node.js keeps`)
+    .prefault('60s'),
   /** Spam-filter events older than this are deleted (the block lists look back 5 days at most, so no less). */
   MAILROOM_BLOCK_EVENT_RETENTION: DurationAtLeast(5 * 86_400_000, '5d').prefault('30d'),
   /** The API key `mailroom stdio` acts with. */
@@ -132,7 +146,7 @@ export type Env = z.output<typeof ConfigSchema>
 
 export interface Config {
   dataDir: string
-  http: { host: string; port: number; bodyLimit: number }
+  http: { host: string; port: number; bodyLimit: number; maxAuthFailures: number }
   publicUrl: string
   maxMessageSize: number
   maxRecipients: number
@@ -167,19 +181,25 @@ export class ConfigError extends Error {}
 
 /** Reads and checks the environment once; a bad value throws a ConfigError that names the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // A variable set to nothing (`MAILROOM_X=`, or blanks) is refused rather than read as unset: the
+  // default it would silently get is not what whoever set it meant.
+  const blank = Object.keys(ConfigSchema.shape).filter((k) => env[k]?.trim() === '')
   const picked = Object.fromEntries(
-    Object.keys(ConfigSchema.shape).map((k) => [k, env[k] === '' ? undefined : env[k]]),
+    Object.keys(ConfigSchema.shape).map((k) => [k, blank.includes(k) ? undefined : env[k]]),
   )
   const parsed = ConfigSchema.safeParse(picked)
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}=${JSON.stringify(picked[String(i.path[0])])}: ${i.message}`)
+  if (!parsed.success || blank.length) {
+    const lines = [
+      ...blank.map((k) => `${k}=${JSON.stringify(env[k])}: empty; give it a value, or unset it for the default`),
+      ...(parsed.error?.issues ?? []).map((i) => `${i.path.join('.')}=${JSON.stringify(picked[String(i.path[0])])}: ${i.message}`),
+    ]
     throw new ConfigError(`invalid configuration: ${lines.join('; ')}`)
   }
   const e = parsed.data
   if (!e.MAILROOM_TLS_CERT !== !e.MAILROOM_TLS_KEY) throw new ConfigError('invalid configuration: MAILROOM_TLS_CERT and MAILROOM_TLS_KEY go together: set both or neither')
   return {
     dataDir: resolve(e.MAILROOM_DATA_DIR),
-    http: { host: e.MAILROOM_HTTP_HOST, port: e.MAILROOM_HTTP_PORT, bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT },
+    http: { host: e.MAILROOM_HTTP_HOST, port: e.MAILROOM_HTTP_PORT, bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT, maxAuthFailures: e.MAILROOM_HTTP_MAX_AUTH_FAILURES },
     publicUrl: (e.MAILROOM_PUBLIC_URL ?? `http://localhost:${e.MAILROOM_HTTP_PORT}`).replace(/\/+$/, ''),
     maxMessageSize: e.MAILROOM_MAX_MESSAGE_SIZE,
     maxRecipients: e.MAILROOM_MAX_RECIPIENTS,

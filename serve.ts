@@ -7,7 +7,7 @@ import { createResolver, type MxResolver } from './relay/routes.js'
 import { createSubmissionServer } from './relay/submission.js'
 import { loadTls } from './relay/tls.js'
 import { bootstrap, createLogger, openRuntime } from './runtime.js'
-import { createHttpApp } from './transports/http.js'
+import { HTTP_SERVER_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
 const SHUTDOWN_GRACE_MS = 30_000
@@ -73,7 +73,13 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
 
   // HTTP listens before the app is made, so that on port 0 the documents can name the port it got.
   let app: ReturnType<typeof createHttpApp> | undefined
-  const http = serve({ fetch: (req, env) => app?.fetch(req, env) ?? new Response(null, { status: 503 }), hostname: config.http.host, port: config.http.port })
+  const http = serve({
+    fetch: (req, env) => app?.fetch(req, env) ?? new Response(null, { status: 503 }),
+    hostname: config.http.host,
+    port: config.http.port,
+    serverOptions: HTTP_SERVER_OPTIONS,
+  })
+  http.on('clientError', answerClientError)
   await listening(http, () => undefined, 'MAILROOM_HTTP_HOST, MAILROOM_HTTP_PORT', `${config.http.host}:${config.http.port}`)
   const httpPort = (http.address() as AddressInfo).port
   const publicUrl = config.http.port === 0 && config.publicUrl === 'http://localhost:0' ? `http://localhost:${httpPort}` : config.publicUrl

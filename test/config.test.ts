@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig } from '../config.js'
+import { ConfigError, ConfigSchema, loadConfig } from '../config.js'
 
 describe('config', () => {
   it('has documented defaults', () => {
     const c = loadConfig({})
-    expect(c.http).toEqual({ host: '127.0.0.1', port: 8080, bodyLimit: 40 * 1024 * 1024 })
+    expect(c.http).toEqual({ host: '127.0.0.1', port: 8080, bodyLimit: 40 * 1024 * 1024, maxAuthFailures: 30 })
     expect(c.publicUrl).toBe('http://localhost:8080')
     expect(c.dataDir).toMatch(/data$/)
     expect(c.maxMessageSize).toBe(25 * 1024 * 1024)
@@ -18,12 +18,13 @@ describe('config', () => {
       MAILROOM_HTTP_PORT: '9000',
       MAILROOM_PUBLIC_URL: 'https://mail.example.com/',
       MAILROOM_HTTP_BODY_LIMIT: '512kb',
+      MAILROOM_HTTP_MAX_AUTH_FAILURES: '100',
       MAILROOM_CURRENCY: 'EUR',
       MAILROOM_PRICE_BASE: '2.5',
       MAILROOM_PRICE_PER_MESSAGE: '0.001',
     })
     expect(c.dataDir).toBe('/tmp/x')
-    expect(c.http).toEqual({ host: '0.0.0.0', port: 9000, bodyLimit: 512 * 1024 })
+    expect(c.http).toEqual({ host: '0.0.0.0', port: 9000, bodyLimit: 512 * 1024, maxAuthFailures: 100 })
     expect(c.publicUrl).toBe('https://mail.example.com')
     expect(c.pricing).toEqual({ currency: 'EUR', base: 2.5, perMessage: 0.001 })
   })
@@ -91,6 +92,7 @@ describe('config', () => {
     ['MAILROOM_HTTP_PORT', '70000'],
     ['MAILROOM_PUBLIC_URL', 'not a url'],
     ['MAILROOM_HTTP_BODY_LIMIT', 'huge'],
+    ['MAILROOM_HTTP_MAX_AUTH_FAILURES', '0'],
     ['MAILROOM_CURRENCY', 'dollars'],
     ['MAILROOM_PRICE_BASE', '-1'],
     ['MAILROOM_LOG_LEVEL', 'loud'],
@@ -105,8 +107,30 @@ describe('config', () => {
     ['MAILROOM_DNS_SERVERS', 'notanip'],
     ['MAILROOM_DNS_SERVERS', '192.0.2.53:53,dns.example:53'],
     ['MAILROOM_DNS_SERVERS', '2001:db8::53:53:99999'],
+    // A timer past 2^31-1 ms overflows and fires at once: every delivery would time out.
+    ['MAILROOM_DELIVERY_TIMEOUT', '30d'],
+    ['MAILROOM_DELIVERY_TIMEOUT', '2147483648ms'],
+    ['MAILROOM_SMARTHOST', '127.0.0.1:99999'],
+    ['MAILROOM_SMARTHOST', 'relay.example.com:0'],
+    // Read as numbers, these would be 0 (any free port) or another port than the one written.
+    ['MAILROOM_HTTP_PORT', ' '],
+    ['MAILROOM_HTTP_PORT', '0x1f90'],
+    ['MAILROOM_SMTP_PORT', '25 '],
+    ['MAILROOM_MX_PORT', '2.5e1'],
   ])('refuses a bad %s and names it', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError)
     expect(() => loadConfig({ [name]: value })).toThrow(name)
+  })
+
+  it('takes the longest delivery timeout a timer keeps', () => {
+    expect(loadConfig({ MAILROOM_DELIVERY_TIMEOUT: '2147483647ms' }).delivery.timeout).toBe(2 ** 31 - 1)
+    expect(loadConfig({ MAILROOM_DELIVERY_TIMEOUT: '24d' }).delivery.timeout).toBe(24 * 86_400_000)
+  })
+
+  it.each(Object.keys(ConfigSchema.shape))('refuses %s set to nothing instead of taking its default', (name) => {
+    for (const value of ['', '  ']) {
+      expect(() => loadConfig({ [name]: value })).toThrow(ConfigError)
+      expect(() => loadConfig({ [name]: value })).toThrow(`${name}=${JSON.stringify(value)}: empty; give it a value, or unset it for the default`)
+    }
   })
 })

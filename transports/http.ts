@@ -4,17 +4,56 @@ import { bodyLimit } from 'hono/body-limit'
 import { cors } from 'hono/cors'
 import { HTTPException } from 'hono/http-exception'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
+import { STATUS_CODES, maxHeaderSize, type ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
 import { MailroomError, asMailroomError } from '../errors.js'
 import type { Services } from '../tools/define.js'
 import { mountDocuments } from './documents.js'
 import { mountMcp } from './mcp-http.js'
-import { mountRest } from './rest.js'
+import { keyAuthenticator, mountRest } from './rest.js'
 
 declare module 'hono' {
   interface ContextVariableMap {
     /** The request's X-Request-Id, also in its log lines. */
     requestId: string
   }
+}
+
+/**
+ * Settings of the Node.js server the app runs in. An idle keep-alive connection is kept longer
+ * than the proxies and clients in front of it keep theirs (nginx and most load balancers: 60 s),
+ * so that they close it, not the server: one closed by the server (Node's default: after 5 s) just
+ * as a client sends on it again fails that request ("other side closed"). Node's guidance: the
+ * headers timeout longer than the keep-alive one.
+ */
+export const HTTP_SERVER_OPTIONS = { keepAliveTimeout: 75_000, headersTimeout: 76_000 }
+
+/**
+ * Node's answer to a request it cannot parse (headers over its 16 KB limit, a bad Content-Length,
+ * a malformed request line), in the JSON error shape of every other answer: Node's own has an
+ * empty body. Like Node, a socket that can no longer be written, or whose response has begun, is
+ * only destroyed.
+ */
+export function answerClientError(err: Error & { code?: string; reason?: string }, socket: Duplex): void {
+  const response = (socket as Duplex & { _httpMessage?: ServerResponse })._httpMessage
+  if (err.code === 'ECONNRESET' || !socket.writable || response?.headersSent) return void socket.destroy()
+  const [code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, `the request's headers are larger than ${maxHeaderSize} bytes`]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'the request took too long to arrive']
+        : [400, `the request is not valid HTTP${err.reason ? `: ${err.reason}` : ''}`]
+  const body = JSON.stringify({ code, message })
+  const head = [
+    `HTTP/1.1 ${code} ${STATUS_CODES[code]}`,
+    'Content-Type: application/json',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    `X-Request-Id: ${randomUUID()}`,
+    'Access-Control-Allow-Origin: *',
+    'Connection: close',
+  ]
+  // Closed once the answer is out: the rest of what the client sends cannot be read as requests.
+  socket.end(`${head.join('\r\n')}\r\n\r\n${body}`, () => socket.destroy())
 }
 
 /** The whole HTTP surface in one Hono app: REST, MCP at /mcp, and the documents. */
@@ -65,9 +104,11 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
     await next()
   })
 
-  mountRest(app, services)
+  // One count of wrong keys for REST and MCP: a guesser cannot double its tries by using both.
+  const authenticate = keyAuthenticator(services)
+  mountRest(app, services, authenticate)
   mountDocuments(app, services.config)
-  const mcp = mountMcp(app, services)
+  const mcp = mountMcp(app, services, authenticate)
 
   app.notFound((c) => c.json({ code: 404, message: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404))
   app.onError((err, c) => {

@@ -5,8 +5,8 @@ import type { Context, Hono } from 'hono'
 import { randomUUID } from 'node:crypto'
 import { MailroomError } from '../errors.js'
 import type { Services } from '../tools/define.js'
-import { createMcpServer, toolCaller, type CallerOf } from './mcp.js'
-import { authenticate, clientIp } from './rest.js'
+import { createMcpServer, isObject, toolCaller, type CallerOf } from './mcp.js'
+import { clientIp, type Authenticate } from './rest.js'
 
 /** A session nobody used for this long is closed. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000
@@ -37,7 +37,7 @@ const rpcError = (c: Context, status: 400 | 404 | 405, message: string) =>
  * DELETE to end it), bound to the account that opened it; clients that only POST are served
  * without one.
  */
-export function mountMcp(app: Hono, services: Services): { close(): Promise<void> } {
+export function mountMcp(app: Hono, services: Services, authenticate: Authenticate): { close(): Promise<void> } {
   const sessions = new Map<string, Session>()
   /** Servers of finished session-less requests, ready for the next ones. */
   const idle: Server[] = []
@@ -61,9 +61,10 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
     }
     let accountId: number
     try {
-      accountId = await authenticate(c, services)
-    } catch {
-      throw new MailroomError(401, 'API key is missing or invalid: send it in the X-API-KEY header')
+      accountId = await authenticate(c)
+    } catch (err) {
+      if (err instanceof MailroomError && err.code === 401) throw new MailroomError(401, 'API key is missing or invalid: send it in the X-API-KEY header')
+      throw err
     }
     const caller = { accountId, origin: clientIp(c) }
     const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: caller }
@@ -134,21 +135,20 @@ export function mountMcp(app: Hono, services: Services): { close(): Promise<void
   }
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
 const only = (o: Record<string, unknown>, keys: readonly string[]) => Object.keys(o).every((k) => keys.includes(k))
 
 /**
  * A session-less `tools/call` exactly as the SDK's transport would take it and answer with plain
- * JSON: one request, an integer or string id, a tool name, arguments (if any) an object, nothing
- * else (no `_meta`, no task), headers that pass the transport's checks. Such a call is answered
- * from the registry directly: a transport per request costs more than most tool calls. Anything
- * else, errors included, goes to the SDK, so that the answer is always the SDK's own.
+ * JSON: one request, an integer or string id, params with a name and arguments (whatever their
+ * types: the tool call refuses bad ones, as through the SDK), nothing else (no `_meta`, no task),
+ * headers that pass the transport's checks. Such a call is answered from the registry directly: a
+ * transport per request costs more than most tool calls. Anything else, errors included, goes to
+ * the SDK, so that the answer is always the SDK's own.
  */
-function directCall(headers: Headers, body: unknown): { id: string | number; name: string; args: unknown } | undefined {
+function directCall(headers: Headers, body: unknown): { id: string | number; name: unknown; args: unknown } | undefined {
   if (!isObject(body) || body.jsonrpc !== '2.0' || body.method !== 'tools/call' || !only(body, ['jsonrpc', 'id', 'method', 'params'])) return
   const { id, params } = body
   if (!(typeof id === 'string' || Number.isSafeInteger(id)) || !isObject(params) || !only(params, ['name', 'arguments'])) return
-  if (typeof params.name !== 'string' || (params.arguments !== undefined && !isObject(params.arguments))) return
   const accept = headers.get('accept') ?? ''
   const version = headers.get('mcp-protocol-version')
   if (!accept.includes('application/json') || !accept.includes('text/event-stream')) return

@@ -1,6 +1,7 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js'
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
+import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type ServerNotification, type ServerRequest, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js'
 import { asMailroomError, badInput } from '../errors.js'
 import { PACKAGE } from '../runtime.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
@@ -43,10 +44,18 @@ export function mcpToolsOf(tools: readonly AnyTool[]): McpTool[] {
   return listed
 }
 
-/** Runs a tool for MCP: its result as structured content (and JSON text), an error as `isError` with `{code, message}`. */
-export async function callTool(tool: AnyTool | undefined, name: string, args: unknown, ctx: ToolContext): Promise<CallToolResult> {
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/**
+ * Runs a tool for MCP: its result as structured content (and JSON text), an error as `isError`
+ * with `{code, message}`. `name` and `args` are taken as the client sent them, so that a name that
+ * is not a string or arguments that are not an object are a 400 like any other bad argument.
+ */
+export async function callTool(tool: AnyTool | undefined, name: unknown, args: unknown, ctx: ToolContext): Promise<CallToolResult> {
   try {
+    if (typeof name !== 'string') throw badInput(name === undefined ? 'name: is required' : 'name: expected the name of a tool, a string')
     if (!tool) throw badInput(`name: no tool named ${name}`)
+    if (args !== undefined && !isObject(args)) throw badInput('arguments: expected an object of named arguments')
     refuseUnknownArguments(tool, args)
     const structured = structuredResult(tool, await tool.handler(parseInput(tool, args ?? {}), ctx))
     return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured }
@@ -63,7 +72,7 @@ export async function callTool(tool: AnyTool | undefined, name: string, args: un
  * `mailId` answer with another message's log, or a `bcc` that sendMail does not take go unsent.
  */
 function refuseUnknownArguments(tool: AnyTool, args: unknown): void {
-  if (typeof args !== 'object' || args === null || Array.isArray(args)) return
+  if (!isObject(args)) return
   const known = Object.keys(tool.input.shape)
   const unknown = Object.keys(args).filter((k) => !known.includes(k))
   if (unknown.length) {
@@ -90,15 +99,32 @@ export function createMcpServer(services: Services, callerOf: CallerOf, tools: r
   const listed = mcpToolsOf(tools)
   const call = toolCaller(services, tools)
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: listed }))
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => call(request.params.name, request.params.arguments, callerOf(extra)))
+  answerToolCalls(server, (params, extra) => call(params.name, params.arguments, callerOf(extra)))
   return server
 }
 
+/**
+ * Has `server` answer `tools/call` from the request's params as sent. A handler registered under
+ * CallToolRequestSchema never sees a `name` that is not a string or `arguments` that are not an
+ * object: the SDK's check answers those with -32603 Internal error and a dump of its schema's
+ * issues. The fallback handler gets the request unchecked; any other method without a handler is
+ * still "Method not found".
+ */
+export function answerToolCalls(
+  server: Server,
+  answer: (params: Record<string, unknown>, extra: RequestHandlerExtra<ServerRequest, ServerNotification>) => Promise<CallToolResult>,
+): void {
+  server.fallbackRequestHandler = async (request, extra) => {
+    if (request.method !== 'tools/call') throw new McpError(ErrorCode.MethodNotFound, 'Method not found')
+    return answer(request.params ?? {}, extra)
+  }
+}
+
 /** What answers `tools/call` for a caller: a tool other than the public ones needs an account. */
-export function toolCaller(services: Services, tools: readonly AnyTool[] = TOOLS): (name: string, args: unknown, caller: Caller) => Promise<CallToolResult> {
+export function toolCaller(services: Services, tools: readonly AnyTool[] = TOOLS): (name: unknown, args: unknown, caller: Caller) => Promise<CallToolResult> {
   const byName = new Map(tools.map((t) => [t.name, t]))
   return async (name, args, caller) => {
-    const tool = byName.get(name)
+    const tool = typeof name === 'string' ? byName.get(name) : undefined
     if (tool && !tool.public && caller.accountId === null) {
       return { isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 401, message: 'API key is missing or invalid' }) }] }
     }

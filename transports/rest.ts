@@ -2,6 +2,7 @@ import type { Context, Hono } from 'hono'
 import qs from 'qs'
 import { z } from 'zod'
 import { MailroomError, badInput, unauthorized } from '../errors.js'
+import { AUTH_FAILURE_WINDOW_MS, authThrottle } from '../relay/auth-throttle.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
 import { PING_TEXT } from '../tools/ping-server.js'
 import { TOOLS } from '../tools/index.js'
@@ -16,12 +17,41 @@ export function clientIp(c: Context): string {
   return ip.startsWith('::ffff:') ? ip.slice(7) : ip
 }
 
-/** The account of the request's X-API-KEY, or a 401. */
-export async function authenticate(c: Context, services: Services): Promise<number> {
-  const key = c.req.header('x-api-key')
-  const accountId = key ? await services.store.apiKeys.authenticate(key.trim()) : undefined
-  if (accountId === undefined) throw unauthorized()
-  return accountId
+/** The account of a request's X-API-KEY, or a 401 (or a 429, see keyAuthenticator). */
+export type Authenticate = (c: Context) => Promise<number>
+
+/**
+ * Checks X-API-KEY for REST and MCP alike. Wrong keys are counted per client address (the
+ * socket's: X-Forwarded-For is anyone's to write; an IPv6 /64 as one, authThrottle); past
+ * MAILROOM_HTTP_MAX_AUTH_FAILURES in the window, every request from there that needs a key is a
+ * 429 until the window passes, a right key too, as for SMTP AUTH: else the answers would still
+ * tell a right guess from the wrong ones. Each wrong key is logged (never the key), the last one
+ * saying that the throttle starts; the 429s are not, so that a flood of guesses cannot flood the log.
+ */
+export function keyAuthenticator(services: Services): Authenticate {
+  const { config, clock, logger, store } = services
+  const failures = authThrottle(config.http.maxAuthFailures, clock)
+  return async (c) => {
+    const ip = clientIp(c)
+    const wait = Math.ceil(failures.retryAfter(ip) / 1000)
+    if (wait > 0) {
+      throw new MailroomError(429, `too many wrong API keys from this address: try again in ${wait} s`, { headers: { 'Retry-After': String(wait) } })
+    }
+    const key = c.req.header('x-api-key')
+    const accountId = key ? await store.apiKeys.authenticate(key.trim()) : undefined
+    if (accountId !== undefined) return accountId
+    if (key) {
+      failures.fail(ip)
+      const refusedFor = Math.ceil(failures.retryAfter(ip) / 1000)
+      const line = { req: c.get('requestId'), ip, path: c.req.path }
+      if (!refusedFor) logger.warn(line, 'wrong API key')
+      else {
+        const within = `${config.http.maxAuthFailures} from this address within ${AUTH_FAILURE_WINDOW_MS / 60_000} minutes`
+        logger.warn({ ...line, retryAfter: refusedFor }, `wrong API key: ${within}, so its requests are refused (429) for ${refusedFor} s`)
+      }
+    }
+    throw unauthorized()
+  }
 }
 
 /**
@@ -29,7 +59,7 @@ export async function authenticate(c: Context, services: Services): Promise<numb
  * assembled from path, query and body, checked by the tool's schema, result rendered as JSON.
  * Static paths go first so that `/mail/log` is never read as `/mail/{id}`.
  */
-export function mountRest(app: Hono, services: Services, tools: readonly AnyTool[] = TOOLS): void {
+export function mountRest(app: Hono, services: Services, authenticate: Authenticate, tools: readonly AnyTool[] = TOOLS): void {
   const byPath = new Map<string, AnyTool[]>()
   for (const tool of [...tools].sort((a, b) => paramCount(a.http.path) - paramCount(b.http.path))) {
     byPath.set(tool.http.path, [...(byPath.get(tool.http.path) ?? []), tool])
@@ -38,7 +68,7 @@ export function mountRest(app: Hono, services: Services, tools: readonly AnyTool
     for (const tool of pathTools) {
       const coerce = coercerFor(tool.input)
       app.on(tool.http.method, honoPath(path), async (c) => {
-        const accountId = tool.public ? null : await authenticate(c, services)
+        const accountId = tool.public ? null : await authenticate(c)
         const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
         const input = parseInput(tool, coerce(raw))
         const ctx: ToolContext = { ...services, accountId, origin: clientIp(c) }

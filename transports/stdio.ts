@@ -2,10 +2,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
-import { CallToolRequestSchema, CallToolResultSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
+import { CallToolResultSchema, ListToolsRequestSchema, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js'
 import { PACKAGE } from '../runtime.js'
 import type { Services } from '../tools/define.js'
-import { MCP_INSTRUCTIONS, createMcpServer } from './mcp.js'
+import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer } from './mcp.js'
 
 // stdout carries JSON-RPC only: every log line goes to stderr (see createLogger).
 
@@ -45,7 +45,8 @@ export async function serveStdioRemote(url: string, apiKey: string | undefined):
     { capabilities: { tools: { listChanged: false } }, instructions: client.getInstructions() ?? MCP_INSTRUCTIONS },
   )
   server.setRequestHandler(ListToolsRequestSchema, (request) => client.listTools(request.params))
-  server.setRequestHandler(CallToolRequestSchema, (request) => client.request(request, CallToolResultSchema))
+  // Passed on as sent: the remote refuses a bad name or arguments as it refuses any bad argument.
+  answerToolCalls(server, (params) => client.request({ method: 'tools/call', params: params as CallToolRequest['params'] }, CallToolResultSchema))
   server.onclose = () => void client.close()
   await server.connect(new StdioServerTransport())
   return server

@@ -1,6 +1,7 @@
 import { serve, type ServerType } from '@hono/node-server'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js'
 import Ajv from 'ajv'
 import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -277,14 +278,39 @@ describe('MCP over Streamable HTTP', () => {
     const refused = await Promise.all([
       post({ ...call, id: 1.5 }),
       post({ ...call, extra: true }),
-      post({ ...call, params: { name: 'getMailOrders', arguments: [] } }),
-      post({ ...call, params: { name: 42 } }),
       post(call, { Accept: 'application/json' }),
       post(call, { 'Content-Type': 'text/plain' }),
       post(call, { 'Mcp-Protocol-Version': '1999-01-01' }),
     ])
-    expect(refused.map((r) => r.status)).toEqual([400, 400, 200, 200, 406, 415, 400])
+    expect(refused.map((r) => r.status)).toEqual([400, 400, 406, 415, 400])
     for (const r of refused) expect(r.body).toMatchObject({ jsonrpc: '2.0', error: { code: expect.any(Number) } })
+  })
+
+  it('refuses a tool name that is not a string, or arguments that are not an object, as a 400 like any bad argument', async () => {
+    const client = await connect()
+    const post = async (body: unknown) => {
+      const res = await fetch(url, { method: 'POST', headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }, body: JSON.stringify(body) })
+      return { status: res.status, body: await res.json() }
+    }
+    const send = { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' }
+    const cases: [Record<string, unknown>, string][] = [
+      [{ name: 42, arguments: send }, 'name: expected the name of a tool, a string'],
+      [{ name: ['sendMail'], arguments: send }, 'name: expected the name of a tool, a string'],
+      [{ arguments: send }, 'name: is required'],
+      [{ name: 'sendMail', arguments: [send] }, 'arguments: expected an object of named arguments'],
+      [{ name: 'sendMail', arguments: 'to=bob@example.com' }, 'arguments: expected an object of named arguments'],
+      [{ name: 'sendMail', arguments: null }, 'arguments: expected an object of named arguments'],
+    ]
+    for (const [params, message] of cases) {
+      const refusal = { isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 400, message }) }] }
+      // In a session, through the SDK's server; without one, answered directly and (with `_meta`) by the SDK's transport.
+      expect(await client.request({ method: 'tools/call', params } as never, CallToolResultSchema), JSON.stringify(params)).toEqual(refusal)
+      expect(await post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params })).toEqual({ status: 200, body: { jsonrpc: '2.0', id: 1, result: refusal } })
+      expect(await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { ...params, _meta: {} } })).toEqual({ status: 200, body: { jsonrpc: '2.0', id: 2, result: refusal } })
+    }
+    expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+    // Other methods without a handler are still unknown.
+    expect(await post({ jsonrpc: '2.0', id: 3, method: 'resources/list', params: {} })).toMatchObject({ status: 200, body: { id: 3, error: { code: -32601 } } })
   })
 
   it('gives every answer X-Request-Id and the CORS headers: REST, MCP, errors, preflight', async () => {

@@ -1,8 +1,11 @@
 import { serve, type ServerType } from '@hono/node-server'
 import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { pino } from 'pino'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { AUTH_FAILURE_WINDOW_MS } from '../../relay/auth-throttle.js'
 import { TOOLS } from '../../tools/index.js'
+import { createHttpApp } from '../../transports/http.js'
 import { call, createTestEnv, type TestEnv } from '../helpers.js'
 import {
   FORMATS,
@@ -983,5 +986,69 @@ describe('REST API with a 1kb body limit', () => {
       const log = await call(env, 'GET', '/mail/log')
       expect((await log.json()).emails[0].subject).toBe('Grüße — ✓')
     })
+  })
+})
+
+describe('REST API: wrong keys from one address', () => {
+  let env: TestEnv
+  beforeEach(async () => {
+    env = await createTestEnv({ MAILROOM_HTTP_MAX_AUTH_FAILURES: '3' })
+  })
+  afterEach(() => env.close())
+
+  /** The app with a logger whose lines are kept, and a request from a given client address (the socket's, as @hono/node-server hands it over). */
+  const withLog = () => {
+    const lines: Record<string, unknown>[] = []
+    const app = createHttpApp({ ...env.services, logger: pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) })
+    const from = (ip: string, path: string, key: string | null, init: { method?: string; body?: string } = {}) =>
+      app.request(path, { ...init, headers: { 'Content-Type': 'application/json', ...(key === null ? {} : { 'X-API-KEY': key }) } }, { incoming: { socket: { remoteAddress: ip } } })
+    return { lines, from }
+  }
+  const WRONG = 'mr_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG'
+
+  it('answers 429 with Retry-After past MAILROOM_HTTP_MAX_AUTH_FAILURES wrong keys over REST and MCP, even to a right key, until the window passes', async () => {
+    const { lines, from } = withLog()
+    expect((await from('192.0.2.7', '/mail', WRONG)).status).toBe(401)
+    expect((await from('192.0.2.7', '/mcp', WRONG, { method: 'POST', body: '{}' })).status).toBe(401)
+    expect((await from('192.0.2.7', '/mail/log', WRONG)).status).toBe(401)
+    // Each wrong key is logged with the address and path, never the key; the third says the throttle starts.
+    expect(lines.map((l) => [l.level, l.ip, l.path, l.msg])).toEqual([
+      [40, '192.0.2.7', '/mail', 'wrong API key'],
+      [40, '192.0.2.7', '/mcp', 'wrong API key'],
+      [40, '192.0.2.7', '/mail/log', 'wrong API key: 3 from this address within 15 minutes, so its requests are refused (429) for 900 s'],
+    ])
+    expect(JSON.stringify(lines)).not.toContain(WRONG.slice(3))
+
+    const throttled = { code: 429, message: 'too many wrong API keys from this address: try again in 900 s' }
+    const send = await from('192.0.2.7', '/mail/send', env.apiKey, { method: 'POST', body: JSON.stringify(SEND) })
+    expect(send.status).toBe(429)
+    expect(send.headers.get('retry-after')).toBe('900')
+    expect(await send.json()).toEqual(throttled)
+    const mcp = await from('192.0.2.7', '/mcp', env.apiKey, { method: 'POST', body: '{}' })
+    expect([mcp.status, await mcp.json()]).toEqual([429, throttled])
+    await expectNothingStored(env)
+    // The refusals are not logged: a flood of guesses cannot flood the log.
+    expect(lines).toHaveLength(3)
+
+    // Another address is not held up by this one's failures.
+    expect((await from('192.0.2.8', '/mail', env.apiKey)).status).toBe(200)
+    env.clock.advance(AUTH_FAILURE_WINDOW_MS - 60_000)
+    expect((await from('192.0.2.7', '/mail', env.apiKey)).headers.get('retry-after')).toBe('60')
+    env.clock.advance(60_001)
+    expect((await from('192.0.2.7', '/mail', env.apiKey)).status).toBe(200)
+  })
+
+  it('counts the addresses of an IPv6 /64 together', async () => {
+    const { from } = withLog()
+    for (let i = 1; i <= 3; i++) expect((await from(`2001:db8:1:2::${i}`, '/mail', WRONG)).status).toBe(401)
+    expect((await from('2001:db8:1:2:ffff::9', '/mail', env.apiKey)).status).toBe(429)
+    expect((await from('2001:db8:1:3::1', '/mail', env.apiKey)).status).toBe(200)
+  })
+
+  it('does not count requests without a key', async () => {
+    const { lines, from } = withLog()
+    for (let i = 0; i < 5; i++) expect((await from('192.0.2.7', '/mail', null)).status).toBe(401)
+    expect((await from('192.0.2.7', '/mail', env.apiKey)).status).toBe(200)
+    expect(lines).toEqual([])
   })
 })

@@ -1,6 +1,7 @@
 import { serve, type ServerType } from '@hono/node-server'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js'
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
@@ -62,6 +63,27 @@ describe('mailroom stdio', () => {
     const bad = await client.callTool({ name: 'getMailOrderById', arguments: { id: 424242 } })
     expect(bad.isError).toBe(true)
     expect(JSON.parse((bad.content as { text: string }[])[0].text)).toMatchObject({ code: 404 })
+  })
+
+  it('refuses a tool name that is not a string, or arguments that are not an object, as a 400, locally and through --url', async () => {
+    const { dir, apiKey } = localDataDir()
+    const env: TestEnv = await createTestEnv()
+    const server: ServerType = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
+    await new Promise((r) => server.once('listening', r))
+    cleanup.push(() => env.close(), () => env.app.close(), () => new Promise<void>((r) => server.close(() => r())))
+    const clients = [
+      await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey }),
+      await connect(['--url', `http://127.0.0.1:${(server.address() as AddressInfo).port}`], { MAILROOM_API_KEY: env.apiKey }),
+    ]
+    for (const client of clients) {
+      for (const [params, message] of [
+        [{ name: 42 }, 'name: expected the name of a tool, a string'],
+        [{ name: 'getMailOrders', arguments: [] }, 'arguments: expected an object of named arguments'],
+      ] as const) {
+        const result = await client.request({ method: 'tools/call', params } as never, CallToolResultSchema)
+        expect(result).toEqual({ isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 400, message }) }] })
+      }
+    }
   })
 
   it('writes nothing but JSON-RPC to stdout, and refuses a bad key', async () => {
