@@ -1,4 +1,5 @@
 import { serve } from '@hono/node-server'
+import type { Server } from 'node:http'
 import type { AddressInfo, Server as NodeServer } from 'node:net'
 import { ConfigError, type Config } from './config.js'
 import { DeliveryWorker } from './relay/delivery.js'
@@ -115,7 +116,12 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
       clearInterval(pruning)
       const closed = (server: { close(cb: () => void): unknown }) => new Promise<void>((resolve) => void server.close(() => resolve()))
       // Stop taking work first, then let deliveries in flight finish, for up to SHUTDOWN_GRACE_MS.
-      const drained = Promise.all([closed(smtp), closed(http), app.close()]).then(() => engine.stop())
+      // A keep-alive connection whose request was still being answered at the close becomes idle
+      // afterwards, and would hold the stop for the whole keep-alive timeout: idle ones are closed
+      // as they come.
+      const sweep = setInterval(() => (http as Server).closeIdleConnections(), 100)
+      const httpClosed = closed(http).finally(() => clearInterval(sweep))
+      const drained = Promise.all([closed(smtp), httpClosed, app.close()]).then(() => engine.stop())
       const finished = await Promise.race([drained.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), SHUTDOWN_GRACE_MS).unref())])
       if (!finished) logger.warn(`deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`)
       await rt.close()

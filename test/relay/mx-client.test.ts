@@ -347,6 +347,7 @@ describe('MxClient: hostile servers', () => {
         const line = d.toString()
         if (line.startsWith('EHLO')) socket.write('250 evil.example\r\n')
         else if (line.startsWith('MAIL')) socket.write(`550-5.7.1 ${'y'.repeat(5000)}\r\n550 5.7.1 refused\r\n`)
+        else socket.end('221 bye\r\n')
       })
     })
     expect(got.code).toBe(550)
