@@ -1,0 +1,42 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+import { ConfigSchema } from '../config.js'
+
+// The README and docs/ are what a user reads first: their links lead somewhere, and the settings
+// they name are the settings there are.
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const DOCS = ['README.md', 'bench/README.md', ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`)]
+const text = (file: string) => readFileSync(join(ROOT, file), 'utf8')
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
+const anchor = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replace(/ /g, '-')
+const anchorsOf = (file: string) => new Set([...text(file).matchAll(/^#+ (.+)$/gm)].map((m) => anchor(m[1])))
+
+describe('documentation', () => {
+  it.each(DOCS)('%s: every relative link names a file of the repository, and a heading in it', (file) => {
+    const broken: string[] = []
+    for (const [, target] of text(file).matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/i.test(target)) continue
+      const [path, hash] = target.split('#')
+      const linked = path ? join(dirname(file), path) : file
+      if (!existsSync(join(ROOT, linked))) broken.push(`${target}: no such file`)
+      else if (hash && linked.endsWith('.md') && !anchorsOf(linked).has(hash)) broken.push(`${target}: no such heading`)
+    }
+    expect(broken).toEqual([])
+  })
+
+  it('docs/configuration.md lists every setting, and no page names one that does not exist', () => {
+    const settings = Object.keys(ConfigSchema.shape)
+    const reference = text('docs/configuration.md')
+    expect(settings.filter((s) => !reference.includes(`\`${s}\``))).toEqual([])
+    const named = DOCS.flatMap((file) => [...text(file).matchAll(/\bMAILROOM_[A-Z0-9_]+/g)].map((m) => `${file}: ${m[0]}`))
+    expect(named.filter((n) => !settings.includes(n.split(': ')[1]))).toEqual([])
+  })
+})
