@@ -1,4 +1,4 @@
-import { Command } from 'commander'
+import { Command, Help, type Option } from 'commander'
 import { PACKAGE } from '../runtime.js'
 import { addAccountCommands } from './account.js'
 import { addBlockCommands } from './blocks.js'
@@ -10,12 +10,25 @@ export function buildCli(): Command {
   const program = new Command('mailroom')
     .description('A self-hosted mail relay: REST, MCP and SMTP submission in front of one durable sending pipeline.')
     .version(PACKAGE.version)
-    .showHelpAfterError()
+    // Inherited by every subcommand made from here on: a required option says so in its --help.
+    .configureHelp({
+      optionDescription(this: Help, option: Option) {
+        const description = Help.prototype.optionDescription.call(this, option)
+        return option.mandatory ? `${description} (required)` : description
+      },
+    })
   addServeCommands(program)
   addAccountCommands(program)
   addOrderCommands(program)
   addBlockCommands(program)
+  oneLineErrors(program, 'mailroom')
   return program
+}
+
+/** A usage error as one line that names the command's --help, instead of the whole usage. */
+function oneLineErrors(command: Command, path: string): void {
+  command.configureOutput({ outputError: (message, write) => write(`mailroom: ${message.trimEnd()} (see ${path} --help)\n`) })
+  for (const sub of command.commands) oneLineErrors(sub, `${path} ${sub.name()}`)
 }
 
 export async function main(argv: string[]): Promise<void> {

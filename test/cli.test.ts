@@ -231,6 +231,26 @@ describe('mailroom command', () => {
     }
   })
 
+  it('marks required options in --help, and says what is wrong with a command line in one line', () => {
+    const help = run('order', 'list', '--help').stdout
+    expect(help).toMatch(/^ +--account <id> +account id \(required\)$/m)
+    expect(help).toMatch(/^ +--json +print JSON for scripts$/m)
+    expect(run('sender', 'allow', '--help').stdout).toMatch(/^ +--order <id> +mail order id \(required\)$/m)
+    expect(run('order', 'create', '--help').stdout).toMatch(/^ +--comment <text> +a note shown in listings$/m)
+
+    // The error and where to read more, not the whole usage.
+    for (const [args, line] of [
+      [['order', 'list'], "mailroom: error: required option '--account <id>' not specified (see mailroom order list --help)"],
+      [['account', 'key', 'create', '--account', 'abc'], "mailroom: error: option '--account <id>' argument 'abc' is invalid. --account must be a positive integer (see mailroom account key create --help)"],
+      [['no-such-command'], "mailroom: error: unknown command 'no-such-command' (see mailroom --help)"],
+    ] as const) {
+      const r = run(...args)
+      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }, args.join(' ')).toEqual({ status: 1, stdout: '', stderr: line + '\n' })
+    }
+    // Refused before the data directory was opened.
+    expect(existsSync(join(dataDir, 'mailroom.db'))).toBe(false)
+  })
+
   it('stops with a message naming a bad setting', () => {
     const r = spawnSync(process.execPath, [BIN, 'serve'], { env: { ...env(), MAILROOM_HTTP_PORT: 'http' }, encoding: 'utf8' })
     expect(r.status).toBe(1)
