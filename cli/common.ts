@@ -53,12 +53,12 @@ export function adminAction<T>(command: Command, action: Action<T>, text: (resul
   })
 }
 
-/** adminAction for a command with `--account`: an account that does not exist is refused first. */
+/** adminAction for a command with `--account`: an account given that does not exist is refused first. */
 export function accountAction<T>(command: Command, action: Action<T>, text: (result: T) => string): Command {
   return adminAction(
     command,
     async (rt, o, ...args) => {
-      if (!(await rt.store.accounts.get(o.account))) throw new Error(`no account ${o.account}`)
+      if (o.account !== undefined && !(await rt.store.accounts.get(o.account))) throw new Error(`no account ${o.account}`)
       return action(rt, o, ...args)
     },
     text,

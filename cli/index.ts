@@ -3,6 +3,7 @@ import { PACKAGE } from '../runtime.js'
 import { addAccountCommands } from './account.js'
 import { addBlockCommands } from './blocks.js'
 import { addOrderCommands } from './order.js'
+import { addQueueCommands } from './queue.js'
 import { addServeCommands } from './serve.js'
 
 /** The `mailroom` command: one module per subject adds its subcommands. */
@@ -21,6 +22,7 @@ export function buildCli(): Command {
   addAccountCommands(program)
   addOrderCommands(program)
   addBlockCommands(program)
+  addQueueCommands(program)
   oneLineErrors(program, 'mailroom')
   return program
 }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { startSink } from './relay/sink.js'
 
 // The CLI as a user runs it: the package's bin, built by `npm test` (npm run build) before vitest.
 const BIN = fileURLToPath(new URL('../bin/mailroom.js', import.meta.url))
@@ -12,6 +13,7 @@ const BIN = fileURLToPath(new URL('../bin/mailroom.js', import.meta.url))
 describe('mailroom command', () => {
   let dataDir: string
   const children: ReturnType<typeof spawn>[] = []
+  const sinks: { close(): Promise<void> }[] = []
   const env = () => ({ ...process.env, MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info' })
   const runWith = (overrides: Record<string, string>, ...args: string[]) => {
     const r = spawnSync(process.execPath, [BIN, ...args], { env: { ...env(), ...overrides }, encoding: 'utf8', timeout: 30_000 })
@@ -26,9 +28,9 @@ describe('mailroom command', () => {
   }
 
   /** Starts `mailroom serve` and resolves with its base URL and everything it printed so far. */
-  const serve = () =>
+  const serve = (overrides: Record<string, string> = {}) =>
     new Promise<{ base: string; output: () => string }>((resolve, reject) => {
-      const child = spawn(process.execPath, [BIN, 'serve'], { env: env() })
+      const child = spawn(process.execPath, [BIN, 'serve'], { env: { ...env(), ...overrides } })
       children.push(child)
       let out = ''
       child.stdout.on('data', (d) => {
@@ -43,8 +45,9 @@ describe('mailroom command', () => {
   beforeEach(() => {
     dataDir = mkdtempSync(join(tmpdir(), 'mailroom-cli-'))
   })
-  afterEach(() => {
+  afterEach(async () => {
     for (const c of children.splice(0)) c.kill('SIGKILL')
+    for (const sink of sinks.splice(0)) await sink.close()
     rmSync(dataDir, { recursive: true, force: true })
   })
 
@@ -224,7 +227,7 @@ describe('mailroom command', () => {
   })
 
   it('has --help on every subcommand', () => {
-    for (const args of [[], ['serve'], ['stdio'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke'], ['trap', 'add'], ['trap', 'remove'], ['trap', 'list'], ['blocklist', 'import'], ['suppress', 'add'], ['suppress', 'remove'], ['suppress', 'list']]) {
+    for (const args of [[], ['serve'], ['stdio'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke'], ['trap', 'add'], ['trap', 'remove'], ['trap', 'list'], ['blocklist', 'import'], ['suppress', 'add'], ['suppress', 'remove'], ['suppress', 'list'], ['queue', 'list'], ['queue', 'retry'], ['queue', 'cancel']]) {
       const r = run(...args, '--help')
       expect(r.status, args.join(' ')).toBe(0)
       expect(r.stdout).toContain('Usage: mailroom')
@@ -249,6 +252,66 @@ describe('mailroom command', () => {
     }
     // Refused before the data directory was opened.
     expect(existsSync(join(dataDir, 'mailroom.db'))).toBe(false)
+  })
+
+  it('lists, retries and cancels a recipient that a destination defers, while the server runs', async () => {
+    const sink = await startSink()
+    sinks.push(sink)
+    let tries = 0
+    sink.state.rcptRule = () => (tries++, { code: 451, message: '4.7.1 try again later' })
+    const account = json('account', 'create', '--json')
+    json('order', 'create', '--account', String(account.id), '--json')
+    // An hour between attempts: an attempt after the first is the operator's doing.
+    const { base } = await serve({ MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_RETRY_SCHEDULE: '1h' })
+    const headers = { 'X-API-KEY': account.apiKey }
+    const sent = await fetch(`${base}/mail/send`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ from: 'me@example.org', to: 'later@example.com', subject: 's', body: 'b' }) })
+    const txid: string = (await sent.json()).text
+    const list = (...args: string[]) => json('queue', 'list', ...args, '--json')
+    /** Waits for the recipient's attempt `n` to be recorded as deferred. */
+    const deferredAfter = (n: number) => expect.poll(() => list().map((r: { state: string; attempts: number }) => `${r.state} ${r.attempts}`), { timeout: 10_000 }).toEqual([`deferred ${n}`])
+
+    await deferredAfter(1)
+    const [row] = list('--account', String(account.id))
+    expect(row).toEqual({ txid, account: account.id, recipient: 'later@example.com', state: 'deferred', queued: expect.any(String), attempts: 1, code: 451, response: expect.stringContaining('4.7.1 try again later'), nextAttempt: expect.any(String), node: null })
+    expect(Date.parse(row.nextAttempt) - Date.parse(row.queued)).toBeGreaterThan(59 * 60_000)
+    expect(run('queue', 'list').stdout).toBe(`TXID\tACCOUNT\tRECIPIENT\tSTATE\tQUEUED\tATTEMPTS\tNEXT ATTEMPT\tLAST REPLY\n${txid}\t${account.id}\tlater@example.com\tdeferred\t${row.queued}\t1\t${row.nextAttempt}\t${row.response}\n`)
+    const other = json('account', 'create', '--json')
+    expect(list('--account', String(other.id))).toEqual([])
+
+    // The running server takes up a retried recipient at its next look at the queue.
+    expect(json('queue', 'retry', txid, '--json')).toEqual({ txid, changed: 1, inFlight: 0 })
+    await deferredAfter(2)
+    expect(tries).toBe(2)
+    expect(run('queue', 'retry', '--all').stdout).toBe('1 recipient due now\n')
+    await deferredAfter(3)
+    expect(tries).toBe(3)
+
+    // Refusals change nothing.
+    const before = list()
+    const unknown = 'f'.repeat(18)
+    for (const [args, stderr] of [
+      [['queue', 'retry', unknown], `mailroom: no transaction ${unknown}\n`],
+      [['queue', 'cancel', unknown], `mailroom: no transaction ${unknown}\n`],
+      [['queue', 'retry'], 'mailroom: error: give a transaction id or --all (see mailroom queue retry --help)\n'],
+      [['queue', 'retry', txid, '--all'], 'mailroom: error: give a transaction id or --all (see mailroom queue retry --help)\n'],
+      [['queue', 'cancel'], "mailroom: error: missing required argument 'txid' (see mailroom queue cancel --help)\n"],
+      [['queue', 'list', '--account', '99'], 'mailroom: no account 99\n'],
+    ] as const) {
+      const r = run(...args)
+      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }, args.join(' ')).toEqual({ status: 1, stdout: '', stderr })
+    }
+    expect(list()).toEqual(before)
+
+    expect(run('queue', 'cancel', txid).stdout).toBe(`1 recipient of ${txid} canceled\n`)
+    expect(list()).toEqual([])
+    expect(run('queue', 'list').stdout).toBe('nothing waits in the queue\n')
+    const log = await (await fetch(`${base}/mail/log?mailid=${txid}`, { headers })).json()
+    expect(log.emails).toEqual([expect.objectContaining({ id: txid, to: 'later@example.com', delivered: 0, code: null, response: 'canceled by the operator', locked: 0 })])
+    // Final: neither tried again nor canceled twice.
+    expect(json('queue', 'retry', '--all', '--json')).toEqual({ txid: null, changed: 0, inFlight: 0 })
+    const again = run('queue', 'cancel', txid)
+    expect({ status: again.status, stderr: again.stderr }).toEqual({ status: 1, stderr: `mailroom: nothing of transaction ${txid} waits in the queue: every recipient is final\n` })
+    expect(tries).toBe(3)
   })
 
   it('stops with a message naming a bad setting', () => {
