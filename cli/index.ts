@@ -1,6 +1,7 @@
 import { Command, Help, type Option } from 'commander'
 import { PACKAGE } from '../runtime.js'
 import { addAccountCommands } from './account.js'
+import { addBackupCommand } from './backup.js'
 import { addBlockCommands } from './blocks.js'
 import { addOrderCommands } from './order.js'
 import { addQueueCommands } from './queue.js'
@@ -23,6 +24,7 @@ export function buildCli(): Command {
   addOrderCommands(program)
   addBlockCommands(program)
   addQueueCommands(program)
+  addBackupCommand(program)
   oneLineErrors(program, 'mailroom')
   return program
 }

@@ -330,5 +330,10 @@ export interface Store {
   }
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>
+  /**
+   * Writes a consistent copy of the database to `file`, readable by its owner only, while
+   * others go on writing. A file that exists is refused, never overwritten.
+   */
+  backup(file: string): Promise<void>
   close(): Promise<void>
 }

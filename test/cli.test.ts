@@ -1,10 +1,11 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { openDataDir } from '../storage/sqlite.js'
 import { startSink } from './relay/sink.js'
 
 // The CLI as a user runs it: the package's bin, built by `npm test` (npm run build) before vitest.
@@ -20,6 +21,17 @@ describe('mailroom command', () => {
     return { status: r.status, stdout: r.stdout, stderr: r.stderr }
   }
   const run = (...args: string[]) => runWith({}, ...args)
+  /** The command run without blocking this process (its servers and clients go on meanwhile). */
+  const runAsync = (...args: string[]) =>
+    new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, ...args], { env: env() })
+      children.push(child)
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (d) => (stdout += d))
+      child.stderr.on('data', (d) => (stderr += d))
+      child.on('close', (status) => resolve({ status, stdout, stderr }))
+    })
   const json = (...args: string[]) => {
     const r = run(...args)
     expect(r.stderr).toBe('')
@@ -227,7 +239,7 @@ describe('mailroom command', () => {
   })
 
   it('has --help on every subcommand', () => {
-    for (const args of [[], ['serve'], ['stdio'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke'], ['trap', 'add'], ['trap', 'remove'], ['trap', 'list'], ['blocklist', 'import'], ['suppress', 'add'], ['suppress', 'remove'], ['suppress', 'list'], ['queue', 'list'], ['queue', 'retry'], ['queue', 'cancel']]) {
+    for (const args of [[], ['serve'], ['stdio'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke'], ['trap', 'add'], ['trap', 'remove'], ['trap', 'list'], ['blocklist', 'import'], ['suppress', 'add'], ['suppress', 'remove'], ['suppress', 'list'], ['queue', 'list'], ['queue', 'retry'], ['queue', 'cancel'], ['backup']]) {
       const r = run(...args, '--help')
       expect(r.status, args.join(' ')).toBe(0)
       expect(r.stdout).toContain('Usage: mailroom')
@@ -312,6 +324,54 @@ describe('mailroom command', () => {
     const again = run('queue', 'cancel', txid)
     expect({ status: again.status, stderr: again.stderr }).toEqual({ status: 1, stderr: `mailroom: nothing of transaction ${txid} waits in the queue: every recipient is final\n` })
     expect(tries).toBe(3)
+  })
+
+  it('backs up the database while sends go on: the copy opens and holds every message accepted before', async () => {
+    const sink = await startSink()
+    sinks.push(sink)
+    const account = json('account', 'create', '--json')
+    const order = json('order', 'create', '--account', String(account.id), '--json')
+    const { base } = await serve({ MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}` })
+    const accepted: string[] = []
+    let sending = true
+    const sendUntilStopped = async () => {
+      while (sending) {
+        const res = await fetch(`${base}/mail/send`, { method: 'POST', headers: { 'X-API-KEY': account.apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify({ from: 'me@example.org', to: 'you@example.com', subject: 's', body: 'b' }) })
+        expect(res.status).toBe(200)
+        accepted.push((await res.json()).text)
+      }
+    }
+    const senders = Array.from({ length: 4 }, sendUntilStopped)
+    await expect.poll(() => accepted.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(40)
+    const before = [...accepted]
+    const copy = join(dataDir, 'copies', 'mailroom.db')
+    mkdirSync(dirname(copy))
+    const backup = await runAsync('backup', copy)
+    sending = false
+    await Promise.all(senders)
+    const secret = join(dataDir, 'secret.key')
+    expect(backup).toEqual({ status: 0, stderr: '', stdout: `database copied to ${copy}\nKeep ${secret} with it: it encrypts the order passwords, which cannot be read from the copy without it.\n` })
+    expect(statSync(copy).mode & 0o777).toBe(0o600)
+
+    // Restored as the README says: the copy as mailroom.db, with the secret.key beside it.
+    copyFileSync(secret, join(dirname(copy), 'secret.key'))
+    const restored = openDataDir(dirname(copy))
+    try {
+      expect(restored.sqlite.pragma('integrity_check', { simple: true })).toBe('ok')
+      const txids = new Set(restored.sqlite.prepare('SELECT txid FROM messages').pluck().all())
+      expect(before.filter((t) => !txids.has(t))).toEqual([])
+      // One snapshot: no message without its log row.
+      expect(restored.sqlite.prepare('SELECT COUNT(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id)').pluck().get()).toBe(0)
+      expect(await restored.orders.password(order.id)).toBe(order.password)
+    } finally {
+      await restored.close()
+    }
+
+    // A file that exists is never overwritten.
+    const bytes = readFileSync(copy)
+    const again = run('backup', copy)
+    expect({ status: again.status, stdout: again.stdout, stderr: again.stderr }).toEqual({ status: 1, stdout: '', stderr: `mailroom: ${copy} already exists: a backup never overwrites a file\n` })
+    expect(readFileSync(copy).equals(bytes)).toBe(true)
   })
 
   it('stops with a message naming a bad setting', () => {
