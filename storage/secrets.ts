@@ -2,7 +2,7 @@ import { createCipheriv, createDecipheriv, hash, randomBytes, timingSafeEqual } 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
-const SECRET_FILE = 'secret.key'
+export const SECRET_FILE = 'secret.key'
 const API_KEY_PREFIX = 'mr_'
 /** Characters a generated password is drawn from: no look-alikes (0/O, 1/l/I), nothing that needs quoting. */
 const PASSWORD_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789'

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
-import { joinPieces, type AttemptOutcome, type QueueItem, type Store } from './store.js'
+import { joinPieces, type AttemptOutcome, type QueueChange, type QueueItem, type Store, type WaitingRecipient } from './store.js'
 
 /**
  * How long the outcome of a delivery attempt may wait for others to share its commit. Until it is
@@ -26,6 +26,29 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
   const release = sqlite.prepare('UPDATE deliveries SET locked = 0 WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL')
   const renew = sqlite.prepare('UPDATE deliveries SET lock_time = CAST(CAST(? AS INTEGER) AS TEXT) WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL')
   const pending = sqlite.prepare('SELECT COUNT(*) FROM deliveries WHERE next_attempt_at IS NOT NULL').pluck()
+
+  // The operator's view of the queue and changes to it. A row a live worker holds (`held`) is
+  // left alone: its attempt is under way and will record its own outcome.
+  const held = 'locked = 1 AND CAST(lock_time AS INTEGER) >= @expired'
+  const waiting = sqlite.prepare(`SELECT d.id, m.txid, m.account_id AS accountId, d.recipient,
+      CASE WHEN ${held} THEN 'in flight' ELSE d.state END AS state, m.created_at AS queuedAt, d.attempts, d.code, d.response,
+      d.next_attempt_at AS nextAttemptAt, CASE WHEN ${held} THEN d.assigned END AS node
+    FROM deliveries d JOIN messages m ON m.id = d.message_id
+    WHERE d.next_attempt_at IS NOT NULL AND (@accountId IS NULL OR m.account_id = @accountId) ORDER BY d.id`)
+  const messageRow = sqlite.prepare('SELECT id FROM messages WHERE txid = ?').pluck()
+  const ofMessage = '(@messageRowId IS NULL OR message_id = @messageRowId)'
+  const inFlight = sqlite.prepare(`SELECT COUNT(*) FROM deliveries WHERE next_attempt_at IS NOT NULL AND ${held} AND ${ofMessage}`).pluck()
+  const makeDue = sqlite.prepare(`UPDATE deliveries SET next_attempt_at = MIN(next_attempt_at, @now)
+    WHERE next_attempt_at IS NOT NULL AND NOT (${held}) AND ${ofMessage}`)
+  const fail = sqlite.prepare(`UPDATE deliveries SET state = 'failed', delivered = 0, code = NULL, response = @response, locked = 0, next_attempt_at = NULL
+    WHERE message_id = @messageRowId AND next_attempt_at IS NOT NULL AND NOT (${held})`)
+  /** Applies an operator's change to the rows of a transaction (all rows without txid) that no worker holds. */
+  const operatorTx = sqlite.transaction((txid: string | undefined, now: number, leaseMs: number, change: (messageRowId: number | null, expired: number) => number): QueueChange | undefined => {
+    const messageRowId = txid === undefined ? null : (messageRow.get(txid) as number | undefined)
+    if (messageRowId === undefined) return undefined
+    const expired = now - leaseMs
+    return { changed: change(messageRowId, expired), inFlight: inFlight.get({ messageRowId, expired }) as number }
+  })
 
   const claimTx = sqlite.transaction((node: string, now: number, leaseMs: number, limit: number): QueueItem[] => {
     const rows = claim.all({ node, now, expired: now - leaseMs, limit }) as Omit<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>[]
@@ -65,6 +88,19 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
     },
     async pending() {
       return pending.get() as number
+    },
+    async waiting({ accountId, now, leaseMs }) {
+      return waiting.all({ accountId: accountId ?? null, expired: now - leaseMs }) as WaitingRecipient[]
+    },
+    async retry({ txid, now, leaseMs }) {
+      return operatorTx(txid, now, leaseMs, (messageRowId, expired) => makeDue.run({ messageRowId, expired, now }).changes)
+    },
+    async cancel({ txid, now, leaseMs, response }) {
+      return operatorTx(txid, now, leaseMs, (messageRowId, expired) => {
+        const { changes } = fail.run({ messageRowId, expired, response })
+        dropBody.run({ id: messageRowId })
+        return changes
+      })
     },
   }
 }

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import { and, asc, eq, gte, inArray, isNull, lt, sql } from 'drizzle-orm'
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as schema from './schema.js'
@@ -277,12 +277,37 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     async maintain() {
       sqlite.pragma('optimize')
     },
+    backup: (file) => backupTo(sqlite, file),
     async close() {
       await reader?.close()
       sqlite.close()
     },
   }
   return store
+}
+
+/**
+ * SQLite's online backup into a new file. All pages are copied in one step, within one read
+ * transaction: a copy made step by step starts over whenever another connection writes, and
+ * under a steady stream of sends would never finish. In WAL mode the writers go on meanwhile.
+ */
+async function backupTo(sqlite: Database.Database, file: string): Promise<void> {
+  // Created here, exclusively and 0600, before a page is written: no file is overwritten, and
+  // the copy of every account's mail is never readable by others, not even for a moment.
+  let fd: number
+  try {
+    fd = openSync(file, 'wx', 0o600)
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException
+    throw new Error(e.code === 'EEXIST' ? `${file} already exists: a backup never overwrites a file` : `cannot create ${file}: ${e.message}`)
+  }
+  closeSync(fd)
+  try {
+    await sqlite.backup(file, { progress: () => 0x7fffffff })
+  } catch (err) {
+    rmSync(file, { force: true })
+    throw err
+  }
 }
 
 /** The checked-in migrations: beside this module in the source tree, two levels up from dist/storage/. */

@@ -184,6 +184,35 @@ export interface AttemptOutcome {
   nextAttemptAt: number | null
 }
 
+/** A recipient still to deliver, as the operator sees it in the queue. */
+export interface WaitingRecipient {
+  /** The delivery row (`_id`). */
+  id: number
+  txid: string
+  accountId: number
+  recipient: string
+  /** `queued`: not tried yet; `deferred`: tried, to be tried again; `in flight`: a worker holds it now. */
+  state: 'queued' | 'deferred' | 'in flight'
+  /** When the message was accepted (ms). */
+  queuedAt: number
+  attempts: number
+  /** The last attempt's reply, if there was one. */
+  code: number | null
+  response: string | null
+  /** When it is due (ms); a row in flight is being tried. */
+  nextAttemptAt: number
+  /** The node whose worker holds it (in flight only). */
+  node: string | null
+}
+
+/** What an operator's change to the queue did. */
+export interface QueueChange {
+  /** Recipients changed. */
+  changed: number
+  /** Recipients left to the worker that holds them at the moment. */
+  inFlight: number
+}
+
 export interface Store {
   accounts: {
     create(input: Omit<Account, 'id'>): Promise<Account>
@@ -249,6 +278,22 @@ export interface Store {
     renew(node: string, now: number): Promise<number>
     /** Rows still to deliver (queued or deferred). */
     pending(): Promise<number>
+    /**
+     * Recipients still to deliver, oldest first; of one account when given. A row whose lease is
+     * younger than `leaseMs` is in flight.
+     */
+    waiting(input: { accountId?: number; now: number; leaseMs: number }): Promise<WaitingRecipient[]>
+    /**
+     * Makes the waiting recipients of a transaction (without `txid`, every one) due at `now`. A
+     * row a worker holds (a lease younger than `leaseMs`) is left to it. Undefined for an unknown txid.
+     */
+    retry(input: { txid?: string; now: number; leaseMs: number }): Promise<QueueChange | undefined>
+    /**
+     * Fails the waiting recipients of a transaction, for good, with `response`, and drops the
+     * message's bytes once every recipient is final. A row a worker holds is left to it, and a
+     * final row is never written again. Undefined for an unknown txid.
+     */
+    cancel(input: { txid: string; now: number; leaseMs: number; response: string }): Promise<QueueChange | undefined>
   }
   blocks: {
     events(accountId: number, rule: BlockRule, since: number): Promise<BlockEvent[]>
@@ -285,5 +330,10 @@ export interface Store {
   }
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>
+  /**
+   * Writes a consistent copy of the database to `file`, readable by its owner only, while
+   * others go on writing. A file that exists is refused, never overwritten.
+   */
+  backup(file: string): Promise<void>
   close(): Promise<void>
 }

@@ -1,10 +1,12 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { openDataDir } from '../storage/sqlite.js'
+import { startSink } from './relay/sink.js'
 
 // The CLI as a user runs it: the package's bin, built by `npm test` (npm run build) before vitest.
 const BIN = fileURLToPath(new URL('../bin/mailroom.js', import.meta.url))
@@ -12,12 +14,24 @@ const BIN = fileURLToPath(new URL('../bin/mailroom.js', import.meta.url))
 describe('mailroom command', () => {
   let dataDir: string
   const children: ReturnType<typeof spawn>[] = []
+  const sinks: { close(): Promise<void> }[] = []
   const env = () => ({ ...process.env, MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info' })
   const runWith = (overrides: Record<string, string>, ...args: string[]) => {
     const r = spawnSync(process.execPath, [BIN, ...args], { env: { ...env(), ...overrides }, encoding: 'utf8', timeout: 30_000 })
     return { status: r.status, stdout: r.stdout, stderr: r.stderr }
   }
   const run = (...args: string[]) => runWith({}, ...args)
+  /** The command run without blocking this process (its servers and clients go on meanwhile). */
+  const runAsync = (...args: string[]) =>
+    new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, ...args], { env: env() })
+      children.push(child)
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (d) => (stdout += d))
+      child.stderr.on('data', (d) => (stderr += d))
+      child.on('close', (status) => resolve({ status, stdout, stderr }))
+    })
   const json = (...args: string[]) => {
     const r = run(...args)
     expect(r.stderr).toBe('')
@@ -26,9 +40,9 @@ describe('mailroom command', () => {
   }
 
   /** Starts `mailroom serve` and resolves with its base URL and everything it printed so far. */
-  const serve = () =>
+  const serve = (overrides: Record<string, string> = {}) =>
     new Promise<{ base: string; output: () => string }>((resolve, reject) => {
-      const child = spawn(process.execPath, [BIN, 'serve'], { env: env() })
+      const child = spawn(process.execPath, [BIN, 'serve'], { env: { ...env(), ...overrides } })
       children.push(child)
       let out = ''
       child.stdout.on('data', (d) => {
@@ -43,8 +57,9 @@ describe('mailroom command', () => {
   beforeEach(() => {
     dataDir = mkdtempSync(join(tmpdir(), 'mailroom-cli-'))
   })
-  afterEach(() => {
+  afterEach(async () => {
     for (const c of children.splice(0)) c.kill('SIGKILL')
+    for (const sink of sinks.splice(0)) await sink.close()
     rmSync(dataDir, { recursive: true, force: true })
   })
 
@@ -224,11 +239,139 @@ describe('mailroom command', () => {
   })
 
   it('has --help on every subcommand', () => {
-    for (const args of [[], ['serve'], ['stdio'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke'], ['trap', 'add'], ['trap', 'remove'], ['trap', 'list'], ['blocklist', 'import'], ['suppress', 'add'], ['suppress', 'remove'], ['suppress', 'list']]) {
+    for (const args of [[], ['serve'], ['stdio'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke'], ['trap', 'add'], ['trap', 'remove'], ['trap', 'list'], ['blocklist', 'import'], ['suppress', 'add'], ['suppress', 'remove'], ['suppress', 'list'], ['queue', 'list'], ['queue', 'retry'], ['queue', 'cancel'], ['backup']]) {
       const r = run(...args, '--help')
       expect(r.status, args.join(' ')).toBe(0)
       expect(r.stdout).toContain('Usage: mailroom')
     }
+  })
+
+  it('marks required options in --help, and says what is wrong with a command line in one line', () => {
+    const help = run('order', 'list', '--help').stdout
+    expect(help).toMatch(/^ +--account <id> +account id \(required\)$/m)
+    expect(help).toMatch(/^ +--json +print JSON for scripts$/m)
+    expect(run('sender', 'allow', '--help').stdout).toMatch(/^ +--order <id> +mail order id \(required\)$/m)
+    expect(run('order', 'create', '--help').stdout).toMatch(/^ +--comment <text> +a note shown in listings$/m)
+
+    // The error and where to read more, not the whole usage.
+    for (const [args, line] of [
+      [['order', 'list'], "mailroom: error: required option '--account <id>' not specified (see mailroom order list --help)"],
+      [['account', 'key', 'create', '--account', 'abc'], "mailroom: error: option '--account <id>' argument 'abc' is invalid. --account must be a positive integer (see mailroom account key create --help)"],
+      [['no-such-command'], "mailroom: error: unknown command 'no-such-command' (see mailroom --help)"],
+    ] as const) {
+      const r = run(...args)
+      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }, args.join(' ')).toEqual({ status: 1, stdout: '', stderr: line + '\n' })
+    }
+    // Refused before the data directory was opened.
+    expect(existsSync(join(dataDir, 'mailroom.db'))).toBe(false)
+  })
+
+  it('lists, retries and cancels a recipient that a destination defers, while the server runs', async () => {
+    const sink = await startSink()
+    sinks.push(sink)
+    let tries = 0
+    sink.state.rcptRule = () => (tries++, { code: 451, message: '4.7.1 try again later' })
+    const account = json('account', 'create', '--json')
+    json('order', 'create', '--account', String(account.id), '--json')
+    // An hour between attempts: an attempt after the first is the operator's doing.
+    const { base } = await serve({ MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_RETRY_SCHEDULE: '1h' })
+    const headers = { 'X-API-KEY': account.apiKey }
+    const sent = await fetch(`${base}/mail/send`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ from: 'me@example.org', to: 'later@example.com', subject: 's', body: 'b' }) })
+    const txid: string = (await sent.json()).text
+    const list = (...args: string[]) => json('queue', 'list', ...args, '--json')
+    /** Waits for the recipient's attempt `n` to be recorded as deferred. */
+    const deferredAfter = (n: number) => expect.poll(() => list().map((r: { state: string; attempts: number }) => `${r.state} ${r.attempts}`), { timeout: 10_000 }).toEqual([`deferred ${n}`])
+
+    await deferredAfter(1)
+    const [row] = list('--account', String(account.id))
+    expect(row).toEqual({ txid, account: account.id, recipient: 'later@example.com', state: 'deferred', queued: expect.any(String), attempts: 1, code: 451, response: expect.stringContaining('4.7.1 try again later'), nextAttempt: expect.any(String), node: null })
+    expect(Date.parse(row.nextAttempt) - Date.parse(row.queued)).toBeGreaterThan(59 * 60_000)
+    expect(run('queue', 'list').stdout).toBe(`TXID\tACCOUNT\tRECIPIENT\tSTATE\tQUEUED\tATTEMPTS\tNEXT ATTEMPT\tLAST REPLY\n${txid}\t${account.id}\tlater@example.com\tdeferred\t${row.queued}\t1\t${row.nextAttempt}\t${row.response}\n`)
+    const other = json('account', 'create', '--json')
+    expect(list('--account', String(other.id))).toEqual([])
+
+    // The running server takes up a retried recipient at its next look at the queue.
+    expect(json('queue', 'retry', txid, '--json')).toEqual({ txid, changed: 1, inFlight: 0 })
+    await deferredAfter(2)
+    expect(tries).toBe(2)
+    expect(run('queue', 'retry', '--all').stdout).toBe('1 recipient due now\n')
+    await deferredAfter(3)
+    expect(tries).toBe(3)
+
+    // Refusals change nothing.
+    const before = list()
+    const unknown = 'f'.repeat(18)
+    for (const [args, stderr] of [
+      [['queue', 'retry', unknown], `mailroom: no transaction ${unknown}\n`],
+      [['queue', 'cancel', unknown], `mailroom: no transaction ${unknown}\n`],
+      [['queue', 'retry'], 'mailroom: error: give a transaction id or --all (see mailroom queue retry --help)\n'],
+      [['queue', 'retry', txid, '--all'], 'mailroom: error: give a transaction id or --all (see mailroom queue retry --help)\n'],
+      [['queue', 'cancel'], "mailroom: error: missing required argument 'txid' (see mailroom queue cancel --help)\n"],
+      [['queue', 'list', '--account', '99'], 'mailroom: no account 99\n'],
+    ] as const) {
+      const r = run(...args)
+      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }, args.join(' ')).toEqual({ status: 1, stdout: '', stderr })
+    }
+    expect(list()).toEqual(before)
+
+    expect(run('queue', 'cancel', txid).stdout).toBe(`1 recipient of ${txid} canceled\n`)
+    expect(list()).toEqual([])
+    expect(run('queue', 'list').stdout).toBe('nothing waits in the queue\n')
+    const log = await (await fetch(`${base}/mail/log?mailid=${txid}`, { headers })).json()
+    expect(log.emails).toEqual([expect.objectContaining({ id: txid, to: 'later@example.com', delivered: 0, code: null, response: 'canceled by the operator', locked: 0 })])
+    // Final: neither tried again nor canceled twice.
+    expect(json('queue', 'retry', '--all', '--json')).toEqual({ txid: null, changed: 0, inFlight: 0 })
+    const again = run('queue', 'cancel', txid)
+    expect({ status: again.status, stderr: again.stderr }).toEqual({ status: 1, stderr: `mailroom: nothing of transaction ${txid} waits in the queue: every recipient is final\n` })
+    expect(tries).toBe(3)
+  })
+
+  it('backs up the database while sends go on: the copy opens and holds every message accepted before', async () => {
+    const sink = await startSink()
+    sinks.push(sink)
+    const account = json('account', 'create', '--json')
+    const order = json('order', 'create', '--account', String(account.id), '--json')
+    const { base } = await serve({ MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}` })
+    const accepted: string[] = []
+    let sending = true
+    const sendUntilStopped = async () => {
+      while (sending) {
+        const res = await fetch(`${base}/mail/send`, { method: 'POST', headers: { 'X-API-KEY': account.apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify({ from: 'me@example.org', to: 'you@example.com', subject: 's', body: 'b' }) })
+        expect(res.status).toBe(200)
+        accepted.push((await res.json()).text)
+      }
+    }
+    const senders = Array.from({ length: 4 }, sendUntilStopped)
+    await expect.poll(() => accepted.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(40)
+    const before = [...accepted]
+    const copy = join(dataDir, 'copies', 'mailroom.db')
+    mkdirSync(dirname(copy))
+    const backup = await runAsync('backup', copy)
+    sending = false
+    await Promise.all(senders)
+    const secret = join(dataDir, 'secret.key')
+    expect(backup).toEqual({ status: 0, stderr: '', stdout: `database copied to ${copy}\nKeep ${secret} with it: it encrypts the order passwords, which cannot be read from the copy without it.\n` })
+    expect(statSync(copy).mode & 0o777).toBe(0o600)
+
+    // Restored as the README says: the copy as mailroom.db, with the secret.key beside it.
+    copyFileSync(secret, join(dirname(copy), 'secret.key'))
+    const restored = openDataDir(dirname(copy))
+    try {
+      expect(restored.sqlite.pragma('integrity_check', { simple: true })).toBe('ok')
+      const txids = new Set(restored.sqlite.prepare('SELECT txid FROM messages').pluck().all())
+      expect(before.filter((t) => !txids.has(t))).toEqual([])
+      // One snapshot: no message without its log row.
+      expect(restored.sqlite.prepare('SELECT COUNT(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id)').pluck().get()).toBe(0)
+      expect(await restored.orders.password(order.id)).toBe(order.password)
+    } finally {
+      await restored.close()
+    }
+
+    // A file that exists is never overwritten.
+    const bytes = readFileSync(copy)
+    const again = run('backup', copy)
+    expect({ status: again.status, stdout: again.stdout, stderr: again.stderr }).toEqual({ status: 1, stdout: '', stderr: `mailroom: ${copy} already exists: a backup never overwrites a file\n` })
+    expect(readFileSync(copy).equals(bytes)).toBe(true)
   })
 
   it('stops with a message naming a bad setting', () => {

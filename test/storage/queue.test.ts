@@ -56,4 +56,72 @@ describe('the durable queue', () => {
     expect(plain.leased).toBeUndefined()
     expect(locks(plain.rowId)).toEqual([[0, null]])
   })
+
+  describe("the operator's view and changes", () => {
+    const leaseMs = 60_000
+    const now = Date.UTC(2026, 0, 5, 12)
+    const rows = (rowId: number) =>
+      store.sqlite.prepare('SELECT recipient, state, delivered, code, response, locked, next_attempt_at AS next FROM deliveries WHERE message_id = ? ORDER BY seq').all(rowId)
+    /** A message whose one recipient was tried once and deferred by a 451, due again in an hour. */
+    const deferred = async () => {
+      const m = { ...message(Buffer.from('x\r\n'), ['later@example.com']), time: now }
+      const { rowId, leased } = await store.mail.enqueue(m, { node: 'node-a', now })
+      await store.queue.record([{ id: leased![0].id, state: 'deferred', code: 451, response: '4.7.1 try again later', mxHostname: 'mx.example.com', nextAttemptAt: now + 3_600_000 }])
+      return { txid: m.txid, rowId, id: leased![0].id }
+    }
+
+    it('lists what waits, oldest first, and tells a queued, a deferred and an in-flight recipient apart', async () => {
+      const queued = { ...message(Buffer.from('x\r\n'), ['new@example.com']), time: now }
+      await store.mail.enqueue(queued)
+      const later = await deferred()
+      const leased = { ...message(Buffer.from('x\r\n'), ['busy@example.com']), time: now }
+      await store.mail.enqueue(leased, { node: 'node-b', now })
+      const summary = (list: Awaited<ReturnType<typeof store.queue.waiting>>) => list.map((r) => [r.txid, r.recipient, r.state, r.attempts, r.code, r.response, r.nextAttemptAt, r.node])
+      expect(summary(await store.queue.waiting({ now, leaseMs }))).toEqual([
+        [queued.txid, 'new@example.com', 'queued', 0, null, null, now, null],
+        [later.txid, 'later@example.com', 'deferred', 1, 451, '4.7.1 try again later', now + 3_600_000, null],
+        [leased.txid, 'busy@example.com', 'in flight', 0, null, null, now, 'node-b'],
+      ])
+      // A lease past its time belongs to a dead worker: the row waits for the next one.
+      expect((await store.queue.waiting({ now: now + leaseMs + 1, leaseMs }))[2]).toMatchObject({ state: 'queued', node: null })
+      expect(await store.queue.waiting({ accountId: 1, now, leaseMs })).toHaveLength(3)
+      expect(await store.queue.waiting({ accountId: 2, now, leaseMs })).toEqual([])
+    })
+
+    it('makes waiting recipients due now on retry, and leaves a leased one to its worker', async () => {
+      const later = await deferred()
+      expect(await store.queue.claim({ node: 'node-a', now, leaseMs, limit: 10 })).toEqual([])
+      expect(await store.queue.retry({ txid: later.txid, now, leaseMs })).toEqual({ changed: 1, inFlight: 0 })
+      expect((await store.queue.claim({ node: 'node-a', now, leaseMs, limit: 10 })).map((i) => i.id)).toEqual([later.id])
+      // Now leased: retry leaves it alone, by its txid or with all.
+      expect(await store.queue.retry({ txid: later.txid, now, leaseMs })).toEqual({ changed: 0, inFlight: 1 })
+      expect(await store.queue.retry({ now, leaseMs })).toEqual({ changed: 0, inFlight: 1 })
+      expect(rows(later.rowId)).toEqual([{ recipient: 'later@example.com', state: 'deferred', delivered: 0, code: 451, response: '4.7.1 try again later', locked: 1, next: now }])
+      expect(await store.queue.retry({ txid: 'f'.repeat(18), now, leaseMs })).toBeUndefined()
+    })
+
+    it('fails waiting recipients for good on cancel, drops the bytes once all are final, and writes no leased or final row', async () => {
+      const m = { ...message(Buffer.from('x\r\n'), ['done@example.com', 'later@example.com']), time: now }
+      const { rowId, leased } = await store.mail.enqueue(m, { node: 'node-a', now })
+      const [done, later] = leased!
+      await store.queue.record([{ id: done.id, state: 'delivered', code: 250, response: '2.0.0 ok', mxHostname: 'mx.example.com', nextAttemptAt: null }])
+      // The other is in flight: its worker records the outcome.
+      expect(await store.queue.cancel({ txid: m.txid, now, leaseMs, response: 'canceled by the operator' })).toEqual({ changed: 0, inFlight: 1 })
+      await store.queue.record([{ id: later.id, state: 'deferred', code: 451, response: '4.7.1 try again later', mxHostname: 'mx.example.com', nextAttemptAt: now + 3_600_000 }])
+      expect(await store.queue.cancel({ txid: m.txid, now, leaseMs, response: 'canceled by the operator' })).toEqual({ changed: 1, inFlight: 0 })
+      const final = [
+        { recipient: 'done@example.com', state: 'delivered', delivered: 1, code: 250, response: '2.0.0 ok', locked: 0, next: null },
+        { recipient: 'later@example.com', state: 'failed', delivered: 0, code: null, response: 'canceled by the operator', locked: 0, next: null },
+      ]
+      expect(rows(rowId)).toEqual(final)
+      expect(await store.queue.body(rowId)).toBeUndefined()
+      expect(await store.queue.waiting({ now, leaseMs })).toEqual([])
+      // A worker's late outcome, a second cancel and a retry leave the final rows as they are.
+      await store.queue.record([{ id: later.id, state: 'delivered', code: 250, response: '2.0.0 ok', mxHostname: 'mx.example.com', nextAttemptAt: null }])
+      expect(await store.queue.cancel({ txid: m.txid, now, leaseMs, response: 'again' })).toEqual({ changed: 0, inFlight: 0 })
+      expect(await store.queue.retry({ txid: m.txid, now, leaseMs })).toEqual({ changed: 0, inFlight: 0 })
+      expect(rows(rowId)).toEqual(final)
+      expect(await store.queue.cancel({ txid: 'f'.repeat(18), now, leaseMs, response: 'x' })).toBeUndefined()
+    })
+  })
 })

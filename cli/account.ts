@@ -1,0 +1,48 @@
+import type { Command } from 'commander'
+import { createAccount } from '../runtime.js'
+import { accountAction, accountOption, adminAction } from './common.js'
+
+/** `account` and `account key`: accounts and their API keys. */
+export function addAccountCommands(program: Command): void {
+  const account = program.command('account').description('Manage accounts and their API keys')
+  adminAction(
+    account.command('create').description('Create an account and its first API key (shown once)').option('--name <name>', 'account name', 'account'),
+    async (rt, o) => {
+      const { account, apiKey } = await createAccount(rt, o.name)
+      return { id: account.id, apiKey }
+    },
+    (r) => `account ${r.id} created\nAPI key (shown once): ${r.apiKey}`,
+    { create: true },
+  )
+  adminAction(
+    account.command('list').description('List accounts'),
+    async (rt) => (await rt.store.accounts.list()).map((a) => ({ id: a.id, name: a.name, currency: a.currency, billingDay: a.billingDay })),
+    (rows) => rows.map((a) => `${a.id}\t${a.name}`).join('\n') || 'no accounts',
+  )
+
+  const key = account.command('key').description('Create, list and revoke API keys')
+  accountAction(
+    key.command('create').description('Create another API key for an account (shown once)').addOption(accountOption()),
+    async (rt, o) => {
+      const { info, key } = await rt.store.apiKeys.create(o.account, rt.clock())
+      return { id: info.id, account: o.account as number, apiKey: key }
+    },
+    (r) => `key ${r.id} created for account ${r.account}\nAPI key (shown once): ${r.apiKey}`,
+  )
+  accountAction(
+    key.command('list').description("List an account's keys (prefixes only)").addOption(accountOption()),
+    async (rt, o) => (await rt.store.apiKeys.list(o.account)).map((k) => ({ id: k.id, prefix: k.prefix, revoked: k.revokedAt !== null })),
+    (rows) => rows.map((k) => `${k.id}\t${k.prefix}…\t${k.revoked ? 'revoked' : 'active'}`).join('\n') || 'no keys',
+  )
+  adminAction(
+    key.command('revoke').description('Revoke a key by its id or its prefix (from `key list`)').argument('<key>', 'key id or prefix'),
+    async (rt, _o, k: string) => {
+      // The prefix as `key list` prints it, with its ellipsis, is taken too.
+      const given = k.replace(/(…|\.\.\.)$/, '')
+      const revoked = await rt.store.apiKeys.revoke(/^\d+$/.test(given) ? Number(given) : given, rt.clock())
+      if (!revoked) throw new Error(`no active key ${k}`)
+      return { revoked: k }
+    },
+    (r) => `key ${r.revoked} revoked`,
+  )
+}

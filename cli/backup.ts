@@ -1,0 +1,24 @@
+import type { Command } from 'commander'
+import { join, resolve } from 'node:path'
+import { SECRET_FILE } from '../storage/secrets.js'
+import { adminAction } from './common.js'
+
+/** `backup <file>`: a consistent copy of the database, taken while the server runs. */
+export function addBackupCommand(program: Command): void {
+  adminAction(
+    program
+      .command('backup')
+      .description('Copy the database, consistently, while the server runs; the secret.key of the data directory must be kept with it')
+      .argument('<file>', 'the copy to write (a file that exists is refused)'),
+    async (rt, _o, file: string) => {
+      const copy = resolve(file)
+      await rt.store.backup(copy)
+      return { backup: copy, secret: join(resolve(rt.config.dataDir), SECRET_FILE) }
+    },
+    (r) =>
+      [
+        `database copied to ${r.backup}`,
+        `Keep ${r.secret} with it: it encrypts the order passwords, which cannot be read from the copy without it.`,
+      ].join('\n'),
+  )
+}

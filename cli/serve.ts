@@ -1,0 +1,38 @@
+import type { Command } from 'commander'
+import { loadConfig } from '../config.js'
+import { createLogger, openRuntime } from '../runtime.js'
+
+/** `serve` and `stdio`: the commands that run mailroom rather than administer it. */
+export function addServeCommands(program: Command): void {
+  program
+    .command('serve')
+    .description('Run the service: REST and MCP on MAILROOM_HTTP_PORT, SMTP submission on MAILROOM_SMTP_PORT, and delivery')
+    .action(async () => {
+      const { startServer } = await import('../serve.js')
+      const running = await startServer(loadConfig())
+      if (running.firstStart) process.stdout.write(running.firstStart + '\n')
+      const stop = () => void running.stop().then(() => process.exit(0))
+      process.once('SIGINT', stop)
+      process.once('SIGTERM', stop)
+    })
+
+  program
+    .command('stdio')
+    .description('Serve the tools over MCP on stdin/stdout for a desktop assistant, as the account of MAILROOM_API_KEY')
+    .option('--url <url>', 'act as a client of a remote mailroom at this address instead of the local data directory')
+    .action(async (o) => {
+      const config = loadConfig()
+      // The doors are loaded only by the commands that open them: admin commands start fast.
+      const { serveStdioLocal, serveStdioRemote } = await import('../transports/stdio.js')
+      if (o.url) {
+        await serveStdioRemote(o.url, config.apiKey)
+        return
+      }
+      const rt = openRuntime(config, { logger: createLogger(config, 2), existing: true })
+      const server = await serveStdioLocal(rt, config.apiKey).catch(async (err) => {
+        await rt.close()
+        throw err
+      })
+      server.onclose = () => void rt.close()
+    })
+}
