@@ -89,7 +89,9 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   const smtp = createSubmissionServer({ ...rt, tls })
   await listening(smtp.server, () => smtp.listen(config.smtp.port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT', `${config.smtp.host}:${config.smtp.port}`)
   const smtpPort = (smtp.server.address() as AddressInfo).port
-  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, dataDir: config.dataDir }, 'HTTP and SMTP listening')
+  const { smarthost } = config.delivery
+  const delivery = smarthost ? `smarthost ${smarthost.host}:${smarthost.port}` : 'MX lookup'
+  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, dataDir: config.dataDir, delivery }, 'HTTP and SMTP listening')
 
   // The first start's account only once everything is up: a start that fails creates none, so
   // that its API key, shown only here, is never lost.
@@ -102,6 +104,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
         `  SMTP username:            mb${first.order.id}`,
         `  SMTP password:            ${first.password}`,
         `  SMTP submission:          ${config.smtp.host}:${smtpPort} (STARTTLS, AUTH PLAIN or LOGIN)`,
+        ...mailGoesTo(config),
         `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${publicUrl}/mail`,
         '',
       ].join('\n')
@@ -143,4 +146,14 @@ function listening(server: NodeServer, listen: () => void, settings: string, add
     server.once('error', (err) => reject(new ConfigError(`cannot listen on ${address} (${settings}): ${err.message}`)))
     listen()
   })
+}
+
+/** Where accepted mail goes, for the first-start banner: real mail by default, so it says how to keep it here. */
+function mailGoesTo(config: Config): string[] {
+  const { smarthost } = config.delivery
+  if (smarthost) return [`  Mail goes to:             the smarthost ${smarthost.host}:${smarthost.port} (MAILROOM_SMARTHOST)`]
+  return [
+    "  Mail goes to:             the recipients' MX hosts, found by DNS: real mail. To keep it on this machine,",
+    '                            run `npx mailroom sink` and start with MAILROOM_SMARTHOST=127.0.0.1:2626',
+  ]
 }

@@ -6,6 +6,7 @@ import { addBlockCommands } from './blocks.js'
 import { addOrderCommands } from './order.js'
 import { addQueueCommands } from './queue.js'
 import { addServeCommands } from './serve.js'
+import { addSinkCommand } from './sink.js'
 
 /** The `mailroom` command: one module per subject adds its subcommands. */
 export function buildCli(): Command {
@@ -25,6 +26,7 @@ export function buildCli(): Command {
   addBlockCommands(program)
   addQueueCommands(program)
   addBackupCommand(program)
+  addSinkCommand(program)
   oneLineErrors(program, 'mailroom')
   return program
 }

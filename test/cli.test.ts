@@ -100,6 +100,8 @@ describe('mailroom command', () => {
     const key = /API key \(shown only now\): (mr_\S+)/.exec(out)?.[1]
     expect(key).toBeDefined()
     expect(out).toMatch(/SMTP username: +mb1/)
+    // Without a smarthost mail is real: the banner says so, and how to keep it on the machine.
+    expect(out).toMatch(/Mail goes to: +the recipients' MX hosts, found by DNS: real mail\. To keep it on this machine,\n +run `npx mailroom sink` and start with MAILROOM_SMARTHOST=127\.0\.0\.1:2626/)
     const curl = /Try it: +curl -H 'X-API-KEY: (\S+)' (\S+)/.exec(out)
     expect(curl?.[1]).toBe(key)
     // On port 0 the curl line and the published documents name the port the server got.
@@ -115,6 +117,33 @@ describe('mailroom command', () => {
     children.splice(0).forEach((c) => c.kill('SIGKILL'))
     const second = await serve()
     expect(second.output()).not.toContain('API key')
+  })
+
+  it('runs a local sink that prints what mailroom delivers to it, as the README tries it', async () => {
+    const sink = spawn(process.execPath, [BIN, 'sink', '--port', '0', '--json'], { env: env() })
+    children.push(sink)
+    let printed = ''
+    let said = ''
+    sink.stdout.on('data', (d) => (printed += d))
+    sink.stderr.on('data', (d) => (said += d))
+    await expect.poll(() => said, { timeout: 10_000 }).toMatch(/listening on 127\.0\.0\.1:\d+/)
+    const port = /listening on 127\.0\.0\.1:(\d+); start mailroom with MAILROOM_SMARTHOST=127\.0\.0\.1:\1/.exec(said)![1]
+    const server = await serve({ MAILROOM_SMARTHOST: `127.0.0.1:${port}` })
+    await expect.poll(() => server.output(), { timeout: 10_000 }).toContain('Try it')
+    expect(server.output()).toContain(`Mail goes to:             the smarthost 127.0.0.1:${port} (MAILROOM_SMARTHOST)`)
+    const key = /API key \(shown only now\): (mr_\S+)/.exec(server.output())![1]
+    const sent = await fetch(`${server.base}/mail/send`, {
+      method: 'POST',
+      headers: { 'X-API-KEY': key, 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: 'to=bob@example.com&from=me@example.org&subject=Hello&body=Hi',
+    })
+    const { text: txid } = await sent.json()
+    await expect.poll(() => printed, { timeout: 10_000 }).toContain('\n')
+    const message = JSON.parse(printed.split('\n')[0])
+    expect(message).toMatchObject({ n: 1, from: 'me@example.org', to: ['bob@example.com'] })
+    expect(message.message).toMatch(/^Subject: Hello\r$/m)
+    const log = async () => (await (await fetch(`${server.base}/mail/log?mailid=${txid}`, { headers: { 'X-API-KEY': key } })).json()).emails[0]
+    await expect.poll(log, { timeout: 10_000 }).toMatchObject({ delivered: 1, code: 250, response: expect.stringContaining('accepted by the sink as message 1') })
   })
 
   it('stops a start that cannot listen or read its certificate with a message naming the settings, and creates no account until one succeeds', async () => {
