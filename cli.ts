@@ -3,7 +3,10 @@ import { readFileSync } from 'node:fs'
 import { basename } from 'node:path'
 import { loadConfig } from './config.js'
 import { isDomain, isEmail } from './relay/addresses.js'
-import { createAccount, createLogger, createOrder, openRuntime, PACKAGE, type Runtime } from './runtime.js'
+import { createAccount, createOrder } from './accounts.js'
+import { createLogger } from './logger.js'
+import { PACKAGE } from './package-info.js'
+import { openRuntime, type Runtime } from './runtime.js'
 import type { MailOrder } from './storage/store.js'
 
 const positiveInt = (name: string) => (value: string) => {

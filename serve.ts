@@ -6,7 +6,9 @@ import { startEngineThread } from './relay/engine.js'
 import { createResolver, type MxResolver } from './relay/routes.js'
 import { createSubmissionServer } from './relay/submission.js'
 import { loadTls } from './relay/tls.js'
-import { bootstrap, createLogger, openRuntime } from './runtime.js'
+import { bootstrap } from './accounts.js'
+import { createLogger, logStream } from './logger.js'
+import { openRuntime } from './runtime.js'
 import { HTTP_SERVER_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
@@ -33,7 +35,9 @@ export interface ServeOptions {
  * worker) in its own thread.
  */
 export async function startServer(config: Config, options: ServeOptions = {}): Promise<RunningServer> {
-  const logger = createLogger(config)
+  // Kept to write the engine thread's lines through: stdout has one writer.
+  const out = logStream(1)
+  const logger = createLogger(config, out)
   const rt = openRuntime(config, { logger })
   // Read before anything listens: a bad certificate stops the start with a message naming it.
   const tls = await loadTls(config)
@@ -60,7 +64,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
     await worker.start()
     engine = worker
   } else {
-    const thread = await startEngineThread(config, logger, (err) => {
+    const thread = await startEngineThread(config, out, (err) => {
       logger.fatal({ err }, 'the relay engine stopped; exiting')
       process.exit(1)
     })

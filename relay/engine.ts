@@ -1,8 +1,7 @@
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
-import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
-import { createLogger, writeLogLines } from '../runtime.js'
+import { createLogger, type LogStream } from '../logger.js'
 import { openDataDir } from '../storage/sqlite.js'
 import type { NewMessage, Store } from '../storage/store.js'
 import { type CallOutcome, threadCalls } from '../storage/thread-calls.js'
@@ -52,11 +51,11 @@ function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => voi
 }
 
 /**
- * Starts the engine thread. Its log lines come back in batches and go out through `logger`'s own
- * destination, so that stdout has one writer and lines stay whole. `onFailure` is called if the
+ * Starts the engine thread. Its log lines come back in batches and go out through `log`, the main
+ * thread's logger's own stream, so that stdout has one writer and lines stay whole. `onFailure` is called if the
  * thread dies: nothing can be accepted after that.
  */
-export async function startEngineThread(config: Config, logger: Logger, onFailure: (err: Error) => void): Promise<Engine> {
+export async function startEngineThread(config: Config, log: LogStream, onFailure: (err: Error) => void): Promise<Engine> {
   const worker = new Worker(new URL(import.meta.url), { workerData: { mailroomEngine: config } })
   const calls = threadCalls()
   let dead: Error | null = null
@@ -68,7 +67,7 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
 
   worker.on('message', (m: FromEngine) => {
     if ('outcomes' in m) m.outcomes.forEach(calls.settle)
-    else if ('log' in m) writeLogLines(logger, m.log)
+    else if ('log' in m) log.write(m.log)
     else if ('ready' in m) ready()
     else if ('stopped' in m) stopped()
   })

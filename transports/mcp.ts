@@ -3,7 +3,7 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
 import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type ServerNotification, type ServerRequest, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js'
 import { asMailroomError, badInput } from '../errors.js'
-import { PACKAGE } from '../runtime.js'
+import { PACKAGE } from '../package-info.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
 import { TOOLS } from '../tools/index.js'
 import { jsonSchemaOf, mcpOutputSchema, structuredResult } from './json-schema.js'
