@@ -10,7 +10,8 @@ import { MailroomError, asMailroomError } from '../errors.js'
 import type { Services } from '../tools/define.js'
 import { mountDocuments } from './documents.js'
 import { mountMcp } from './mcp-http.js'
-import { keyAuthenticator, mountRest } from './rest.js'
+import { keyAuthenticator } from './auth.js'
+import { mountRest } from './rest.js'
 
 declare module 'hono' {
   interface ContextVariableMap {
