@@ -59,6 +59,13 @@ const HostPort = z
   })
   .refine(({ port }) => port >= 1 && port <= 65535, 'expected a port from 1 to 65535')
 const Money = z.coerce.number().min(0).max(1_000_000)
+/** An IP address, a CIDR range (`10.0.0.0/8`, `2001:db8::/32`) or `loopback`. */
+const isProxyEntry = (s: string) => {
+  if (s === 'loopback') return true
+  const [address, bits, ...rest] = s.split('/')
+  if (bits === undefined) return isIP(address) !== 0
+  return rest.length === 0 && /^\d{1,3}$/.test(bits) && isIP(address) !== 0 && Number(bits) <= (isIPv4(address) ? 32 : 128)
+}
 
 /**
  * Every setting mailroom reads from the environment. This is the only place that reads
@@ -77,6 +84,12 @@ export const ConfigSchema = z.object({
   MAILROOM_HTTP_BODY_LIMIT: Size.prefault('40mb'),
   /** Wrong API keys allowed per client address in 15 minutes before its requests needing a key are answered 429. */
   MAILROOM_HTTP_MAX_AUTH_FAILURES: z.coerce.number().int().min(1).max(100_000).default(30),
+  /** The reverse proxies in front of HTTP, whose X-Forwarded-For is believed: addresses, CIDR ranges or `loopback`, separated by commas. */
+  MAILROOM_TRUST_PROXY: z
+    .string()
+    .transform((s) => s.split(',').map((entry) => entry.trim()))
+    .refine((list) => list.every(isProxyEntry), 'expected IP addresses, CIDR ranges (10.0.0.0/8) or loopback, separated by commas')
+    .optional(),
   /** Largest accepted message, whatever the door. */
   MAILROOM_MAX_MESSAGE_SIZE: Size.prefault('25mb'),
   /** Most recipients one message may have. */
@@ -146,6 +159,7 @@ export const ConfigSchema = z.object({
 const Settings = ConfigSchema.transform((e) => ({
   dataDir: resolve(e.MAILROOM_DATA_DIR),
   http: { host: e.MAILROOM_HTTP_HOST, port: e.MAILROOM_HTTP_PORT, bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT, maxAuthFailures: e.MAILROOM_HTTP_MAX_AUTH_FAILURES },
+  trustProxy: e.MAILROOM_TRUST_PROXY ?? [],
   publicUrl: (e.MAILROOM_PUBLIC_URL ?? `http://localhost:${e.MAILROOM_HTTP_PORT}`).replace(/\/+$/, ''),
   maxMessageSize: e.MAILROOM_MAX_MESSAGE_SIZE,
   maxRecipients: e.MAILROOM_MAX_RECIPIENTS,

@@ -2,14 +2,13 @@ import type { Context } from 'hono'
 import { MailroomError, unauthorized } from '../errors.js'
 import { AUTH_FAILURE_WINDOW_MS, authThrottle } from '../relay/auth-throttle.js'
 import type { Services } from '../tools/define.js'
-import { clientIp } from './client-address.js'
 
 /** The account of a request's X-API-KEY, or a 401 (or a 429, see keyAuthenticator). */
 export type Authenticate = (c: Context) => Promise<number>
 
 /**
  * Checks X-API-KEY for REST and MCP alike. Wrong keys are counted per client address (the
- * socket's: X-Forwarded-For is anyone's to write; an IPv6 /64 as one, authThrottle); past
+ * socket's, or a trusted proxy's X-Forwarded-For, see clientAddress; an IPv6 /64 as one); past
  * MAILROOM_HTTP_MAX_AUTH_FAILURES in the window, every request from there that needs a key is a
  * 429 until the window passes, a right key too, as for SMTP AUTH: else the answers would still
  * tell a right guess from the wrong ones. Each wrong key is logged (never the key), the last one
@@ -19,7 +18,7 @@ export function keyAuthenticator(services: Services): Authenticate {
   const { config, clock, logger, store } = services
   const failures = authThrottle(config.http.maxAuthFailures, clock)
   return async (c) => {
-    const ip = clientIp(c)
+    const ip = c.get('clientIp')
     const wait = Math.ceil(failures.retryAfter(ip) / 1000)
     if (wait > 0) {
       throw new MailroomError(429, `too many wrong API keys from this address: try again in ${wait} s`, { headers: { 'Retry-After': String(wait) } })

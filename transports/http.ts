@@ -11,12 +11,15 @@ import type { Services } from '../tools/define.js'
 import { mountDocuments } from './documents.js'
 import { mountMcp } from './mcp-http.js'
 import { keyAuthenticator } from './auth.js'
+import { clientAddress } from './client-address.js'
 import { mountRest } from './rest.js'
 
 declare module 'hono' {
   interface ContextVariableMap {
     /** The request's X-Request-Id, also in its log lines. */
     requestId: string
+    /** The client's IP address (see clientAddress). */
+    clientIp: string
   }
 }
 
@@ -71,11 +74,13 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
     allowHeaders: ['Content-Type', 'Accept', 'X-API-KEY', 'Mcp-Session-Id', 'Mcp-Protocol-Version', 'Last-Event-ID'],
     maxAge: 86400,
   })
+  const addressOf = clientAddress(services.config.trustProxy)
   app.use(async (c, next) => {
     const started = performance.now()
     const given = c.req.header('x-request-id')
     const id = given && given.length <= 255 && /^[\w\-=]+$/.test(given) ? given : randomUUID()
     c.set('requestId', id)
+    c.set('clientIp', addressOf(c))
     // Browsers may call the API and MCP from other origins: the API key, never a cookie, authorizes.
     if (c.req.method !== 'OPTIONS') await next()
     else c.res = (await preflight(c, next)) ?? c.res

@@ -7,7 +7,6 @@ import { MailroomError, unauthorized } from '../errors.js'
 import type { Services } from '../tools/define.js'
 import { createMcpServer, isObject, toolCaller, type CallerOf } from './mcp.js'
 import type { Authenticate } from './auth.js'
-import { clientIp } from './client-address.js'
 
 /** A session nobody used for this long is closed. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000
@@ -68,7 +67,7 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
       if (err instanceof MailroomError && err.code === 401) throw unauthorized('send it in the X-API-KEY header')
       throw err
     }
-    const caller = { accountId, origin: clientIp(c) }
+    const caller = { accountId, origin: c.get('clientIp') }
     const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: caller }
 
     // A POST's body is read here, under the server's own body limit (MAILROOM_HTTP_BODY_LIMIT),

@@ -5,7 +5,6 @@ import { MailroomError, badInput } from '../errors.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
 import { TOOLS } from '../tools/index.js'
 import type { Authenticate } from './auth.js'
-import { clientIp } from './client-address.js'
 import { parseInput } from './input.js'
 
 /** `/mail/{id}` → `/mail/:id` */
@@ -28,7 +27,7 @@ export function mountRest(app: Hono, services: Services, authenticate: Authentic
         const accountId = tool.public ? null : await authenticate(c)
         const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
         const input = parseInput(tool, coerce(raw))
-        const ctx: ToolContext = { ...services, accountId, origin: clientIp(c) }
+        const ctx: ToolContext = { ...services, accountId, origin: c.get('clientIp') }
         const result = await tool.handler(input, ctx)
         // A text result (pingServer's) is plain text unless the client asks for JSON, as the
         // OpenAPI document lists both for it.

@@ -989,6 +989,55 @@ describe('REST API with a 1kb body limit', () => {
   })
 })
 
+describe('REST API behind a reverse proxy (MAILROOM_TRUST_PROXY)', () => {
+  let env: TestEnv
+  afterEach(() => env?.close())
+
+  /** A request from a socket peer (as @hono/node-server hands it over) with an X-Forwarded-For. */
+  const via = (peer: string, forwardedFor: string, path: string, key: string, init: { method?: string; body?: string } = {}) =>
+    env.app.request(path, { ...init, headers: { 'Content-Type': 'application/json', 'X-API-KEY': key, 'X-Forwarded-For': forwardedFor } }, { incoming: { socket: { remoteAddress: peer } } })
+  const sendVia = async (peer: string, forwardedFor: string) => {
+    const res = await via(peer, forwardedFor, '/mail/send', env.apiKey, { method: 'POST', body: JSON.stringify(SEND) })
+    const { text } = await expectOk(res, 'sendMail')
+    return (await log(env, `mailid=${text}`)).emails[0].origin
+  }
+
+  it("records the client a trusted proxy names, the right-most address that is not a trusted proxy's", async () => {
+    env = await createTestEnv({ MAILROOM_TRUST_PROXY: '10.0.0.0/8' })
+    expect(await sendVia('10.0.0.2', '198.51.100.7')).toBe('198.51.100.7')
+    expect(await sendVia('::ffff:10.0.0.2', '198.51.100.7')).toBe('198.51.100.7')
+    // The client wrote the left-most entries itself; 10.0.0.3 is a proxy inside.
+    expect(await sendVia('10.0.0.2', '203.0.113.66, 127.0.0.1,198.51.100.7, 10.0.0.3')).toBe('198.51.100.7')
+    // Only proxies in the chain: the first address any of them saw.
+    expect(await sendVia('10.0.0.2', '10.0.0.9, 10.0.0.3')).toBe('10.0.0.9')
+    // What is not an address ends the walk at the proxy that wrote it.
+    expect(await sendVia('10.0.0.2', '198.51.100.7, unknown')).toBe('10.0.0.2')
+  })
+
+  it('believes X-Forwarded-For from no one else, and from no one at all by default', async () => {
+    env = await createTestEnv({ MAILROOM_TRUST_PROXY: '10.0.0.0/8' })
+    expect(await sendVia('192.0.2.9', '198.51.100.7')).toBe('192.0.2.9')
+    expect(await sendVia('192.0.2.9', '10.0.0.2')).toBe('192.0.2.9')
+    await env.close()
+    env = await createTestEnv()
+    expect(await sendVia('10.0.0.2', '198.51.100.7')).toBe('10.0.0.2')
+    expect(await sendVia('127.0.0.1', '198.51.100.7')).toBe('127.0.0.1')
+  })
+
+  it("counts wrong keys per forwarded client, not per proxy, and a client's own X-Forwarded-For does not move its count", async () => {
+    env = await createTestEnv({ MAILROOM_TRUST_PROXY: '10.0.0.2', MAILROOM_HTTP_MAX_AUTH_FAILURES: '2' })
+    const WRONG = 'mr_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG'
+    for (const spoofed of ['203.0.113.1', '203.0.113.2']) expect((await via('10.0.0.2', `${spoofed}, 198.51.100.7`, '/mail', WRONG)).status).toBe(401)
+    const refused = await via('10.0.0.2', '203.0.113.3, 198.51.100.7', '/mail', env.apiKey)
+    expect([refused.status, await refused.json()]).toEqual([429, { code: 429, message: 'too many wrong API keys from this address: try again in 900 s' }])
+    // Another client behind the same proxy is not held up.
+    expect((await via('10.0.0.2', '198.51.100.8', '/mail', env.apiKey)).status).toBe(200)
+    // An untrusted peer's X-Forwarded-For is not its address: its wrong keys count against itself.
+    for (const claimed of ['198.51.100.20', '198.51.100.21']) expect((await via('192.0.2.9', claimed, '/mail', WRONG)).status).toBe(401)
+    expect((await via('192.0.2.9', '198.51.100.22', '/mail', env.apiKey)).status).toBe(429)
+  })
+})
+
 describe('REST API: wrong keys from one address', () => {
   let env: TestEnv
   beforeEach(async () => {
