@@ -87,9 +87,10 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
     c.res.headers.set('X-Request-Id', id)
     c.res.headers.set('Access-Control-Allow-Origin', '*')
     c.res.headers.set('Access-Control-Expose-Headers', 'Mcp-Session-Id,Mcp-Protocol-Version,X-Request-Id')
-    // Access lines are debug: each send already logs its own `message queued` line at info.
-    logger.debug(
-      { req: c.get('requestId'), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) },
+    // The access log: one line per request, the path without its query, never a header's or the
+    // body's content (the key, a message).
+    logger.info(
+      { req: id, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started), ip: c.get('clientIp') },
       'request',
     )
   })

@@ -3,6 +3,7 @@ import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { pino } from 'pino'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { createLogger } from '../../logger.js'
 import { AUTH_FAILURE_WINDOW_MS } from '../../relay/auth-throttle.js'
 import { TOOLS } from '../../tools/index.js'
 import { createHttpApp } from '../../transports/http.js'
@@ -989,6 +990,51 @@ describe('REST API with a 1kb body limit', () => {
   })
 })
 
+describe('the access log', () => {
+  let env: TestEnv
+  let server: ServerType
+  let base: string
+  let lines: Record<string, unknown>[]
+  let text: string[]
+  beforeEach(async () => {
+    env = await createTestEnv()
+    lines = []
+    text = []
+    const logger = createLogger({ logLevel: 'info' }, { write: (line: string) => void (text.push(line), lines.push(JSON.parse(line))) })
+    server = serve({ fetch: createHttpApp({ ...env.services, logger }).fetch, hostname: '127.0.0.1', port: 0 })
+    await new Promise((r) => server.once('listening', r))
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  })
+  afterEach(async () => {
+    await new Promise((r) => server.close(r))
+    await env.close()
+  })
+  const requests = () => lines.filter((l) => l.msg === 'request')
+
+  it('writes one line per request at info: request id, method, path, status, duration, client address', async () => {
+    const res = await fetch(`${base}/mail/log?id=${env.orderId}&limit=5`, { headers: { 'X-API-KEY': env.apiKey, 'X-Request-Id': 'trace-7' } })
+    expect(res.status).toBe(200)
+    await res.arrayBuffer()
+    expect(lines).toEqual([{ level: 30, time: expect.any(Number), pid: process.pid, req: 'trace-7', method: 'GET', path: '/mail/log', status: 200, ms: expect.any(Number), ip: '127.0.0.1', msg: 'request' }])
+  })
+
+  it('logs refusals and sends too, never the key, the query or the body', async () => {
+    const wrong = 'mr_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG'
+    const refused = await fetch(`${base}/mail/send?secret=query-text`, { method: 'POST', headers: { 'X-API-KEY': wrong, 'Content-Type': 'application/json' }, body: JSON.stringify(SEND) })
+    expect(refused.status).toBe(401)
+    const sent = await fetch(`${base}/mail/send`, { method: 'POST', headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify(SEND) })
+    expect(sent.status).toBe(200)
+    const { text: txid } = (await sent.json()) as { text: string }
+    expect(requests().map((l) => [l.method, l.path, l.status, l.ip])).toEqual([
+      ['POST', '/mail/send', 401, '127.0.0.1'],
+      ['POST', '/mail/send', 200, '127.0.0.1'],
+    ])
+    expect((await log(env, `mailid=${txid}`)).total).toBe(1)
+    const all = text.join('')
+    for (const secret of [wrong.slice(3), env.apiKey.slice(3), 'query-text', SEND.subject, SEND.body, SEND.to]) expect(all).not.toContain(secret)
+  })
+})
+
 describe('REST API behind a reverse proxy (MAILROOM_TRUST_PROXY)', () => {
   let env: TestEnv
   afterEach(() => env?.close())
@@ -1045,10 +1091,10 @@ describe('REST API: wrong keys from one address', () => {
   })
   afterEach(() => env.close())
 
-  /** The app with a logger whose lines are kept, and a request from a given client address (the socket's, as @hono/node-server hands it over). */
+  /** The app with a logger whose warnings are kept, and a request from a given client address (the socket's, as @hono/node-server hands it over). */
   const withLog = () => {
     const lines: Record<string, unknown>[] = []
-    const app = createHttpApp({ ...env.services, logger: pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) })
+    const app = createHttpApp({ ...env.services, logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) })
     const from = (ip: string, path: string, key: string | null, init: { method?: string; body?: string } = {}) =>
       app.request(path, { ...init, headers: { 'Content-Type': 'application/json', ...(key === null ? {} : { 'X-API-KEY': key }) } }, { incoming: { socket: { remoteAddress: ip } } })
     return { lines, from }
@@ -1076,7 +1122,7 @@ describe('REST API: wrong keys from one address', () => {
     const mcp = await from('192.0.2.7', '/mcp', env.apiKey, { method: 'POST', body: '{}' })
     expect([mcp.status, await mcp.json()]).toEqual([429, throttled])
     await expectNothingStored(env)
-    // The refusals are not logged: a flood of guesses cannot flood the log.
+    // The refusals get no warning (only their access lines, at info): a flood of guesses cannot flood the warnings.
     expect(lines).toHaveLength(3)
 
     // Another address is not held up by this one's failures.
