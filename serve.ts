@@ -56,7 +56,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
 
   // The engine (queue commits and delivery) runs in its own thread; in process when asked (the
   // in-process tests, which run from TypeScript sources that a worker thread cannot load).
-  let engine: { stop(): Promise<void> }
+  let engine: { stop(): Promise<void>; stopped(): string | null }
   if (options.engine === 'in-process') {
     const worker = new DeliveryWorker({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
     // Accepted messages go through the worker, which starts them at once when it has room.
@@ -87,7 +87,9 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   await listening(http, () => undefined, 'MAILROOM_HTTP_HOST, MAILROOM_HTTP_PORT', `${config.http.host}:${config.http.port}`)
   const httpPort = (http.address() as AddressInfo).port
   const publicUrl = config.http.port === 0 && config.publicUrl === 'http://localhost:0' ? `http://localhost:${httpPort}` : config.publicUrl
-  app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } })
+  let stopping = false
+  const delivery = () => (stopping ? 'shutting down' : engine.stopped())
+  app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } }, { delivery })
 
   const smtp = createSubmissionServer({ ...rt, tls })
   await listening(smtp.server, () => smtp.listen(config.smtp.port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT', `${config.smtp.host}:${config.smtp.port}`)
@@ -116,6 +118,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
     firstStart,
     async stop() {
       logger.info('shutting down')
+      stopping = true
       clearInterval(pruning)
       const closed = (server: { close(cb: () => void): unknown }) => new Promise<void>((resolve) => void server.close(() => resolve()))
       // Stop taking work first, then let deliveries in flight finish, for up to SHUTDOWN_GRACE_MS.

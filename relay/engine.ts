@@ -26,6 +26,8 @@ export interface Engine {
   enqueue(message: NewMessage): Promise<{ rowId: number }>
   /** The store's writes of spam-filter events, made in the engine thread. */
   blocks: BlockWrites
+  /** Why the engine is not delivering (stopping, or its thread died), or null while it is. */
+  stopped(): string | null
   stop(): Promise<void>
 }
 
@@ -110,6 +112,7 @@ export async function startEngineThread(config: Config, log: LogStream, onFailur
   return {
     enqueue: (message) => ask((id) => send(id, message)),
     blocks: { addEvent: blocksCall('addEvent'), takeSubject: blocksCall('takeSubject') },
+    stopped: () => (dead ? `the relay engine stopped: ${dead.message}` : stopping ? 'the relay engine is stopping' : null),
     async stop() {
       stopping = true
       if (!dead) worker.postMessage({ stop: true } satisfies ToEngine)

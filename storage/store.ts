@@ -285,5 +285,7 @@ export interface Store {
   }
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>
+  /** Resolves when the database can be written now; else rejects with the reason (for /readyz). */
+  writable(): Promise<void>
   close(): Promise<void>
 }

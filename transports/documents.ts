@@ -116,6 +116,8 @@ export function mountDocuments(app: Hono, config: Config): void {
       ['/.well-known/api-catalog', 'API catalog (RFC 9727)'],
       ['/.well-known/oauth-protected-resource', 'Protected resource metadata (RFC 9728)'],
       ['/ping', 'Health check'],
+      ['/healthz', 'Liveness: the process answers (no key)'],
+      ['/readyz', 'Readiness: the database can be written and delivery runs, else 503 (no key)'],
     ]
     return c.html(
       page(

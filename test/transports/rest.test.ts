@@ -5,9 +5,11 @@ import { pino } from 'pino'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createLogger } from '../../logger.js'
 import { AUTH_FAILURE_WINDOW_MS } from '../../relay/auth-throttle.js'
+import { DeliveryWorker } from '../../relay/delivery.js'
 import { TOOLS } from '../../tools/index.js'
 import { createHttpApp } from '../../transports/http.js'
 import { call, createTestEnv, type TestEnv } from '../helpers.js'
+import { stubResolver } from '../relay/sink.js'
 import {
   FORMATS,
   RFC3339_DATE_TIME,
@@ -987,6 +989,48 @@ describe('REST API with a 1kb body limit', () => {
       const log = await call(env, 'GET', '/mail/log')
       expect((await log.json()).emails[0].subject).toBe('Grüße — ✓')
     })
+  })
+})
+
+describe('health checks: /healthz and /readyz', () => {
+  let env: TestEnv
+  let worker: DeliveryWorker
+  let app: ReturnType<typeof createHttpApp>
+  let lines: Record<string, unknown>[]
+  beforeEach(async () => {
+    env = await createTestEnv()
+    worker = new DeliveryWorker({ ...env.services, resolver: stubResolver({}) })
+    await worker.start()
+    lines = []
+    const logger = createLogger({ logLevel: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) })
+    app = createHttpApp({ ...env.services, logger }, { delivery: () => worker.stopped() })
+  })
+  afterEach(async () => {
+    await worker.stop()
+    await env.close().catch(() => {})
+  })
+  const get = async (path: string) => {
+    const res = await app.request(path)
+    return [res.status, res.headers.get('cache-control'), await res.json()]
+  }
+
+  it('answer 200 without a key while the database can be written and delivery runs; probes are not in the access log', async () => {
+    expect(await get('/healthz')).toEqual([200, 'no-store', { status: 'ok' }])
+    expect(await get('/readyz')).toEqual([200, 'no-store', { status: 'ok' }])
+    expect(lines).toEqual([])
+  })
+
+  it('/readyz turns 503 with the reason when delivery stops; /healthz stays 200', async () => {
+    await worker.stop()
+    expect(await get('/readyz')).toEqual([503, 'no-store', { code: 503, message: 'delivery is stopped' }])
+    expect(await get('/healthz')).toEqual([200, 'no-store', { status: 'ok' }])
+    // A failing probe is in the access log.
+    expect(lines.map((l) => [l.path, l.status])).toEqual([['/readyz', 503]])
+  })
+
+  it('/readyz turns 503 with the reason when the database cannot be written', async () => {
+    await env.services.store.close()
+    expect(await get('/readyz')).toEqual([503, 'no-store', { code: 503, message: 'the database cannot be written: The database connection is not open' }])
   })
 })
 
