@@ -59,6 +59,13 @@ const HostPort = z
   })
   .refine(({ port }) => port >= 1 && port <= 65535, 'expected a port from 1 to 65535')
 const Money = z.coerce.number().min(0).max(1_000_000)
+/** An IP address, a CIDR range (`10.0.0.0/8`, `2001:db8::/32`) or `loopback`. */
+const isProxyEntry = (s: string) => {
+  if (s === 'loopback') return true
+  const [address, bits, ...rest] = s.split('/')
+  if (bits === undefined) return isIP(address) !== 0
+  return rest.length === 0 && /^\d{1,3}$/.test(bits) && isIP(address) !== 0 && Number(bits) <= (isIPv4(address) ? 32 : 128)
+}
 
 /**
  * Every setting mailroom reads from the environment. This is the only place that reads
@@ -77,6 +84,12 @@ export const ConfigSchema = z.object({
   MAILROOM_HTTP_BODY_LIMIT: Size.prefault('40mb'),
   /** Wrong API keys allowed per client address in 15 minutes before its requests needing a key are answered 429. */
   MAILROOM_HTTP_MAX_AUTH_FAILURES: z.coerce.number().int().min(1).max(100_000).default(30),
+  /** The reverse proxies in front of HTTP, whose X-Forwarded-For is believed: addresses, CIDR ranges or `loopback`, separated by commas. */
+  MAILROOM_TRUST_PROXY: z
+    .string()
+    .transform((s) => s.split(',').map((entry) => entry.trim()))
+    .refine((list) => list.every(isProxyEntry), 'expected IP addresses, CIDR ranges (10.0.0.0/8) or loopback, separated by commas')
+    .optional(),
   /** Largest accepted message, whatever the door. */
   MAILROOM_MAX_MESSAGE_SIZE: Size.prefault('25mb'),
   /** Most recipients one message may have. */
@@ -142,40 +155,42 @@ export const ConfigSchema = z.object({
   MAILROOM_API_KEY: z.string().min(1).optional(),
 })
 
-export type Env = z.output<typeof ConfigSchema>
-
-export interface Config {
-  dataDir: string
-  http: { host: string; port: number; bodyLimit: number; maxAuthFailures: number }
-  publicUrl: string
-  maxMessageSize: number
-  maxRecipients: number
-  pricing: { currency: string; base: number; perMessage: number }
-  logLevel: Env['MAILROOM_LOG_LEVEL']
-  nodeName: string
-  apiKey?: string
+/** The settings as the code reads them, grouped, built from the checked environment. */
+const Settings = ConfigSchema.transform((e) => ({
+  dataDir: resolve(e.MAILROOM_DATA_DIR),
+  http: { host: e.MAILROOM_HTTP_HOST, port: e.MAILROOM_HTTP_PORT, bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT, maxAuthFailures: e.MAILROOM_HTTP_MAX_AUTH_FAILURES },
+  trustProxy: e.MAILROOM_TRUST_PROXY ?? [],
+  publicUrl: (e.MAILROOM_PUBLIC_URL ?? `http://localhost:${e.MAILROOM_HTTP_PORT}`).replace(/\/+$/, ''),
+  maxMessageSize: e.MAILROOM_MAX_MESSAGE_SIZE,
+  maxRecipients: e.MAILROOM_MAX_RECIPIENTS,
+  pricing: { currency: e.MAILROOM_CURRENCY, base: e.MAILROOM_PRICE_BASE, perMessage: e.MAILROOM_PRICE_PER_MESSAGE },
+  logLevel: e.MAILROOM_LOG_LEVEL,
+  nodeName: e.MAILROOM_NODE_NAME,
+  apiKey: e.MAILROOM_API_KEY,
+  blockEventRetention: e.MAILROOM_BLOCK_EVENT_RETENTION,
   smtp: {
-    host: string
-    port: number
-    tls: { cert: string; key: string } | null
-    authRequiresTls: boolean
-    maxAuthFailures: number
-    maxClients: number
-    maxClientsPerAddress: number
-    unauthenticatedTimeout: number
-  }
+    host: e.MAILROOM_SMTP_HOST,
+    port: e.MAILROOM_SMTP_PORT,
+    tls: e.MAILROOM_TLS_CERT && e.MAILROOM_TLS_KEY ? { cert: resolve(e.MAILROOM_TLS_CERT), key: resolve(e.MAILROOM_TLS_KEY) } : null,
+    authRequiresTls: e.MAILROOM_SMTP_AUTH_REQUIRES_TLS === 'true',
+    maxAuthFailures: e.MAILROOM_SMTP_MAX_AUTH_FAILURES,
+    maxClients: e.MAILROOM_SMTP_MAX_CLIENTS,
+    maxClientsPerAddress: e.MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS,
+    unauthenticatedTimeout: e.MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT,
+  },
   delivery: {
-    smarthost: { host: string; port: number } | null
-    dnsServers: string[] | null
-    mxPort: number
-    concurrency: number
-    domainConcurrency: number
-    retrySchedule: number[]
-    maxQueueAge: number
-    timeout: number
-  }
-  blockEventRetention: number
-}
+    smarthost: e.MAILROOM_SMARTHOST ?? null,
+    dnsServers: e.MAILROOM_DNS_SERVERS ?? null,
+    mxPort: e.MAILROOM_MX_PORT,
+    concurrency: e.MAILROOM_DELIVERY_CONCURRENCY,
+    domainConcurrency: e.MAILROOM_DOMAIN_CONCURRENCY,
+    retrySchedule: e.MAILROOM_RETRY_SCHEDULE,
+    maxQueueAge: e.MAILROOM_MAX_QUEUE_AGE,
+    timeout: e.MAILROOM_DELIVERY_TIMEOUT,
+  },
+}))
+
+export type Config = z.output<typeof Settings>
 
 export class ConfigError extends Error {}
 
@@ -187,7 +202,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const picked = Object.fromEntries(
     Object.keys(ConfigSchema.shape).map((k) => [k, blank.includes(k) ? undefined : env[k]]),
   )
-  const parsed = ConfigSchema.safeParse(picked)
+  const parsed = Settings.safeParse(picked)
   if (!parsed.success || blank.length) {
     const lines = [
       ...blank.map((k) => `${k}=${JSON.stringify(env[k])}: empty; give it a value, or unset it for the default`),
@@ -195,38 +210,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ]
     throw new ConfigError(`invalid configuration: ${lines.join('; ')}`)
   }
-  const e = parsed.data
-  if (!e.MAILROOM_TLS_CERT !== !e.MAILROOM_TLS_KEY) throw new ConfigError('invalid configuration: MAILROOM_TLS_CERT and MAILROOM_TLS_KEY go together: set both or neither')
-  return {
-    dataDir: resolve(e.MAILROOM_DATA_DIR),
-    http: { host: e.MAILROOM_HTTP_HOST, port: e.MAILROOM_HTTP_PORT, bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT, maxAuthFailures: e.MAILROOM_HTTP_MAX_AUTH_FAILURES },
-    publicUrl: (e.MAILROOM_PUBLIC_URL ?? `http://localhost:${e.MAILROOM_HTTP_PORT}`).replace(/\/+$/, ''),
-    maxMessageSize: e.MAILROOM_MAX_MESSAGE_SIZE,
-    maxRecipients: e.MAILROOM_MAX_RECIPIENTS,
-    pricing: { currency: e.MAILROOM_CURRENCY, base: e.MAILROOM_PRICE_BASE, perMessage: e.MAILROOM_PRICE_PER_MESSAGE },
-    logLevel: e.MAILROOM_LOG_LEVEL,
-    nodeName: e.MAILROOM_NODE_NAME,
-    apiKey: e.MAILROOM_API_KEY,
-    blockEventRetention: e.MAILROOM_BLOCK_EVENT_RETENTION,
-    smtp: {
-      host: e.MAILROOM_SMTP_HOST,
-      port: e.MAILROOM_SMTP_PORT,
-      tls: e.MAILROOM_TLS_CERT && e.MAILROOM_TLS_KEY ? { cert: resolve(e.MAILROOM_TLS_CERT), key: resolve(e.MAILROOM_TLS_KEY) } : null,
-      authRequiresTls: e.MAILROOM_SMTP_AUTH_REQUIRES_TLS === 'true',
-      maxAuthFailures: e.MAILROOM_SMTP_MAX_AUTH_FAILURES,
-      maxClients: e.MAILROOM_SMTP_MAX_CLIENTS,
-      maxClientsPerAddress: e.MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS,
-      unauthenticatedTimeout: e.MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT,
-    },
-    delivery: {
-      smarthost: e.MAILROOM_SMARTHOST ?? null,
-      dnsServers: e.MAILROOM_DNS_SERVERS ?? null,
-      mxPort: e.MAILROOM_MX_PORT,
-      concurrency: e.MAILROOM_DELIVERY_CONCURRENCY,
-      domainConcurrency: e.MAILROOM_DOMAIN_CONCURRENCY,
-      retrySchedule: e.MAILROOM_RETRY_SCHEDULE,
-      maxQueueAge: e.MAILROOM_MAX_QUEUE_AGE,
-      timeout: e.MAILROOM_DELIVERY_TIMEOUT,
-    },
-  }
+  if (!picked.MAILROOM_TLS_CERT !== !picked.MAILROOM_TLS_KEY) throw new ConfigError('invalid configuration: MAILROOM_TLS_CERT and MAILROOM_TLS_KEY go together: set both or neither')
+  return parsed.data
 }

@@ -7,7 +7,9 @@ import { startEngineThread } from './relay/engine.js'
 import { createResolver, type MxResolver } from './relay/routes.js'
 import { createSubmissionServer } from './relay/submission.js'
 import { loadTls } from './relay/tls.js'
-import { bootstrap, createLogger, openRuntime } from './runtime.js'
+import { bootstrap } from './accounts.js'
+import { createLogger, logStream } from './logger.js'
+import { openRuntime } from './runtime.js'
 import { HTTP_SERVER_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
@@ -34,7 +36,9 @@ export interface ServeOptions {
  * worker) in its own thread.
  */
 export async function startServer(config: Config, options: ServeOptions = {}): Promise<RunningServer> {
-  const logger = createLogger(config)
+  // Kept to write the engine thread's lines through: stdout has one writer.
+  const out = logStream(1)
+  const logger = createLogger(config, out)
   const rt = openRuntime(config, { logger })
   // Read before anything listens: a bad certificate stops the start with a message naming it.
   const tls = await loadTls(config)
@@ -53,7 +57,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
 
   // The engine (queue commits and delivery) runs in its own thread; in process when asked (the
   // in-process tests, which run from TypeScript sources that a worker thread cannot load).
-  let engine: { stop(): Promise<void> }
+  let engine: { stop(): Promise<void>; stopped(): string | null }
   if (options.engine === 'in-process') {
     const worker = new DeliveryWorker({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
     // Accepted messages go through the worker, which starts them at once when it has room.
@@ -61,7 +65,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
     await worker.start()
     engine = worker
   } else {
-    const thread = await startEngineThread(config, logger, (err) => {
+    const thread = await startEngineThread(config, out, (err) => {
       logger.fatal({ err }, 'the relay engine stopped; exiting')
       process.exit(1)
     })
@@ -84,14 +88,16 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   await listening(http, () => undefined, 'MAILROOM_HTTP_HOST, MAILROOM_HTTP_PORT', `${config.http.host}:${config.http.port}`)
   const httpPort = (http.address() as AddressInfo).port
   const publicUrl = config.http.port === 0 && config.publicUrl === 'http://localhost:0' ? `http://localhost:${httpPort}` : config.publicUrl
-  app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } })
+  let stopping = false
+  const delivery = () => (stopping ? 'shutting down' : engine.stopped())
+  app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } }, { delivery })
 
   const smtp = createSubmissionServer({ ...rt, tls })
   await listening(smtp.server, () => smtp.listen(config.smtp.port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT', `${config.smtp.host}:${config.smtp.port}`)
   const smtpPort = (smtp.server.address() as AddressInfo).port
   const { smarthost } = config.delivery
-  const delivery = smarthost ? `smarthost ${smarthost.host}:${smarthost.port}` : 'MX lookup'
-  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, dataDir: config.dataDir, delivery }, 'HTTP and SMTP listening')
+  const mailTo = smarthost ? `smarthost ${smarthost.host}:${smarthost.port}` : 'MX lookup'
+  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, dataDir: config.dataDir, delivery: mailTo }, 'HTTP and SMTP listening')
 
   // The first start's account only once everything is up: a start that fails creates none, so
   // that its API key, shown only here, is never lost.
@@ -116,6 +122,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
     firstStart,
     async stop() {
       logger.info('shutting down')
+      stopping = true
       clearInterval(pruning)
       const closed = (server: { close(cb: () => void): unknown }) => new Promise<void>((resolve) => void server.close(() => resolve()))
       // Stop taking work first, then let deliveries in flight finish, for up to SHUTDOWN_GRACE_MS.

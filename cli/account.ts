@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { createAccount } from '../runtime.js'
+import { createAccount } from '../accounts.js'
 import { accountAction, accountOption, adminAction } from './common.js'
 
 /** `account` and `account key`: accounts and their API keys. */

@@ -1,7 +1,8 @@
 import { InvalidArgumentError, Option, type Command, type OptionValues } from 'commander'
 import { loadConfig } from '../config.js'
 import { isDomain, isEmail } from '../relay/addresses.js'
-import { createLogger, openRuntime, type Runtime } from '../runtime.js'
+import { createLogger } from '../logger.js'
+import { openRuntime, type Runtime } from '../runtime.js'
 import type { MailOrder } from '../storage/store.js'
 
 /** What the admin commands share: argument parsers, the data directory's runtime, printing. */

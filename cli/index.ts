@@ -1,5 +1,5 @@
 import { Command, Help, type Option } from 'commander'
-import { PACKAGE } from '../runtime.js'
+import { PACKAGE } from '../package-info.js'
 import { addAccountCommands } from './account.js'
 import { addBackupCommand } from './backup.js'
 import { addBlockCommands } from './blocks.js'

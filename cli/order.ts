@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { createOrder } from '../runtime.js'
+import { createOrder } from '../accounts.js'
 import type { MailOrder } from '../storage/store.js'
 import { accountAction, accountOption, adminAction, ownedOrder, positiveInt, senderPattern } from './common.js'
 

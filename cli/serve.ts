@@ -1,6 +1,7 @@
 import type { Command } from 'commander'
 import { loadConfig } from '../config.js'
-import { createLogger, openRuntime } from '../runtime.js'
+import { createLogger } from '../logger.js'
+import { openRuntime } from '../runtime.js'
 
 /** `serve` and `stdio`: the commands that run mailroom rather than administer it. */
 export function addServeCommands(program: Command): void {

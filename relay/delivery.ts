@@ -91,6 +91,11 @@ export class DeliveryWorker {
     this.loopDone = this.loop()
   }
 
+  /** Why the worker is not delivering (not started, or stopped), or null while it is. */
+  stopped(): string | null {
+    return this.running ? null : 'delivery is stopped'
+  }
+
   /** Looks at the queue now. */
   kick(): void {
     this.due = true

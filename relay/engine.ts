@@ -1,8 +1,7 @@
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
-import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
-import { createLogger, writeLogLines } from '../runtime.js'
+import { createLogger, type LogStream } from '../logger.js'
 import { openDataDir } from '../storage/sqlite.js'
 import type { NewMessage, Store } from '../storage/store.js'
 import { type CallOutcome, threadCalls } from '../storage/thread-calls.js'
@@ -27,6 +26,8 @@ export interface Engine {
   enqueue(message: NewMessage): Promise<{ rowId: number }>
   /** The store's writes of spam-filter events, made in the engine thread. */
   blocks: BlockWrites
+  /** Why the engine is not delivering (stopping, or its thread died), or null while it is. */
+  stopped(): string | null
   stop(): Promise<void>
 }
 
@@ -52,11 +53,11 @@ function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => voi
 }
 
 /**
- * Starts the engine thread. Its log lines come back in batches and go out through `logger`'s own
- * destination, so that stdout has one writer and lines stay whole. `onFailure` is called if the
+ * Starts the engine thread. Its log lines come back in batches and go out through `log`, the main
+ * thread's logger's own stream, so that stdout has one writer and lines stay whole. `onFailure` is called if the
  * thread dies: nothing can be accepted after that.
  */
-export async function startEngineThread(config: Config, logger: Logger, onFailure: (err: Error) => void): Promise<Engine> {
+export async function startEngineThread(config: Config, log: LogStream, onFailure: (err: Error) => void): Promise<Engine> {
   const worker = new Worker(new URL(import.meta.url), { workerData: { mailroomEngine: config } })
   const calls = threadCalls()
   let dead: Error | null = null
@@ -68,7 +69,7 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
 
   worker.on('message', (m: FromEngine) => {
     if ('outcomes' in m) m.outcomes.forEach(calls.settle)
-    else if ('log' in m) writeLogLines(logger, m.log)
+    else if ('log' in m) log.write(m.log)
     else if ('ready' in m) ready()
     else if ('stopped' in m) stopped()
   })
@@ -111,6 +112,7 @@ export async function startEngineThread(config: Config, logger: Logger, onFailur
   return {
     enqueue: (message) => ask((id) => send(id, message)),
     blocks: { addEvent: blocksCall('addEvent'), takeSubject: blocksCall('takeSubject') },
+    stopped: () => (dead ? `the relay engine stopped: ${dead.message}` : stopping ? 'the relay engine is stopping' : null),
     async stop() {
       stopping = true
       if (!dead) worker.postMessage({ stop: true } satisfies ToEngine)

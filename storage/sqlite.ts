@@ -2,8 +2,9 @@ import Database from 'better-sqlite3'
 import { and, asc, eq, gte, inArray, isNull, lt, sql } from 'drizzle-orm'
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
+import { chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, rmSync } from 'node:fs'
+import { access, statfs } from 'node:fs/promises'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as schema from './schema.js'
 import { createMailStore } from './sqlite-mail.js'
@@ -278,6 +279,17 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       sqlite.pragma('optimize')
     },
     backup: (file) => backupTo(sqlite, file),
+    async writable() {
+      // The write lock can be taken: the connection is open and nobody holds the lock past
+      // busy_timeout. Taking it writes nothing.
+      sqlite.exec('BEGIN IMMEDIATE')
+      sqlite.exec('ROLLBACK')
+      if (options.file === ':memory:') return
+      // A commit would fail on a file system remounted read-only (EROFS) or a full disk, which the
+      // lock alone does not show.
+      await access(options.file, constants.W_OK)
+      if ((await statfs(dirname(options.file))).bavail === 0) throw new Error('no space left on the device')
+    },
     async close() {
       await reader?.close()
       sqlite.close()

@@ -335,5 +335,7 @@ export interface Store {
    * others go on writing. A file that exists is refused, never overwritten.
    */
   backup(file: string): Promise<void>
+  /** Resolves when the database can be written now; else rejects with the reason (for /readyz). */
+  writable(): Promise<void>
   close(): Promise<void>
 }

@@ -79,6 +79,14 @@ describe('config', () => {
     ])
   })
 
+  it('takes the trusted proxies as addresses, CIDR ranges and loopback, and none by default', () => {
+    expect(loadConfig({}).trustProxy).toEqual([])
+    expect(loadConfig({ MAILROOM_TRUST_PROXY: '10.0.0.0/8, 192.0.2.1,2001:db8::/32 ,loopback' }).trustProxy).toEqual(['10.0.0.0/8', '192.0.2.1', '2001:db8::/32', 'loopback'])
+    for (const value of ['proxy.example', '10.0.0.0/33', '2001:db8::/129', '10.0.0.0/8/8', '10.0.0.1,', 'localhost']) {
+      expect(() => loadConfig({ MAILROOM_TRUST_PROXY: value })).toThrow(`MAILROOM_TRUST_PROXY=${JSON.stringify(value)}: expected IP addresses, CIDR ranges (10.0.0.0/8) or loopback, separated by commas`)
+    }
+  })
+
   it('wants the TLS certificate and key together', () => {
     expect(() => loadConfig({ MAILROOM_TLS_CERT: '/etc/cert.pem' })).toThrow(/MAILROOM_TLS_CERT and MAILROOM_TLS_KEY/)
   })

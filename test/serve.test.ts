@@ -45,6 +45,13 @@ describe('mailroom serve over HTTP', () => {
     return ((await res.json()) as { total: number }).total
   }
 
+  it('answers /healthz and /readyz without a key while it runs', async () => {
+    for (const path of ['/healthz', '/readyz']) {
+      const res = await fetch(`http://127.0.0.1:${server.httpPort}${path}`)
+      expect([path, res.status, await res.json()]).toEqual([path, 200, { status: 'ok' }])
+    }
+  })
+
   it('answers headers over 16 KB with a JSON 431', async () => {
     const res = await exchange(`POST /mail/send HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: ${apiKey}\r\nX-Padding: ${'a'.repeat(20_000)}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)
     expect(res.status).toBe(431)

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { defineTool } from './define.js'
 
-export const PING_TEXT = 'Server is up and running'
+const PING_TEXT = 'Server is up and running'
 
 export const pingServer = defineTool({
   name: 'pingServer',

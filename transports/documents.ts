@@ -4,7 +4,7 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { stringify } from 'yaml'
 import type { Config } from '../config.js'
-import { PACKAGE } from '../runtime.js'
+import { PACKAGE } from '../package-info.js'
 import { TOOLS } from '../tools/index.js'
 import { MCP_INSTRUCTIONS, MCP_PROTOCOL_VERSION, mcpToolsOf } from './mcp.js'
 import { openApiDocument } from './openapi.js'
@@ -116,6 +116,8 @@ export function mountDocuments(app: Hono, config: Config): void {
       ['/.well-known/api-catalog', 'API catalog (RFC 9727)'],
       ['/.well-known/oauth-protected-resource', 'Protected resource metadata (RFC 9728)'],
       ['/ping', 'Health check'],
+      ['/healthz', 'Liveness: the process answers (no key)'],
+      ['/readyz', 'Readiness: the database can be written and delivery runs, else 503 (no key)'],
     ]
     return c.html(
       page(

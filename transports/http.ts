@@ -7,15 +7,20 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import { STATUS_CODES, maxHeaderSize, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { MailroomError, asMailroomError } from '../errors.js'
+import type { Store } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 import { mountDocuments } from './documents.js'
 import { mountMcp } from './mcp-http.js'
-import { keyAuthenticator, mountRest } from './rest.js'
+import { keyAuthenticator } from './auth.js'
+import { clientAddress } from './client-address.js'
+import { mountRest } from './rest.js'
 
 declare module 'hono' {
   interface ContextVariableMap {
     /** The request's X-Request-Id, also in its log lines. */
     requestId: string
+    /** The client's IP address (see clientAddress). */
+    clientIp: string
   }
 }
 
@@ -56,8 +61,29 @@ export function answerClientError(err: Error & { code?: string; reason?: string 
   socket.end(`${head.join('\r\n')}\r\n\r\n${body}`, () => socket.destroy())
 }
 
-/** The whole HTTP surface in one Hono app: REST, MCP at /mcp, and the documents. */
-export function createHttpApp(services: Services): Hono & { close(): Promise<void> } {
+/** Why delivery is not running, or null while it is (see /readyz). */
+export type DeliveryState = () => string | null
+
+/** Paths a load balancer or orchestrator asks every few seconds: their access lines are debug while they answer 200. */
+const PROBES = new Set(['/healthz', '/readyz'])
+
+/**
+ * `/healthz`: the process answers. `/readyz`: it can take work, the database can be written and
+ * delivery runs; else a 503 saying why, so that a load balancer sends requests elsewhere. Neither
+ * needs an API key. An app given no delivery state (tests) checks the database only.
+ */
+export function mountHealth(app: Hono, store: Store, delivery: DeliveryState = () => null): void {
+  const noStore = { 'Cache-Control': 'no-store' }
+  app.get('/healthz', (c) => c.json({ status: 'ok' }, 200, noStore))
+  app.get('/readyz', async (c) => {
+    const reason = delivery() ?? (await store.writable().then(() => null, (err: Error) => `the database cannot be written: ${err.message}`))
+    if (reason) throw new MailroomError(503, reason, { headers: noStore })
+    return c.json({ status: 'ok' }, 200, noStore)
+  })
+}
+
+/** The whole HTTP surface in one Hono app: REST, MCP at /mcp, the documents and the health checks. */
+export function createHttpApp(services: Services, options: { delivery?: DeliveryState } = {}): Hono & { close(): Promise<void> } {
   const app = new Hono()
   const { logger } = services
 
@@ -70,20 +96,23 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
     allowHeaders: ['Content-Type', 'Accept', 'X-API-KEY', 'Mcp-Session-Id', 'Mcp-Protocol-Version', 'Last-Event-ID'],
     maxAge: 86400,
   })
+  const addressOf = clientAddress(services.config.trustProxy)
   app.use(async (c, next) => {
     const started = performance.now()
     const given = c.req.header('x-request-id')
     const id = given && given.length <= 255 && /^[\w\-=]+$/.test(given) ? given : randomUUID()
     c.set('requestId', id)
+    c.set('clientIp', addressOf(c))
     // Browsers may call the API and MCP from other origins: the API key, never a cookie, authorizes.
     if (c.req.method !== 'OPTIONS') await next()
     else c.res = (await preflight(c, next)) ?? c.res
     c.res.headers.set('X-Request-Id', id)
     c.res.headers.set('Access-Control-Allow-Origin', '*')
     c.res.headers.set('Access-Control-Expose-Headers', 'Mcp-Session-Id,Mcp-Protocol-Version,X-Request-Id')
-    // Access lines are debug: each send already logs its own `message queued` line at info.
-    logger.debug(
-      { req: c.get('requestId'), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) },
+    // The access log: one line per request, the path without its query, never a header's or the
+    // body's content (the key, a message).
+    logger[PROBES.has(c.req.path) && c.res.status === 200 ? 'debug' : 'info'](
+      { req: id, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started), ip: c.get('clientIp') },
       'request',
     )
   })
@@ -108,6 +137,7 @@ export function createHttpApp(services: Services): Hono & { close(): Promise<voi
   const authenticate = keyAuthenticator(services)
   mountRest(app, services, authenticate)
   mountDocuments(app, services.config)
+  mountHealth(app, services.store, options.delivery)
   const mcp = mountMcp(app, services, authenticate)
 
   app.notFound((c) => c.json({ code: 404, message: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404))

@@ -3,10 +3,10 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js'
 import type { Context, Hono } from 'hono'
 import { randomUUID } from 'node:crypto'
-import { MailroomError } from '../errors.js'
+import { MailroomError, unauthorized } from '../errors.js'
 import type { Services } from '../tools/define.js'
 import { createMcpServer, isObject, toolCaller, type CallerOf } from './mcp.js'
-import { clientIp, type Authenticate } from './rest.js'
+import type { Authenticate } from './auth.js'
 
 /** A session nobody used for this long is closed. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000
@@ -63,10 +63,11 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     try {
       accountId = await authenticate(c)
     } catch (err) {
-      if (err instanceof MailroomError && err.code === 401) throw new MailroomError(401, 'API key is missing or invalid: send it in the X-API-KEY header')
+      // An MCP client knows the endpoint, not the header its key goes in.
+      if (err instanceof MailroomError && err.code === 401) throw unauthorized('send it in the X-API-KEY header')
       throw err
     }
-    const caller = { accountId, origin: clientIp(c) }
+    const caller = { accountId, origin: c.get('clientIp') }
     const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: caller }
 
     // A POST's body is read here, under the server's own body limit (MAILROOM_HTTP_BODY_LIMIT),

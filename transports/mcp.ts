@@ -2,12 +2,12 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
 import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type ServerNotification, type ServerRequest, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js'
-import { asMailroomError, badInput } from '../errors.js'
-import { PACKAGE } from '../runtime.js'
+import { asMailroomError, badInput, unauthorized } from '../errors.js'
+import { PACKAGE } from '../package-info.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
 import { TOOLS } from '../tools/index.js'
 import { jsonSchemaOf, mcpOutputSchema, structuredResult } from './json-schema.js'
-import { parseInput } from './rest.js'
+import { parseInput } from './input.js'
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18'
 
@@ -126,7 +126,7 @@ export function toolCaller(services: Services, tools: readonly AnyTool[] = TOOLS
   return async (name, args, caller) => {
     const tool = typeof name === 'string' ? byName.get(name) : undefined
     if (tool && !tool.public && caller.accountId === null) {
-      return { isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 401, message: 'API key is missing or invalid' }) }] }
+      return { isError: true, content: [{ type: 'text', text: JSON.stringify(unauthorized().toJSON()) }] }
     }
     return callTool(tool, name, args, { ...services, ...caller })
   }

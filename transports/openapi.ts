@@ -1,5 +1,5 @@
 import type { Config } from '../config.js'
-import { PACKAGE } from '../runtime.js'
+import { PACKAGE } from '../package-info.js'
 import type { AnyTool } from '../tools/define.js'
 import { TOOLS } from '../tools/index.js'
 import { jsonSchemaOf, type JsonSchema } from './json-schema.js'

@@ -1,58 +1,14 @@
 import type { Context, Hono } from 'hono'
 import qs from 'qs'
 import { z } from 'zod'
-import { MailroomError, badInput, unauthorized } from '../errors.js'
-import { AUTH_FAILURE_WINDOW_MS, authThrottle } from '../relay/auth-throttle.js'
+import { MailroomError, badInput } from '../errors.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
-import { PING_TEXT } from '../tools/ping-server.js'
 import { TOOLS } from '../tools/index.js'
+import type { Authenticate } from './auth.js'
+import { parseInput } from './input.js'
 
 /** `/mail/{id}` → `/mail/:id` */
 export const honoPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1')
-
-/** The client's IP address as the socket saw it (IPv4-mapped IPv6 shown as IPv4). */
-export function clientIp(c: Context): string {
-  const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined
-  const ip = env?.incoming?.socket?.remoteAddress ?? '127.0.0.1'
-  return ip.startsWith('::ffff:') ? ip.slice(7) : ip
-}
-
-/** The account of a request's X-API-KEY, or a 401 (or a 429, see keyAuthenticator). */
-export type Authenticate = (c: Context) => Promise<number>
-
-/**
- * Checks X-API-KEY for REST and MCP alike. Wrong keys are counted per client address (the
- * socket's: X-Forwarded-For is anyone's to write; an IPv6 /64 as one, authThrottle); past
- * MAILROOM_HTTP_MAX_AUTH_FAILURES in the window, every request from there that needs a key is a
- * 429 until the window passes, a right key too, as for SMTP AUTH: else the answers would still
- * tell a right guess from the wrong ones. Each wrong key is logged (never the key), the last one
- * saying that the throttle starts; the 429s are not, so that a flood of guesses cannot flood the log.
- */
-export function keyAuthenticator(services: Services): Authenticate {
-  const { config, clock, logger, store } = services
-  const failures = authThrottle(config.http.maxAuthFailures, clock)
-  return async (c) => {
-    const ip = clientIp(c)
-    const wait = Math.ceil(failures.retryAfter(ip) / 1000)
-    if (wait > 0) {
-      throw new MailroomError(429, `too many wrong API keys from this address: try again in ${wait} s`, { headers: { 'Retry-After': String(wait) } })
-    }
-    const key = c.req.header('x-api-key')
-    const accountId = key ? await store.apiKeys.authenticate(key.trim()) : undefined
-    if (accountId !== undefined) return accountId
-    if (key) {
-      failures.fail(ip)
-      const refusedFor = Math.ceil(failures.retryAfter(ip) / 1000)
-      const line = { req: c.get('requestId'), ip, path: c.req.path }
-      if (!refusedFor) logger.warn(line, 'wrong API key')
-      else {
-        const within = `${config.http.maxAuthFailures} from this address within ${AUTH_FAILURE_WINDOW_MS / 60_000} minutes`
-        logger.warn({ ...line, retryAfter: refusedFor }, `wrong API key: ${within}, so its requests are refused (429) for ${refusedFor} s`)
-      }
-    }
-    throw unauthorized()
-  }
-}
 
 /**
  * Mounts one route per tool, derived from the registry: method and path from the tool, input
@@ -71,9 +27,11 @@ export function mountRest(app: Hono, services: Services, authenticate: Authentic
         const accountId = tool.public ? null : await authenticate(c)
         const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
         const input = parseInput(tool, coerce(raw))
-        const ctx: ToolContext = { ...services, accountId, origin: clientIp(c) }
+        const ctx: ToolContext = { ...services, accountId, origin: c.get('clientIp') }
         const result = await tool.handler(input, ctx)
-        if (result === PING_TEXT && !prefersJson(c)) return c.text(result)
+        // A text result (pingServer's) is plain text unless the client asks for JSON, as the
+        // OpenAPI document lists both for it.
+        if (typeof result === 'string' && !prefersJson(c)) return c.text(result)
         return c.json(result)
       })
     }
@@ -135,25 +93,6 @@ async function bodyOf(c: Context): Promise<Record<string, unknown>> {
   }
   if (type === 'application/x-www-form-urlencoded' || type === '') return qs.parse(text, { depth: 5, arrayLimit: 1000 })
   throw new MailroomError(415, `content type ${type} is not supported; send application/json, application/x-www-form-urlencoded or multipart/form-data`)
-}
-
-/** Validates with the tool's schema; the 400's message names each bad field. */
-export function parseInput(tool: AnyTool, raw: unknown): unknown {
-  // reportInput: so that a field given with the wrong type is not reported as missing.
-  const parsed = tool.input.safeParse(raw, { reportInput: true })
-  if (parsed.success) return parsed.data
-  throw badInput(formatIssues(parsed.error))
-}
-
-export function formatIssues(error: z.ZodError): string {
-  return error.issues
-    .slice(0, 5)
-    .map((i) => {
-      const path = i.path.join('.') || 'body'
-      const message = (i.code === 'invalid_type' || i.code === 'invalid_union') && i.input === undefined ? 'is required' : i.message
-      return `${path}: ${message}`
-    })
-    .join('; ')
 }
 
 type JsonSchema = { type?: string | string[]; anyOf?: JsonSchema[]; oneOf?: JsonSchema[]; $ref?: string; properties?: Record<string, JsonSchema>; $defs?: Record<string, JsonSchema> }

@@ -3,7 +3,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CallToolResultSchema, ListToolsRequestSchema, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js'
-import { PACKAGE } from '../runtime.js'
+import { PACKAGE } from '../package-info.js'
 import type { Services } from '../tools/define.js'
 import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer } from './mcp.js'
 

@@ -3,10 +3,13 @@ import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { pino } from 'pino'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { createLogger } from '../../logger.js'
 import { AUTH_FAILURE_WINDOW_MS } from '../../relay/auth-throttle.js'
+import { DeliveryWorker } from '../../relay/delivery.js'
 import { TOOLS } from '../../tools/index.js'
 import { createHttpApp } from '../../transports/http.js'
 import { call, createTestEnv, type TestEnv } from '../helpers.js'
+import { stubResolver } from '../relay/sink.js'
 import {
   FORMATS,
   RFC3339_DATE_TIME,
@@ -989,6 +992,142 @@ describe('REST API with a 1kb body limit', () => {
   })
 })
 
+describe('health checks: /healthz and /readyz', () => {
+  let env: TestEnv
+  let worker: DeliveryWorker
+  let app: ReturnType<typeof createHttpApp>
+  let lines: Record<string, unknown>[]
+  beforeEach(async () => {
+    env = await createTestEnv()
+    worker = new DeliveryWorker({ ...env.services, resolver: stubResolver({}) })
+    await worker.start()
+    lines = []
+    const logger = createLogger({ logLevel: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) })
+    app = createHttpApp({ ...env.services, logger }, { delivery: () => worker.stopped() })
+  })
+  afterEach(async () => {
+    await worker.stop()
+    await env.close().catch(() => {})
+  })
+  const get = async (path: string) => {
+    const res = await app.request(path)
+    return [res.status, res.headers.get('cache-control'), await res.json()]
+  }
+
+  it('answer 200 without a key while the database can be written and delivery runs; probes are not in the access log', async () => {
+    expect(await get('/healthz')).toEqual([200, 'no-store', { status: 'ok' }])
+    expect(await get('/readyz')).toEqual([200, 'no-store', { status: 'ok' }])
+    expect(lines).toEqual([])
+  })
+
+  it('/readyz turns 503 with the reason when delivery stops; /healthz stays 200', async () => {
+    await worker.stop()
+    expect(await get('/readyz')).toEqual([503, 'no-store', { code: 503, message: 'delivery is stopped' }])
+    expect(await get('/healthz')).toEqual([200, 'no-store', { status: 'ok' }])
+    // A failing probe is in the access log.
+    expect(lines.map((l) => [l.path, l.status])).toEqual([['/readyz', 503]])
+  })
+
+  it('/readyz turns 503 with the reason when the database cannot be written', async () => {
+    await env.services.store.close()
+    expect(await get('/readyz')).toEqual([503, 'no-store', { code: 503, message: 'the database cannot be written: The database connection is not open' }])
+  })
+})
+
+describe('the access log', () => {
+  let env: TestEnv
+  let server: ServerType
+  let base: string
+  let lines: Record<string, unknown>[]
+  let text: string[]
+  beforeEach(async () => {
+    env = await createTestEnv()
+    lines = []
+    text = []
+    const logger = createLogger({ logLevel: 'info' }, { write: (line: string) => void (text.push(line), lines.push(JSON.parse(line))) })
+    server = serve({ fetch: createHttpApp({ ...env.services, logger }).fetch, hostname: '127.0.0.1', port: 0 })
+    await new Promise((r) => server.once('listening', r))
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  })
+  afterEach(async () => {
+    await new Promise((r) => server.close(r))
+    await env.close()
+  })
+  const requests = () => lines.filter((l) => l.msg === 'request')
+
+  it('writes one line per request at info: request id, method, path, status, duration, client address', async () => {
+    const res = await fetch(`${base}/mail/log?id=${env.orderId}&limit=5`, { headers: { 'X-API-KEY': env.apiKey, 'X-Request-Id': 'trace-7' } })
+    expect(res.status).toBe(200)
+    await res.arrayBuffer()
+    expect(lines).toEqual([{ level: 30, time: expect.any(Number), pid: process.pid, req: 'trace-7', method: 'GET', path: '/mail/log', status: 200, ms: expect.any(Number), ip: '127.0.0.1', msg: 'request' }])
+  })
+
+  it('logs refusals and sends too, never the key, the query or the body', async () => {
+    const wrong = 'mr_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG'
+    const refused = await fetch(`${base}/mail/send?secret=query-text`, { method: 'POST', headers: { 'X-API-KEY': wrong, 'Content-Type': 'application/json' }, body: JSON.stringify(SEND) })
+    expect(refused.status).toBe(401)
+    const sent = await fetch(`${base}/mail/send`, { method: 'POST', headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify(SEND) })
+    expect(sent.status).toBe(200)
+    const { text: txid } = (await sent.json()) as { text: string }
+    expect(requests().map((l) => [l.method, l.path, l.status, l.ip])).toEqual([
+      ['POST', '/mail/send', 401, '127.0.0.1'],
+      ['POST', '/mail/send', 200, '127.0.0.1'],
+    ])
+    expect((await log(env, `mailid=${txid}`)).total).toBe(1)
+    const all = text.join('')
+    for (const secret of [wrong.slice(3), env.apiKey.slice(3), 'query-text', SEND.subject, SEND.body, SEND.to]) expect(all).not.toContain(secret)
+  })
+})
+
+describe('REST API behind a reverse proxy (MAILROOM_TRUST_PROXY)', () => {
+  let env: TestEnv
+  afterEach(() => env?.close())
+
+  /** A request from a socket peer (as @hono/node-server hands it over) with an X-Forwarded-For. */
+  const via = (peer: string, forwardedFor: string, path: string, key: string, init: { method?: string; body?: string } = {}) =>
+    env.app.request(path, { ...init, headers: { 'Content-Type': 'application/json', 'X-API-KEY': key, 'X-Forwarded-For': forwardedFor } }, { incoming: { socket: { remoteAddress: peer } } })
+  const sendVia = async (peer: string, forwardedFor: string) => {
+    const res = await via(peer, forwardedFor, '/mail/send', env.apiKey, { method: 'POST', body: JSON.stringify(SEND) })
+    const { text } = await expectOk(res, 'sendMail')
+    return (await log(env, `mailid=${text}`)).emails[0].origin
+  }
+
+  it("records the client a trusted proxy names, the right-most address that is not a trusted proxy's", async () => {
+    env = await createTestEnv({ MAILROOM_TRUST_PROXY: '10.0.0.0/8' })
+    expect(await sendVia('10.0.0.2', '198.51.100.7')).toBe('198.51.100.7')
+    expect(await sendVia('::ffff:10.0.0.2', '198.51.100.7')).toBe('198.51.100.7')
+    // The client wrote the left-most entries itself; 10.0.0.3 is a proxy inside.
+    expect(await sendVia('10.0.0.2', '203.0.113.66, 127.0.0.1,198.51.100.7, 10.0.0.3')).toBe('198.51.100.7')
+    // Only proxies in the chain: the first address any of them saw.
+    expect(await sendVia('10.0.0.2', '10.0.0.9, 10.0.0.3')).toBe('10.0.0.9')
+    // What is not an address ends the walk at the proxy that wrote it.
+    expect(await sendVia('10.0.0.2', '198.51.100.7, unknown')).toBe('10.0.0.2')
+  })
+
+  it('believes X-Forwarded-For from no one else, and from no one at all by default', async () => {
+    env = await createTestEnv({ MAILROOM_TRUST_PROXY: '10.0.0.0/8' })
+    expect(await sendVia('192.0.2.9', '198.51.100.7')).toBe('192.0.2.9')
+    expect(await sendVia('192.0.2.9', '10.0.0.2')).toBe('192.0.2.9')
+    await env.close()
+    env = await createTestEnv()
+    expect(await sendVia('10.0.0.2', '198.51.100.7')).toBe('10.0.0.2')
+    expect(await sendVia('127.0.0.1', '198.51.100.7')).toBe('127.0.0.1')
+  })
+
+  it("counts wrong keys per forwarded client, not per proxy, and a client's own X-Forwarded-For does not move its count", async () => {
+    env = await createTestEnv({ MAILROOM_TRUST_PROXY: '10.0.0.2', MAILROOM_HTTP_MAX_AUTH_FAILURES: '2' })
+    const WRONG = 'mr_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG'
+    for (const spoofed of ['203.0.113.1', '203.0.113.2']) expect((await via('10.0.0.2', `${spoofed}, 198.51.100.7`, '/mail', WRONG)).status).toBe(401)
+    const refused = await via('10.0.0.2', '203.0.113.3, 198.51.100.7', '/mail', env.apiKey)
+    expect([refused.status, await refused.json()]).toEqual([429, { code: 429, message: 'too many wrong API keys from this address: try again in 900 s' }])
+    // Another client behind the same proxy is not held up.
+    expect((await via('10.0.0.2', '198.51.100.8', '/mail', env.apiKey)).status).toBe(200)
+    // An untrusted peer's X-Forwarded-For is not its address: its wrong keys count against itself.
+    for (const claimed of ['198.51.100.20', '198.51.100.21']) expect((await via('192.0.2.9', claimed, '/mail', WRONG)).status).toBe(401)
+    expect((await via('192.0.2.9', '198.51.100.22', '/mail', env.apiKey)).status).toBe(429)
+  })
+})
+
 describe('REST API: wrong keys from one address', () => {
   let env: TestEnv
   beforeEach(async () => {
@@ -996,10 +1135,10 @@ describe('REST API: wrong keys from one address', () => {
   })
   afterEach(() => env.close())
 
-  /** The app with a logger whose lines are kept, and a request from a given client address (the socket's, as @hono/node-server hands it over). */
+  /** The app with a logger whose warnings are kept, and a request from a given client address (the socket's, as @hono/node-server hands it over). */
   const withLog = () => {
     const lines: Record<string, unknown>[] = []
-    const app = createHttpApp({ ...env.services, logger: pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) })
+    const app = createHttpApp({ ...env.services, logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) })
     const from = (ip: string, path: string, key: string | null, init: { method?: string; body?: string } = {}) =>
       app.request(path, { ...init, headers: { 'Content-Type': 'application/json', ...(key === null ? {} : { 'X-API-KEY': key }) } }, { incoming: { socket: { remoteAddress: ip } } })
     return { lines, from }
@@ -1027,7 +1166,7 @@ describe('REST API: wrong keys from one address', () => {
     const mcp = await from('192.0.2.7', '/mcp', env.apiKey, { method: 'POST', body: '{}' })
     expect([mcp.status, await mcp.json()]).toEqual([429, throttled])
     await expectNothingStored(env)
-    // The refusals are not logged: a flood of guesses cannot flood the log.
+    // The refusals get no warning (only their access lines, at info): a flood of guesses cannot flood the warnings.
     expect(lines).toHaveLength(3)
 
     // Another address is not held up by this one's failures.

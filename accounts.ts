@@ -1,0 +1,35 @@
+import type { Account, MailOrder } from './storage/store.js'
+import type { Services } from './tools/define.js'
+
+/** A new account with one API key; the key is returned in full only here. */
+export async function createAccount(services: Services, name: string): Promise<{ account: Account; apiKey: string }> {
+  const now = services.clock()
+  const { pricing } = services.config
+  const account = await services.store.accounts.create({
+    name,
+    currency: pricing.currency,
+    priceBase: pricing.base,
+    pricePerMessage: pricing.perMessage,
+    // Cycles start on the day the account was made; days past the 28th would skip short months.
+    billingDay: Math.min(new Date(now).getUTCDate(), 28),
+    createdAt: now,
+  })
+  const { key } = await services.store.apiKeys.create(account.id, now)
+  return { account, apiKey: key }
+}
+
+export async function createOrder(services: Services, accountId: number, comment: string | null, senders: string[]): Promise<{ order: MailOrder; password: string }> {
+  return services.store.orders.create({ accountId, comment, senders, now: services.clock() })
+}
+
+/**
+ * On the first start with an empty database: an account with one active mail order, so the
+ * service can be used at once. Returns what must be shown to the operator, once.
+ */
+export async function bootstrap(services: Services): Promise<{ apiKey: string; order: MailOrder; password: string } | null> {
+  if ((await services.store.accounts.list()).length > 0) return null
+  const { account, apiKey } = await createAccount(services, 'default')
+  const { order, password } = await createOrder(services, account.id, 'created on first start', [])
+  services.logger.info({ account: account.id, order: order.id }, 'first start: created the default account')
+  return { apiKey, order, password }
+}
