@@ -30,13 +30,21 @@ export const MailOrderDetail = MailOrder.extend({
  * part), so that an address the relay accepted over SMTP, such as `info+tag=1@example.org`, is
  * also accepted where a tool asks for one (zod's own email pattern refuses `=`, `&` and others).
  */
-export const Email = z
-  .email({
-    pattern: EMAIL_PATTERN,
-    // An address literal is named as such (zod's own words otherwise).
-    error: (issue) => (typeof issue.input === 'string' && isAddressLiteral(issue.input) ? `"${issue.input}" ${notAnEmail(issue.input)}` : undefined),
-  })
-  .max(254)
+export const Email = emailOf()
+
+/** An {@link Email} whose refusal of a text that is not an address can say what to do instead (`otherwise`). */
+export function emailOf(otherwise: (input: string) => string | undefined = () => undefined) {
+  return z
+    .email({
+      pattern: EMAIL_PATTERN,
+      // An address literal is named as such (zod's own words otherwise).
+      error: (issue) => {
+        if (typeof issue.input !== 'string') return undefined
+        return isAddressLiteral(issue.input) ? `"${issue.input}" ${notAnEmail(issue.input)}` : otherwise(issue.input)
+      },
+    })
+    .max(254)
+}
 
 export const EmailAddressName = z
   .object({

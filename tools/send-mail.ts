@@ -2,7 +2,16 @@ import { z } from 'zod'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { ok, resolveOrder, sendComposed, singleAddress } from './common.js'
-import { Email, GenericResponse, OrderId } from './schemas.js'
+import { emailOf, GenericResponse, OrderId } from './schemas.js'
+
+const USE_ADV = 'for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)'
+/**
+ * A bare address. A display name (RFC 5322 name-addr) or an address list is refused with the way
+ * to send it: sendAdvMail takes both, and an agent that wrote one meant to send, not to be told no.
+ */
+const bareEmail = (takes: string) =>
+  emailOf((input) => (/[<>,;]/.test(input) ? `"${input}" is not a bare address: sendMail takes ${takes}; ${USE_ADV}` : undefined))
+const Recipient = bareEmail('bare addresses, several as an array')
 
 export const sendMail = defineTool({
   name: 'sendMail',
@@ -17,8 +26,8 @@ export const sendMail = defineTool({
     'you built yourself. Every call sends real mail. Returns `text` = the transaction id; pass it as `mailid` ' +
     'to viewMailLog to follow the delivery.',
   input: z.object({
-    to: z.union([Email, z.array(Email).min(1)]).describe('Recipient address, or an array of addresses.'),
-    from: Email.describe('Sender address; must be authorized for the mail order. Also used as Reply-To.'),
+    to: z.union([Recipient, z.array(Recipient).min(1)]).describe('Recipient address, or an array of addresses.'),
+    from: bareEmail('one bare address').describe('Sender address; must be authorized for the mail order. Also used as Reply-To.'),
     subject: z.string().describe('Subject line.'),
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     id: OrderId.optional(),

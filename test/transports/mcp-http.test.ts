@@ -104,6 +104,19 @@ describe('MCP over Streamable HTTP', () => {
     expect(unknown.isError).toBe(true)
   })
 
+  it('answers a display name or a comma list given to sendMail with a 400 naming sendAdvMail, sending nothing', async () => {
+    const client = await connect()
+    for (const to of ['Kay <k@example.com>', 'a@x.example, b@y.example']) {
+      const result = await client.callTool({ name: 'sendMail', arguments: { to, from: 'me@example.org', subject: 's', body: 'b' } })
+      expect(result.isError).toBe(true)
+      expect(JSON.parse((result.content as { text: string }[])[0].text)).toEqual({
+        code: 400,
+        message: `to: "${to}" is not a bare address: sendMail takes bare addresses, several as an array; for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)`,
+      })
+    }
+    expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+  })
+
   it('refuses a line break in an address field, and an address literal, with 400 results, sending nothing', async () => {
     const client = await connect()
     const send = { from: 'me@example.org', subject: 's', body: 'b' }
