@@ -1,7 +1,8 @@
 import { z } from 'zod'
 import { EMAIL_PATTERN, isAddressLiteral, notAnEmail } from '../relay/addresses.js'
 
-// Shared schemas of the contract, named as in the upstream OpenAPI document.
+// Shared schemas of the contract, named as in the upstream OpenAPI document. A schema a tool uses
+// more than once carries its name as a title: MCP writes it once, in the tool's `$defs`.
 
 export const GenericResponse = z
   .object({
@@ -51,6 +52,7 @@ export const EmailAddressName = z
     email: Email.describe('The email address.'),
     name: z.string().optional().describe('Display name.'),
   })
+  .meta({ title: 'EmailAddressName' })
 
 
 /** A single address: `a@b`, `Name <a@b>`, or a contact object. */
@@ -61,6 +63,7 @@ export const EmailAddressTypes = z
 /** An address list: a comma-separated RFC 822 string, or an array of contact objects. */
 export const EmailAddressesTypes = z
   .union([z.string().min(1).describe('Comma-separated addresses, bare or "Name <address>".'), z.array(EmailAddressName).min(1)])
+  .meta({ title: 'EmailAddressesTypes' })
 
 
 export const MailAttachment = z
@@ -154,6 +157,7 @@ export const MailBlockEvent = z
     subject: z.string(),
     to: z.string().describe('The recipients of the blocked message.'),
   })
+  .meta({ title: 'MailBlockEvent' })
 
 
 export const MailBlockSubject = z.object({ from: z.string(), subject: z.string() })
