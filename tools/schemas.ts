@@ -11,7 +11,7 @@ export const GenericResponse = z
   })
 
 
-export const OrderId = z.number().int().min(1).describe('Mail order id; default the first active order of the account.')
+export const OrderId = z.number().int().min(1).describe('Mail order id, from getMailOrders.')
 
 export const MailOrder = z
   .object({

@@ -14,10 +14,11 @@ export const MCP_PROTOCOL_VERSION = '2025-06-18'
 let validator: AjvJsonSchemaValidator | undefined
 
 export const MCP_INSTRUCTIONS =
-  'mailroom relays email to real recipients. Send with sendMail (simple), sendAdvMail (cc, bcc, names, ' +
-  'attachments) or rawMail (a message you built). Each send returns a transaction id: pass it as `mailid` to ' +
-  'viewMailLog to see whether each recipient was delivered. getMailOrders lists the sending accounts; ' +
-  'getRules/addRule/deleteRule manage deny rules; getMailBlocks/delistBlock the spam-filter blocks.'
+  'mailroom relays email to real recipients. Send with sendMail (bare addresses), sendAdvMail (names, cc, ' +
+  'bcc, attachments) or rawMail (a message you built). Each send returns its transaction id as `text`: pass ' +
+  'it as `mailid` to viewMailLog to see whether each recipient was delivered. getMailOrders lists the ' +
+  'sending accounts (mail orders); `id` in the sends and viewMailLog is one of them, by default the first ' +
+  'active one. getRules/addRule/deleteRule manage deny rules; getMailBlocks/delistBlock the spam-filter blocks.'
 
 /** Who is calling: resolved per request (HTTP: from its X-API-KEY) or fixed (local stdio). */
 export type Caller = { accountId: number | null; origin: string }

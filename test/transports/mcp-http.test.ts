@@ -167,6 +167,19 @@ describe('MCP over Streamable HTTP', () => {
     expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
   })
 
+  it('lists the tools in under 16 KB, with the same arguments and required arguments as their schemas', async () => {
+    const client = await connect()
+    const listed = await client.listTools()
+    expect(Buffer.byteLength(JSON.stringify(listed))).toBeLessThan(16 * 1024)
+    expect(listed.tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
+    for (const t of listed.tools) {
+      const shape = byName(t.name).input.shape as Record<string, ZodType>
+      expect(Object.keys(t.inputSchema.properties ?? {}), t.name).toEqual(Object.keys(shape))
+      const required = Object.keys(shape).filter((k) => !shape[k].safeParse(undefined).success)
+      expect(t.inputSchema.required ?? [], t.name).toEqual(required)
+    }
+  })
+
   it('lists self-contained schemas: every $ref points into the schema that holds it', async () => {
     const client = await connect()
     const { tools } = await client.listTools()
