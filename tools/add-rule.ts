@@ -23,15 +23,15 @@ export const addRule = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Creates a rule that rejects matching mail before it is queued, for one mail order (`user` = mb<id>, ' +
-    'default the first active order). Types: `email` blocks one sender address, `domain` every sender at a ' +
-    'domain, `startswith` senders whose local part starts with a prefix (letters, digits, + _ . -), ' +
-    '`destination` one recipient address. Matching ignores case. Creating an existing rule returns its id. ' +
-    'Returns `text` = the rule id, the `ruleId` of deleteRule; list rules with getRules.',
+    'Creates a deny rule: mail it matches is refused before it is queued. `type` says what `data` is: `email` ' +
+    'a sender address, `domain` a sender domain, `startswith` a prefix of senders\' local part (letters, ' +
+    'digits, + _ . -), `destination` a recipient address; case is ignored. `user` is the mail order (default: ' +
+    'the first active one). Returns `text` = the rule id (the `ruleId` of deleteRule), also for an existing ' +
+    'rule.',
   input: z.object({
-    type: RuleType.describe('What the rule matches: domain, email, startswith or destination.'),
-    data: z.string().trim().min(1).describe('The value matched, read according to type.'),
-    user: Username.optional().describe('SMTP username of an active mail order (mb<id>); default the first active order.'),
+    type: RuleType.describe('What data is.'),
+    data: z.string().trim().min(1).describe('The value to match.'),
+    user: Username.optional().describe('SMTP username of an active mail order, mb<id>.'),
     username: Username.optional().describe('Alias of user.'),
   }),
   output: GenericResponse,

@@ -11,10 +11,10 @@ export const deleteRule = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   description:
-    '[DESTRUCTIVE] Permanently deletes one deny rule of an active mail order of this account; mail it ' +
-    'blocked is accepted again. `ruleId` is the `id` from getRules or the `text` returned by addRule. ' +
-    'Returns "record deleted"; 404 when no such rule belongs to the account.',
-  input: z.object({ ruleId: z.number().int().min(1).describe('Rule id, from getRules or addRule.') }),
+    '[DESTRUCTIVE] Deletes one deny rule of the account\'s active mail orders; mail it refused is accepted ' +
+    'again. `ruleId` is a rule\'s `id` from getRules or the `text` addRule returned. Returns `text` "record ' +
+    'deleted"; 404 when no such rule belongs to the account.',
+  input: z.object({ ruleId: z.number().int().min(1).describe('The rule to delete.') }),
   output: GenericResponse,
   handler: async ({ ruleId }, ctx) => {
     const deleted = await ctx.store.rules.delete(ruleId, (await activeOrders(ctx)).map((o) => o.id))

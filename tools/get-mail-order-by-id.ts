@@ -10,10 +10,10 @@ export const getMailOrderById = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Returns one mail order of the account (id from getMailOrders) with its current SMTP password. Use it when ' +
-    'a mail program must send through the SMTP submission server: log in with `username` (mb<id>) and ' +
-    '`password`. Returns 404 for an id that is not one of the account\'s orders.',
-  input: z.object({ id: z.number().int().min(1).describe('Mail order id, from getMailOrders.') }),
+    'Returns the mail order `id` (from getMailOrders) with its SMTP `password`. Use it to set up a mail ' +
+    'program that sends through SMTP submission, logging in as `username` (mb<id>). 404 when `id` is not one ' +
+    'of the account\'s orders.',
+  input: z.object({ id: z.number().int().min(1).describe('The mail order to read.') }),
   output: MailOrderDetail,
   handler: async ({ id }, ctx) => {
     const order = await resolveOrder(ctx, id, { allowCanceled: true })

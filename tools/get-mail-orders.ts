@@ -10,10 +10,10 @@ export const getMailOrders = defineTool({
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Lists every mail order of the account, active and canceled, by id. A mail order is a sending credential: ' +
-    'its numeric id is the optional `id` of sendMail, sendAdvMail, rawMail and viewMailLog (when omitted, the ' +
-    'first active order is used), and its username mb<id> is the SMTP login. Returns id, status, username and ' +
-    'comment; use getMailOrderById for the SMTP password.',
+    'Lists the account\'s mail orders (sending credentials), active and canceled: `id`, `status` (only active ' +
+    'orders send), `username` (mb<id>, the SMTP login) and `comment`. An order\'s id is the `id` argument of ' +
+    'sendMail, sendAdvMail, rawMail and viewMailLog (default: the first active order). getMailOrderById adds ' +
+    'the SMTP password.',
   input: z.object({}),
   output: z.array(MailOrder),
   handler: async (_input, ctx) =>

@@ -12,10 +12,10 @@ export const getRules = defineTool({
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Lists the deny rules of every active mail order of the account. A rule rejects a message before it is ' +
-    'queued: `email` (exact envelope sender), `domain` (any sender at the domain), `startswith` (sender local ' +
-    'part prefix) or `destination` (exact recipient). Each rule\'s `id` is the `ruleId` of deleteRule; create ' +
-    'rules with addRule.',
+    'Lists the deny rules of the account\'s active mail orders: `id` (the `ruleId` of deleteRule), `user` (the ' +
+    'order), `type`, `data` and `created`. A rule refuses mail before it is queued: `email` from one sender, ' +
+    '`domain` from any sender at the domain, `startswith` from senders whose local part starts with `data`, ' +
+    '`destination` to one recipient. addRule creates rules.',
   input: z.object({}),
   output: z.array(DenyRuleRecord),
   handler: async (_input, ctx) => {

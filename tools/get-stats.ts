@@ -15,12 +15,15 @@ export const getStats = defineTool({
   errors: [400],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Statistics over all active mail orders of the account. `received` (messages accepted), `sent` ' +
-    '(recipient deliveries that succeeded) and `volume` (top 500 recipients, senders and client IPs) cover the ' +
-    'window `time`: 1h (default), 24h, 7d, day (since midnight UTC), month (since the 1st, UTC), billing ' +
-    '(current billing cycle) or all. `usage` and `cost` always cover the current billing cycle. Use ' +
-    'viewMailLog for individual messages.',
-  input: z.object({ time: z.enum(STATS_WINDOWS).default('1h').describe('The window of received, sent and volume.') }),
+    'Statistics of the account\'s active mail orders: `received` (messages accepted), `sent` (deliveries that ' +
+    'succeeded) and `volume` (top 500 recipients, senders and client IPs) in the window `time`; `usage` ' +
+    '(messages) and `cost` in the current billing cycle. Use viewMailLog for single messages.',
+  input: z.object({
+    time: z
+      .enum(STATS_WINDOWS)
+      .default('1h')
+      .describe('The window; day: since 00:00 UTC, month: since the 1st (UTC), billing: this billing cycle.'),
+  }),
   output: MailStatsType,
   handler: async ({ time }, ctx) => {
     const account = (await ctx.store.accounts.get(accountOf(ctx)))!

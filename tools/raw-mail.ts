@@ -13,12 +13,10 @@ export const rawMail = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
-    'Sends a complete message you built yourself (headers and body) byte for byte, so an existing ' +
-    'DKIM-Signature stays valid. The sender is taken from the From header and the recipients from To, Cc and ' +
-    'Bcc; it should also have Subject and MIME-Version (a missing Date or Message-ID is added in front). Note ' +
-    'that the bytes are not changed: a Bcc header you include is delivered as written. Every call sends real ' +
-    'mail. Returns `text` = the ' +
-    'transaction id, the `mailid` of viewMailLog.',
+    'Sends a complete RFC 822 message you built, byte for byte, so an existing DKIM-Signature stays valid: ' +
+    'the sender is its From, the recipients its To, Cc and Bcc (a Bcc header is delivered as written); only a ' +
+    'missing Date or Message-ID is added. `id` is the mail order that sends (default: the first active one). ' +
+    'Sends real mail. Returns `text` = the transaction id, the `mailid` of viewMailLog.',
   input: z.object({
     raw_email: z.string().min(1).describe('The whole RFC 822 message: headers, a blank line, the body.'),
     id: OrderId.optional(),

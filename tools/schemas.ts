@@ -1,7 +1,8 @@
 import { z } from 'zod'
 import { EMAIL_PATTERN, isAddressLiteral, notAnEmail } from '../relay/addresses.js'
 
-// Shared schemas of the contract, named as in the upstream OpenAPI document.
+// Shared schemas of the contract, named as in the upstream OpenAPI document. A schema a tool uses
+// more than once carries its name as a title: MCP writes it once, in the tool's `$defs`.
 
 export const GenericResponse = z
   .object({
@@ -10,7 +11,7 @@ export const GenericResponse = z
   })
 
 
-export const OrderId = z.number().int().min(1).describe('Mail order id; default the first active order of the account.')
+export const OrderId = z.number().int().min(1).describe('Mail order id, from getMailOrders.')
 
 export const MailOrder = z
   .object({
@@ -30,19 +31,28 @@ export const MailOrderDetail = MailOrder.extend({
  * part), so that an address the relay accepted over SMTP, such as `info+tag=1@example.org`, is
  * also accepted where a tool asks for one (zod's own email pattern refuses `=`, `&` and others).
  */
-export const Email = z
-  .email({
-    pattern: EMAIL_PATTERN,
-    // An address literal is named as such (zod's own words otherwise).
-    error: (issue) => (typeof issue.input === 'string' && isAddressLiteral(issue.input) ? `"${issue.input}" ${notAnEmail(issue.input)}` : undefined),
-  })
-  .max(254)
+export const Email = emailOf()
+
+/** An {@link Email} whose refusal of a text that is not an address can say what to do instead (`otherwise`). */
+export function emailOf(otherwise: (input: string) => string | undefined = () => undefined) {
+  return z
+    .email({
+      pattern: EMAIL_PATTERN,
+      // An address literal is named as such (zod's own words otherwise).
+      error: (issue) => {
+        if (typeof issue.input !== 'string') return undefined
+        return isAddressLiteral(issue.input) ? `"${issue.input}" ${notAnEmail(issue.input)}` : otherwise(issue.input)
+      },
+    })
+    .max(254)
+}
 
 export const EmailAddressName = z
   .object({
     email: Email.describe('The email address.'),
     name: z.string().optional().describe('Display name.'),
   })
+  .meta({ title: 'EmailAddressName' })
 
 
 /** A single address: `a@b`, `Name <a@b>`, or a contact object. */
@@ -53,6 +63,7 @@ export const EmailAddressTypes = z
 /** An address list: a comma-separated RFC 822 string, or an array of contact objects. */
 export const EmailAddressesTypes = z
   .union([z.string().min(1).describe('Comma-separated addresses, bare or "Name <address>".'), z.array(EmailAddressName).min(1)])
+  .meta({ title: 'EmailAddressesTypes' })
 
 
 export const MailAttachment = z
@@ -146,6 +157,7 @@ export const MailBlockEvent = z
     subject: z.string(),
     to: z.string().describe('The recipients of the blocked message.'),
   })
+  .meta({ title: 'MailBlockEvent' })
 
 
 export const MailBlockSubject = z.object({ from: z.string(), subject: z.string() })

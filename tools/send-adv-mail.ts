@@ -12,20 +12,17 @@ export const sendAdvMail = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
-    'Sends an email with full control of the recipients: `to`, `cc`, `bcc` and `replyto` each take a ' +
-    'comma-separated string ("Jane <jane@example.com>, joe@example.com") or an array of {email, name}; `from` ' +
-    'takes one address, "Name <address>" or {email, name} and must be authorized for the mail order. Bcc ' +
-    'recipients get the message but appear in no header. `attachments` is an array of {filename, data} with ' +
-    'base64 data. HTML is detected as in sendMail. Every call sends real mail. Returns `text` = the ' +
-    'transaction id, the `mailid` of viewMailLog.',
+    'Sends an email with display names, Cc, Bcc, a Reply-To or attachments. `id` is the mail order that sends ' +
+    '(default: the first active one). Sends real mail. Returns `text` = the transaction id, the `mailid` of ' +
+    'viewMailLog.',
   input: z.object({
-    from: EmailAddressTypes.describe('Sender: an address, "Name <address>" or {email, name}.'),
-    to: EmailAddressesTypes.describe('Recipients: comma-separated string or array of {email, name}.'),
+    from: EmailAddressTypes.describe('Sender, authorized for the mail order.'),
+    to: EmailAddressesTypes.describe('Recipients, shown in To.'),
     subject: z.string().describe('Subject line.'),
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     replyto: EmailAddressesTypes.optional().describe('Reply-To addresses.'),
-    cc: EmailAddressesTypes.optional().describe('Cc recipients, visible to everyone.'),
-    bcc: EmailAddressesTypes.optional().describe('Bcc recipients, in no header.'),
+    cc: EmailAddressesTypes.optional().describe('Recipients shown in Cc.'),
+    bcc: EmailAddressesTypes.optional().describe('Recipients shown in no header.'),
     attachments: z.array(MailAttachment).optional().describe('Files to attach.'),
     id: OrderId.optional(),
   }),

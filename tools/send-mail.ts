@@ -2,7 +2,16 @@ import { z } from 'zod'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { ok, resolveOrder, sendComposed, singleAddress } from './common.js'
-import { Email, GenericResponse, OrderId } from './schemas.js'
+import { emailOf, GenericResponse, OrderId } from './schemas.js'
+
+const USE_ADV = 'for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)'
+/**
+ * A bare address. A display name (RFC 5322 name-addr) or an address list is refused with the way
+ * to send it: sendAdvMail takes both, and an agent that wrote one meant to send, not to be told no.
+ */
+const bareEmail = (takes: string) =>
+  emailOf((input) => (/[<>,;]/.test(input) ? `"${input}" is not a bare address: sendMail takes ${takes}; ${USE_ADV}` : undefined))
+const Recipient = bareEmail('bare addresses, several as an array')
 
 export const sendMail = defineTool({
   name: 'sendMail',
@@ -11,14 +20,13 @@ export const sendMail = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
-    'Sends an email to one or more recipients from an authorized sender. `from` also becomes the Reply-To. ' +
-    'A body that contains an HTML tag is sent as HTML (with a plain-text alternative), otherwise as plain text. ' +
-    'Use sendAdvMail for Cc, Bcc, display names, a separate Reply-To or attachments, and rawMail for a message ' +
-    'you built yourself. Every call sends real mail. Returns `text` = the transaction id; pass it as `mailid` ' +
-    'to viewMailLog to follow the delivery.',
+    'Sends an email from one bare address to one or more bare addresses; `from` is also the Reply-To. Use ' +
+    'sendAdvMail for display names, comma-separated lists, Cc, Bcc, a Reply-To or attachments, and rawMail ' +
+    'for a message you built. `id` is the mail order that sends (default: the first active one). Sends real ' +
+    'mail. Returns `text` = the transaction id, the `mailid` of viewMailLog.',
   input: z.object({
-    to: z.union([Email, z.array(Email).min(1)]).describe('Recipient address, or an array of addresses.'),
-    from: Email.describe('Sender address; must be authorized for the mail order. Also used as Reply-To.'),
+    to: z.union([Recipient, z.array(Recipient).min(1)]).describe('Recipient address, or an array of addresses.'),
+    from: bareEmail('one bare address').describe('Sender address, authorized for the mail order.'),
     subject: z.string().describe('Subject line.'),
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     id: OrderId.optional(),

@@ -13,13 +13,11 @@ export const viewMailLog = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Searches the delivery log of one mail order (`id`, default the first active order), newest first. Use it ' +
-    'to check whether a message was delivered: pass the transaction id a send returned as `mailid`. Each row ' +
-    'is one recipient (`groupby=message` gives one row per message) with `delivered` (1 delivered, 0 queued, ' +
-    'deferred or failed), the destination\'s SMTP `code` and `response`, and `mxHostname`. Filters combine; ' +
-    'all are exact except `messageId` (case-insensitive substring). `startDate`/`endDate` take Unix seconds ' +
-    'or dates like "2024-01-15" or "yesterday" (UTC). Page with `skip` and `limit` (1-10000); `total` counts ' +
-    'every matching row.',
+    'Searches the delivery log of the mail order `id` (default: the first active one), newest first; pass the ' +
+    '`text` a send returned as `mailid` to see how it went. A row is one recipient (one message with ' +
+    'groupby=message): `id` is the transaction id, `delivered` 1 once delivered (0: queued, deferred or ' +
+    'failed), `code`, `response` and `mxHostname` the destination\'s last answer. Filters combine; all but ' +
+    'messageId match exactly. `total` counts all matches; page with skip and limit.',
   input: z.object({
     id: OrderId.optional(),
     origin: z
@@ -31,7 +29,7 @@ export const viewMailLog = defineTool({
     from: Email.optional().describe('Envelope sender.'),
     to: Email.optional().describe('Envelope recipient.'),
     subject: z.string().optional().describe('Subject, exact.'),
-    mailid: z.string().min(18).max(19).optional().describe('Transaction id returned by a send.'),
+    mailid: z.string().min(18).max(19).optional().describe('Transaction id: the `text` a send returned.'),
     messageId: z
       .string()
       .regex(/^[^\x00-\x1f\x7f]*$/, 'must not contain control characters')
@@ -39,11 +37,15 @@ export const viewMailLog = defineTool({
       .describe('Part of the Message-ID header, any case.'),
     replyto: Email.optional().describe('Reply-To header address.'),
     headerfrom: Email.optional().describe('From header address.'),
-    delivered: z.literal([0, 1]).optional().describe('1 delivered; 0 queued, deferred or failed.'),
+    delivered: z.literal([0, 1]).optional().describe('Only rows delivered (1) or not yet or never (0).'),
     skip: z.number().int().min(0).max(2_147_483_647).default(0).describe('Rows to skip (an int32).'),
-    limit: z.number().int().min(1).max(10000).default(100).describe('Page size, 1 to 10000.'),
-    startDate: DateOrTimestamp.optional().describe('Only rows accepted at or after this time.'),
-    endDate: DateOrTimestamp.optional().describe('Only rows accepted at or before this time.'),
+    limit: z.number().int().min(1).max(10000).default(100).describe('Rows per page.'),
+    startDate: DateOrTimestamp.optional().describe(
+      'Only rows accepted at or after this time: Unix seconds, or a date such as 2024-01-15 or "yesterday" (UTC).',
+    ),
+    endDate: DateOrTimestamp.optional().describe(
+      'Only rows accepted at or before this time, written as startDate; a date alone means the end of that day.',
+    ),
     sort: z.enum(['time']).default('time').describe('Always time (row order).'),
     dir: z.enum(['asc', 'desc']).default('desc').describe('desc = newest first.'),
     groupby: z.enum(['message', 'recipient']).default('recipient').describe('One row per recipient or per message.'),

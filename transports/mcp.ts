@@ -4,9 +4,9 @@ import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/proto
 import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type ServerNotification, type ServerRequest, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js'
 import { asMailroomError, badInput, unauthorized } from '../errors.js'
 import { PACKAGE } from '../package-info.js'
-import type { AnyTool, Services, ToolContext } from '../tools/define.js'
+import type { AnyTool, Services, ToolAnnotations, ToolContext } from '../tools/define.js'
 import { TOOLS } from '../tools/index.js'
-import { jsonSchemaOf, mcpOutputSchema, structuredResult } from './json-schema.js'
+import { mcpInputSchema, mcpOutputSchema, structuredResult } from './json-schema.js'
 import { parseInput } from './input.js'
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18'
@@ -14,26 +14,36 @@ export const MCP_PROTOCOL_VERSION = '2025-06-18'
 let validator: AjvJsonSchemaValidator | undefined
 
 export const MCP_INSTRUCTIONS =
-  'mailroom relays email to real recipients. Send with sendMail (simple), sendAdvMail (cc, bcc, names, ' +
-  'attachments) or rawMail (a message you built). Each send returns a transaction id: pass it as `mailid` to ' +
-  'viewMailLog to see whether each recipient was delivered. getMailOrders lists the sending accounts; ' +
-  'getRules/addRule/deleteRule manage deny rules; getMailBlocks/delistBlock the spam-filter blocks.'
+  'mailroom relays email to real recipients. Send with sendMail (bare addresses), sendAdvMail (names, cc, ' +
+  'bcc, attachments) or rawMail (a message you built). Each send returns its transaction id as `text`: pass ' +
+  'it as `mailid` to viewMailLog to see whether each recipient was delivered. getMailOrders lists the ' +
+  'sending accounts (mail orders); `id` in the sends and viewMailLog is one of them, by default the first ' +
+  'active one. getRules/addRule/deleteRule manage deny rules; getMailBlocks/delistBlock the spam-filter blocks.'
 
 /** Who is calling: resolved per request (HTTP: from its X-API-KEY) or fixed (local stdio). */
 export type Caller = { accountId: number | null; origin: string }
 export type CallerOf = (extra: { authInfo?: { extra?: Record<string, unknown> } }) => Caller
 
-/** The MCP description of a tool: title, description, flat input schema, object output schema, all four hints. */
+/** The MCP description of a tool: title, description, flat input schema, object output schema, its hints. */
 export function mcpToolOf(tool: AnyTool): McpTool {
   return {
     name: tool.name,
     title: tool.title,
     description: tool.description,
-    // Unknown arguments are refused (callTool): an agent's misspelt argument must not be dropped unseen.
-    inputSchema: { ...(jsonSchemaOf(tool.input, 'input') as McpTool['inputSchema']), additionalProperties: false },
+    inputSchema: mcpInputSchema(tool) as McpTool['inputSchema'],
     outputSchema: mcpOutputSchema(tool) as McpTool['outputSchema'],
-    annotations: { title: tool.title, ...tool.annotations },
+    annotations: hintsOf(tool.annotations),
   }
+}
+
+/**
+ * The hints that say something: MCP reads destructiveHint and idempotentHint only for a tool that
+ * is not read-only (ToolAnnotations, protocol 2025-06-18). The title is the tool's own `title`.
+ */
+function hintsOf(hints: ToolAnnotations): McpTool['annotations'] {
+  if (!hints.readOnlyHint) return hints
+  const { destructiveHint: _d, idempotentHint: _i, ...readOnly } = hints
+  return readOnly
 }
 
 const LISTS = new WeakMap<readonly AnyTool[], McpTool[]>()

@@ -238,6 +238,20 @@ describe('sendMail', () => {
       expectSchemaRefusal(sendMail, { ...MAIL, ...input }, path)
     })
 
+    it.each([
+      ['to', { to: 'Kay <k@example.com>' }, 'bare addresses, several as an array'],
+      ['to', { to: 'a@x.example, b@y.example' }, 'bare addresses, several as an array'],
+      ['to.1', { to: ['bob@example.com', 'Kay <k@example.com>'] }, 'bare addresses, several as an array'],
+      ['from', { from: 'Kay <k@example.com>' }, 'one bare address'],
+    ])('refuses a display name or a list in %s, pointing to sendAdvMail', (path, input, takes) => {
+      const result = sendMail.input.safeParse({ ...MAIL, ...input })
+      const given = Object.values(input)[0]
+      const text = Array.isArray(given) ? given[1] : given
+      expect(result.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([
+        [path, `"${text}" is not a bare address: sendMail takes ${takes}; for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)`],
+      ])
+    })
+
     it('refuses a bad address before it looks for an order: a 400 also for an account without an active order', async () => {
       await env.services.store.orders.setStatus(env.orderId, 'canceled')
       expectSchemaRefusal(sendMail, { ...MAIL, to: 'bob(at)example.com' }, 'to')

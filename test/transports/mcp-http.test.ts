@@ -2,13 +2,19 @@ import { serve, type ServerType } from '@hono/node-server'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js'
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import Ajv from 'ajv'
 import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import type { ZodType } from 'zod'
 import { TOOLS } from '../../tools/index.js'
+import { jsonSchemaOf } from '../../transports/json-schema.js'
+import { isObject } from '../../transports/mcp.js'
 import { MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
+
+const byName = (name: string) => TOOLS.find((t) => t.name === name)!
 
 /** Arguments that make each tool succeed for a fresh test account. */
 function happyArgs(env: TestEnv, ruleId: string): Record<string, Record<string, unknown>> {
@@ -65,7 +71,10 @@ describe('MCP over Streamable HTTP', () => {
     for (const t of tools) {
       expect(t.title, t.name).toBeTruthy()
       expect(t.description!.length, t.name).toBeGreaterThan(80)
-      expect(Object.keys(t.annotations!).sort()).toEqual(['destructiveHint', 'idempotentHint', 'openWorldHint', 'readOnlyHint', 'title'])
+      // destructiveHint and idempotentHint mean something only for a tool that writes (MCP ToolAnnotations).
+      const hints = t.annotations!.readOnlyHint ? ['openWorldHint', 'readOnlyHint'] : ['destructiveHint', 'idempotentHint', 'openWorldHint', 'readOnlyHint']
+      expect(Object.keys(t.annotations!).sort(), t.name).toEqual(hints)
+      expect(byName(t.name).annotations, t.name).toMatchObject(t.annotations!)
       expect(t.inputSchema.type).toBe('object')
       expect(t.outputSchema?.type).toBe('object')
       expect(t.description!.includes('[DESTRUCTIVE]'), t.name).toBe(t.name === 'delistBlock' || t.name === 'deleteRule')
@@ -84,6 +93,11 @@ describe('MCP over Streamable HTTP', () => {
       expect(result.isError, `${t.name}: ${JSON.stringify(result.content)}`).toBeFalsy()
       const validate = ajv.compile(t.outputSchema!)
       expect(validate(result.structuredContent), `${t.name}: ${ajv.errorsText(validate.errors)}`).toBe(true)
+      // And against the whole output schema, required fields and all, which the listed one leaves out.
+      const tool = byName(t.name)
+      const output = tool.resultKey ? (result.structuredContent as Record<string, unknown>)[tool.resultKey] : result.structuredContent
+      const whole = ajv.compile(jsonSchemaOf(tool.output, 'output'))
+      expect(whole(output), `${t.name}: ${ajv.errorsText(whole.errors)}`).toBe(true)
       expect(JSON.parse((result.content as { text: string }[])[0].text)).toEqual(result.structuredContent)
     }
     // The sends really went into the queue: the transaction id of sendMail is in the log.
@@ -102,6 +116,19 @@ describe('MCP over Streamable HTTP', () => {
     expect(JSON.parse((missing.content as { text: string }[])[0].text)).toEqual({ code: 404, message: expect.any(String) })
     const unknown = await client.callTool({ name: 'noSuchTool', arguments: {} })
     expect(unknown.isError).toBe(true)
+  })
+
+  it('answers a display name or a comma list given to sendMail with a 400 naming sendAdvMail, sending nothing', async () => {
+    const client = await connect()
+    for (const to of ['Kay <k@example.com>', 'a@x.example, b@y.example']) {
+      const result = await client.callTool({ name: 'sendMail', arguments: { to, from: 'me@example.org', subject: 's', body: 'b' } })
+      expect(result.isError).toBe(true)
+      expect(JSON.parse((result.content as { text: string }[])[0].text)).toEqual({
+        code: 400,
+        message: `to: "${to}" is not a bare address: sendMail takes bare addresses, several as an array; for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)`,
+      })
+    }
+    expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
   })
 
   it('refuses a line break in an address field, and an address literal, with 400 results, sending nothing', async () => {
@@ -138,6 +165,69 @@ describe('MCP over Streamable HTTP', () => {
     const typo = await client.callTool({ name: 'viewMailLog', arguments: { mailId: '0190f3a2b4c5d6e7f8' } })
     expect(JSON.parse((typo.content as { text: string }[])[0].text).message).toMatch(/^mailId: viewMailLog has no argument mailId \(did you mean mailid\?\)/)
     expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+  })
+
+  it('lists the tools in under 16 KB, with the same arguments and required arguments as their schemas', async () => {
+    const client = await connect()
+    const listed = await client.listTools()
+    expect(Buffer.byteLength(JSON.stringify(listed))).toBeLessThan(16 * 1024)
+    expect(listed.tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
+    for (const t of listed.tools) {
+      const shape = byName(t.name).input.shape as Record<string, ZodType>
+      expect(Object.keys(t.inputSchema.properties ?? {}), t.name).toEqual(Object.keys(shape))
+      const required = Object.keys(shape).filter((k) => !shape[k].safeParse(undefined).success)
+      expect(t.inputSchema.required ?? [], t.name).toEqual(required)
+    }
+  })
+
+  it('lists self-contained schemas: every $ref points into the schema that holds it', async () => {
+    const client = await connect()
+    const { tools } = await client.listTools()
+    const refs = (node: unknown): string[] =>
+      Array.isArray(node) ? node.flatMap(refs) : isObject(node) ? Object.entries(node).flatMap(([k, v]) => (k === '$ref' ? [v as string] : refs(v))) : []
+    const resolve = (schema: unknown, ref: string) => ref.slice(2).split('/').reduce<unknown>((node, key) => (isObject(node) ? node[key] : undefined), schema)
+    const all = tools.flatMap((t) => [t.inputSchema, t.outputSchema!].map((schema) => ({ name: t.name, schema, refs: refs(schema) })))
+    expect(all.flatMap((s) => s.refs).length).toBeGreaterThan(0)
+    for (const { name, schema, refs: found } of all) {
+      for (const ref of found) {
+        expect(ref, name).toMatch(/^#\/\$defs\//)
+        expect(resolve(schema, ref), `${name}: ${ref}`).toEqual(expect.any(Object))
+      }
+    }
+  })
+
+  // The listed schemas against the full ones zod writes, through the SDK's own validator (Ajv and
+  // its formats), as a client that checks arguments before it sends them would.
+  const SAME_VERDICT: [string, Record<string, unknown>, boolean][] = [
+    ['sendAdvMail', { from: { email: 'me@example.org', name: 'Me' }, to: 'Bob <bob@example.com>, joe@example.com', cc: [{ email: 'cc@example.net' }], subject: 's', body: 'b', attachments: [{ filename: 'a.txt', data: 'aGk=' }] }, true],
+    ['sendAdvMail', { from: 'me@example.org', to: [{ email: 'not an address' }], subject: 's', body: 'b' }, false],
+    ['sendAdvMail', { from: 'me@example.org', to: [], subject: 's', body: 'b' }, false],
+    ['sendAdvMail', { from: 'me@example.org', to: 'bob@example.com', body: 'b' }, false],
+    ['sendAdvMail', { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b', bc: 'x@example.com' }, false],
+    ['sendAdvMail', { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b', attachments: [{ filename: 'a.txt' }] }, false],
+    ['sendMail', { to: ['bob@example.com', 'joe@example.com'], from: 'me@example.org', subject: 's', body: 'b', id: 3 }, true],
+    ['sendMail', { to: 'bob@', from: 'me@example.org', subject: 's', body: 'b' }, false],
+    ['sendMail', { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b', id: 0 }, false],
+    ['viewMailLog', { mailid: '0190f3a2b4c5d6e7f8', delivered: 1, startDate: 'yesterday', endDate: 1700000000, limit: 5, dir: 'asc' }, true],
+    ['viewMailLog', { delivered: 2 }, false],
+    ['viewMailLog', { dir: 'up' }, false],
+    ['viewMailLog', { from: 'me at example.org' }, false],
+    ['getStats', { time: '7d' }, true],
+    ['getStats', { time: 'week' }, false],
+    ['addRule', { type: 'domain', data: 'spam.example', user: 'mb1' }, true],
+    ['addRule', { type: 'sender', data: 'spam.example' }, false],
+    ['deleteRule', { ruleId: 1.5 }, false],
+  ]
+  it.each(SAME_VERDICT)('lists a %s input schema that takes %j as the full schema and the tool do (%s)', async (name, args, valid) => {
+    const client = await connect()
+    const listed = (await client.listTools()).tools.find((t) => t.name === name)!
+    const tool = byName(name)
+    const full = { ...jsonSchemaOf(tool.input, 'input'), additionalProperties: false }
+    const validator = new AjvJsonSchemaValidator()
+    expect(validator.getValidator(listed.inputSchema)(args).valid).toBe(valid)
+    expect(validator.getValidator(full)(args).valid).toBe(valid)
+    // strict: callTool refuses an argument the tool does not have.
+    expect(tool.input.strict().safeParse(args).success).toBe(valid)
   })
 
   it(`keeps at most ${MCP_SESSIONS_PER_ACCOUNT} sessions per account, closing the least recently used`, async () => {

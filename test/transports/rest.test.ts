@@ -345,6 +345,14 @@ describe('REST API', () => {
       })
     }
 
+    it('refuses a display name and a comma list, naming sendAdvMail and its path, and stores nothing', async () => {
+      for (const to of ['Kay <k@example.com>', 'a@x.example, b@y.example']) {
+        const body = await expectError(await call(env, 'POST', '/mail/send', { ...SEND, to }), 'sendMail', 400, 'to')
+        expect(body.message).toMatch(/; for display names or comma-separated lists use sendAdvMail \(POST \/mail\/advsend\)$/)
+        await expectNothingStored(env)
+      }
+    })
+
     it('says a missing field is required, to (a string or an array) as the others', async () => {
       for (const field of ['to', 'from', 'subject', 'body'] as const) {
         const { [field]: _omitted, ...rest } = SEND
