@@ -4,8 +4,8 @@ import { ConfigError, type Config } from './config.js'
 import { DeliveryWorker } from './relay/delivery.js'
 import { startEngineThread } from './relay/engine.js'
 import { createResolver, type MxResolver } from './relay/routes.js'
-import { createSubmissionServer } from './relay/submission.js'
-import { loadTls } from './relay/tls.js'
+import { createSubmissionServer, submissionLimits } from './relay/submission.js'
+import { loadTls, tlsCertFile } from './relay/tls.js'
 import { bootstrap, createLogger, openRuntime } from './runtime.js'
 import { HTTP_SERVER_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
 
@@ -15,6 +15,8 @@ const SHUTDOWN_GRACE_MS = 30_000
 export interface RunningServer {
   httpPort: number
   smtpPort: number
+  /** The implicit-TLS submission port, or null when MAILROOM_SMTPS_PORT is off. */
+  smtpsPort: number | null
   /** What to show the operator on the first start of an empty data directory, once. */
   firstStart: string | null
   stop(): Promise<void>
@@ -85,10 +87,18 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   const publicUrl = config.http.port === 0 && config.publicUrl === 'http://localhost:0' ? `http://localhost:${httpPort}` : config.publicUrl
   app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } })
 
-  const smtp = createSubmissionServer({ ...rt, tls })
+  // One count of connections and AUTH failures per client across both submission ports.
+  const submission = { ...rt, tls, limits: submissionLimits(config, rt.clock) }
+  const smtp = createSubmissionServer(submission)
   await listening(smtp.server, () => smtp.listen(config.smtp.port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT', `${config.smtp.host}:${config.smtp.port}`)
   const smtpPort = (smtp.server.address() as AddressInfo).port
-  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, dataDir: config.dataDir }, 'HTTP and SMTP listening')
+  const smtps = config.smtp.securePort === null ? null : createSubmissionServer(submission, { secure: true })
+  if (smtps) {
+    const port = config.smtp.securePort!
+    await listening(smtps.server, () => smtps.listen(port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTPS_PORT', `${config.smtp.host}:${port}`)
+  }
+  const smtpsPort = smtps ? (smtps.server.address() as AddressInfo).port : null
+  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, smtpsPort, dataDir: config.dataDir }, 'HTTP and SMTP listening')
 
   // The first start's account only once everything is up: a start that fails creates none, so
   // that its API key, shown only here, is never lost.
@@ -101,6 +111,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
         `  SMTP username:            mb${first.order.id}`,
         `  SMTP password:            ${first.password}`,
         `  SMTP submission:          ${config.smtp.host}:${smtpPort} (STARTTLS, AUTH PLAIN or LOGIN)`,
+        ...(smtpsPort === null ? [] : [`  SMTP submission over TLS: ${config.smtp.host}:${smtpsPort} (implicit TLS; certificate ${tlsCertFile(config)})`]),
         `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${publicUrl}/mail`,
         '',
       ].join('\n')
@@ -109,13 +120,14 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   return {
     httpPort,
     smtpPort,
+    smtpsPort,
     firstStart,
     async stop() {
       logger.info('shutting down')
       clearInterval(pruning)
       const closed = (server: { close(cb: () => void): unknown }) => new Promise<void>((resolve) => void server.close(() => resolve()))
       // Stop taking work first, then let deliveries in flight finish, for up to SHUTDOWN_GRACE_MS.
-      const drained = Promise.all([closed(smtp), closed(http), app.close()]).then(() => engine.stop())
+      const drained = Promise.all([closed(smtp), ...(smtps ? [closed(smtps)] : []), closed(http), app.close()]).then(() => engine.stop())
       const finished = await Promise.race([drained.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), SHUTDOWN_GRACE_MS).unref())])
       if (!finished) logger.warn(`deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`)
       await rt.close()
