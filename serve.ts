@@ -1,7 +1,7 @@
 import { serve } from '@hono/node-server'
 import type { AddressInfo, Server as NodeServer } from 'node:net'
 import { ConfigError, type Config } from './config.js'
-import { DeliveryWorker } from './relay/delivery.js'
+import { deliverInProcess } from './relay/delivery.js'
 import { startEngineThread } from './relay/engine.js'
 import { createResolver, type MxResolver } from './relay/routes.js'
 import { createSubmissionServer, submissionLimits } from './relay/submission.js'
@@ -56,11 +56,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   // in-process tests, which run from TypeScript sources that a worker thread cannot load).
   let engine: { stop(): Promise<void> }
   if (options.engine === 'in-process') {
-    const worker = new DeliveryWorker({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
-    // Accepted messages go through the worker, which starts them at once when it has room.
-    rt.store.mail.enqueue = (message) => worker.accept(message)
-    await worker.start()
-    engine = worker
+    engine = await deliverInProcess({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
   } else {
     const thread = await startEngineThread(config, logger, (err) => {
       logger.fatal({ err }, 'the relay engine stopped; exiting')
