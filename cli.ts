@@ -79,12 +79,7 @@ export function buildCli(): Command {
         await serveStdioRemote(o.url, config.apiKey)
         return
       }
-      const rt = openRuntime(config, { logger: createLogger(config, 2), existing: true })
-      const server = await serveStdioLocal(rt, config.apiKey).catch(async (err) => {
-        await rt.close()
-        throw err
-      })
-      server.onclose = () => void rt.close()
+      await serveStdioLocal(openRuntime(config, { logger: createLogger(config, 2), existing: true }), config.apiKey)
     })
 
   const account = program.command('account').description('Manage accounts and their API keys')
