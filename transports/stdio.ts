@@ -6,8 +6,8 @@ import { CallToolResultSchema, ListToolsRequestSchema, type CallToolRequest } fr
 import { deliverInProcess } from '../relay/delivery.js'
 import { createResolver } from '../relay/routes.js'
 import { PACKAGE, type Runtime } from '../runtime.js'
-import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from './mcp.js'
 import { TOOLS } from '../tools/index.js'
+import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from './mcp.js'
 
 // stdout carries JSON-RPC only: every log line goes to stderr (see createLogger).
 
@@ -59,7 +59,13 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
     (stopping ??= delivery
       .stop()
       .then(() => rt.close())
-      .finally(() => process.exit(0)))
+      .then(
+        () => process.exit(0),
+        (err) => {
+          rt.logger.error({ err }, 'stopping failed')
+          process.exit(1)
+        },
+      ))
   process.stdin.once('end', stop)
   process.once('SIGTERM', stop)
   process.once('SIGINT', stop)
