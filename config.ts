@@ -111,6 +111,8 @@ export const ConfigSchema = z.object({
   MAILROOM_SMTP_HOST: z.string().min(1).default('127.0.0.1'),
   /** SMTP submission port (25 in production). */
   MAILROOM_SMTP_PORT: Port.default(2525),
+  /** SMTP submission over implicit TLS (465 in production, RFC 8314 §3.3), on MAILROOM_SMTP_HOST; `off` for none. */
+  MAILROOM_SMTPS_PORT: z.union([z.literal('off'), Port]).default(2465),
   /** PEM certificate and key for STARTTLS; without them one is generated into the data directory. */
   MAILROOM_TLS_CERT: z.string().min(1).optional(),
   MAILROOM_TLS_KEY: z.string().min(1).optional(),
@@ -171,6 +173,8 @@ const Settings = ConfigSchema.transform((e) => ({
   smtp: {
     host: e.MAILROOM_SMTP_HOST,
     port: e.MAILROOM_SMTP_PORT,
+    /** The implicit-TLS submission port, or null when off. */
+    securePort: e.MAILROOM_SMTPS_PORT === 'off' ? null : e.MAILROOM_SMTPS_PORT,
     tls: e.MAILROOM_TLS_CERT && e.MAILROOM_TLS_KEY ? { cert: resolve(e.MAILROOM_TLS_CERT), key: resolve(e.MAILROOM_TLS_KEY) } : null,
     authRequiresTls: e.MAILROOM_SMTP_AUTH_REQUIRES_TLS === 'true',
     maxAuthFailures: e.MAILROOM_SMTP_MAX_AUTH_FAILURES,

@@ -2,11 +2,11 @@ import { serve } from '@hono/node-server'
 import type { Server } from 'node:http'
 import type { AddressInfo, Server as NodeServer } from 'node:net'
 import { ConfigError, type Config } from './config.js'
-import { DeliveryWorker } from './relay/delivery.js'
+import { deliverInProcess } from './relay/delivery.js'
 import { startEngineThread } from './relay/engine.js'
 import { createResolver, type MxResolver } from './relay/routes.js'
-import { createSubmissionServer } from './relay/submission.js'
-import { loadTls } from './relay/tls.js'
+import { createSubmissionServer, submissionLimits } from './relay/submission.js'
+import { loadTls, tlsCertFile } from './relay/tls.js'
 import { bootstrap } from './accounts.js'
 import { createLogger, logStream } from './logger.js'
 import { openRuntime } from './runtime.js'
@@ -18,6 +18,8 @@ const SHUTDOWN_GRACE_MS = 30_000
 export interface RunningServer {
   httpPort: number
   smtpPort: number
+  /** The implicit-TLS submission port, or null when MAILROOM_SMTPS_PORT is off. */
+  smtpsPort: number | null
   /** What to show the operator on the first start of an empty data directory, once. */
   firstStart: string | null
   stop(): Promise<void>
@@ -59,11 +61,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   // in-process tests, which run from TypeScript sources that a worker thread cannot load).
   let engine: { stop(): Promise<void>; stopped(): string | null }
   if (options.engine === 'in-process') {
-    const worker = new DeliveryWorker({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
-    // Accepted messages go through the worker, which starts them at once when it has room.
-    rt.store.mail.enqueue = (message) => worker.accept(message)
-    await worker.start()
-    engine = worker
+    engine = await deliverInProcess({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
   } else {
     const thread = await startEngineThread(config, out, (err) => {
       logger.fatal({ err }, 'the relay engine stopped; exiting')
@@ -92,12 +90,20 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   const delivery = () => (stopping ? 'shutting down' : engine.stopped())
   app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } }, { delivery })
 
-  const smtp = createSubmissionServer({ ...rt, tls })
+  // One count of connections and AUTH failures per client across both submission ports.
+  const submission = { ...rt, tls, limits: submissionLimits(config, rt.clock) }
+  const smtp = createSubmissionServer(submission)
   await listening(smtp.server, () => smtp.listen(config.smtp.port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT', `${config.smtp.host}:${config.smtp.port}`)
   const smtpPort = (smtp.server.address() as AddressInfo).port
+  const smtps = config.smtp.securePort === null ? null : createSubmissionServer(submission, { secure: true })
+  if (smtps) {
+    const port = config.smtp.securePort!
+    await listening(smtps.server, () => smtps.listen(port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTPS_PORT', `${config.smtp.host}:${port}`)
+  }
+  const smtpsPort = smtps ? (smtps.server.address() as AddressInfo).port : null
   const { smarthost } = config.delivery
   const mailTo = smarthost ? `smarthost ${smarthost.host}:${smarthost.port}` : 'MX lookup'
-  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, dataDir: config.dataDir, delivery: mailTo }, 'HTTP and SMTP listening')
+  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, smtpsPort, dataDir: config.dataDir, delivery: mailTo }, 'HTTP and SMTP listening')
 
   // The first start's account only once everything is up: a start that fails creates none, so
   // that its API key, shown only here, is never lost.
@@ -110,6 +116,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
         `  SMTP username:            mb${first.order.id}`,
         `  SMTP password:            ${first.password}`,
         `  SMTP submission:          ${config.smtp.host}:${smtpPort} (STARTTLS, AUTH PLAIN or LOGIN)`,
+        ...(smtpsPort === null ? [] : [`  SMTP submission over TLS: ${config.smtp.host}:${smtpsPort} (implicit TLS; certificate ${tlsCertFile(config)})`]),
         ...mailGoesTo(config),
         `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${publicUrl}/mail`,
         '',
@@ -119,6 +126,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   return {
     httpPort,
     smtpPort,
+    smtpsPort,
     firstStart,
     async stop() {
       logger.info('shutting down')
@@ -131,7 +139,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
       // as they come.
       const sweep = setInterval(() => (http as Server).closeIdleConnections(), 100)
       const httpClosed = closed(http).finally(() => clearInterval(sweep))
-      const drained = Promise.all([closed(smtp), httpClosed, app.close()]).then(() => engine.stop())
+      const drained = Promise.all([closed(smtp), ...(smtps ? [closed(smtps)] : []), httpClosed, app.close()]).then(() => engine.stop())
       const finished = await Promise.race([drained.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), SHUTDOWN_GRACE_MS).unref())])
       if (!finished) logger.warn(`deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`)
       await rt.close()

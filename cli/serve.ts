@@ -7,7 +7,7 @@ import { openRuntime } from '../runtime.js'
 export function addServeCommands(program: Command): void {
   program
     .command('serve')
-    .description('Run the service: REST and MCP on MAILROOM_HTTP_PORT, SMTP submission on MAILROOM_SMTP_PORT, and delivery')
+    .description('Run the service: REST and MCP on MAILROOM_HTTP_PORT, SMTP submission on MAILROOM_SMTP_PORT (STARTTLS) and MAILROOM_SMTPS_PORT (TLS), and delivery')
     .action(async () => {
       const { startServer } = await import('../serve.js')
       const running = await startServer(loadConfig())
@@ -29,11 +29,6 @@ export function addServeCommands(program: Command): void {
         await serveStdioRemote(o.url, config.apiKey)
         return
       }
-      const rt = openRuntime(config, { logger: createLogger(config, 2), existing: true })
-      const server = await serveStdioLocal(rt, config.apiKey).catch(async (err) => {
-        await rt.close()
-        throw err
-      })
-      server.onclose = () => void rt.close()
+      await serveStdioLocal(openRuntime(config, { logger: createLogger(config, 2), existing: true }), config.apiKey)
     })
 }

@@ -1,3 +1,6 @@
+// nodemailer's parser, an entry point its package exports with its types: the standalone
+// `addressparser` package is its unmaintained 2016 copy (no quoted-pairs, no flatten), and a strict
+// RFC 5322 grammar (`email-addresses`) would refuse inputs this one reads.
 import addressparser from 'nodemailer/lib/addressparser'
 import { badInput } from '../errors.js'
 
@@ -20,6 +23,9 @@ export const isAscii = (s: string) => /^[\x00-\x7f]*$/.test(s)
 
 const DOT_ATOM = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/
 
+/** A quoted-string (RFC 5322 §3.2.4): the text in quotes, `"` and `\` escaped. */
+export const quoteString = (text: string) => `"${text.replace(/["\\]/g, '\\$&')}"`
+
 /**
  * RFC 5321 §4.1.2: a quoted-pair stands for its character, and a quoted local part that needs no
  * quotes names the same mailbox as the bare one: `"bob"@example.com` and `"b\ob"@example.com` are
@@ -31,7 +37,7 @@ export function canonicalAddress(address: string): string {
   const m = /^"((?:[^"\\]|\\[\s\S])*)"@([^@]+)$/.exec(address)
   if (!m) return address
   const local = m[1].replace(/\\([\s\S])/g, '$1')
-  return `${DOT_ATOM.test(local) ? local : `"${local.replace(/["\\]/g, '\\$&')}"`}@${m[2]}`
+  return `${DOT_ATOM.test(local) ? local : quoteString(local)}@${m[2]}`
 }
 
 /** An address at an IP address literal (`u@[192.0.2.1]`), which `isEmail` refuses. */

@@ -33,6 +33,8 @@ export interface DeliveryDeps {
   logger: Logger
   clock: () => number
   resolver: MxResolver
+  /** The name its leases are held under (`assigned` on the log rows); config.nodeName unless given. */
+  node?: string
 }
 
 /** Recipients of one message at one domain (one SMTP transaction), and the message's bytes when they are at hand. */
@@ -77,15 +79,17 @@ export class DeliveryWorker {
   private readonly mx: MxClient
   /** The store's own enqueue, kept before a caller routes the pipeline's enqueue through `accept`. */
   private readonly enqueue: Store['mail']['enqueue']
+  private readonly node: string
 
   constructor(private readonly deps: DeliveryDeps) {
     this.mx = new MxClient({ heloName: deps.config.nodeName, timeout: deps.config.delivery.timeout })
     this.enqueue = deps.store.mail.enqueue
+    this.node = deps.node ?? deps.config.nodeName
   }
 
   /** Takes back the leases this node held before a restart, then starts working. */
   async start(): Promise<void> {
-    const released = await this.deps.store.queue.release(this.deps.config.nodeName)
+    const released = await this.deps.store.queue.release(this.node)
     if (released) this.deps.logger.info({ released }, 'took back deliveries leased before the restart')
     this.running = true
     this.loopDone = this.loop()
@@ -119,7 +123,7 @@ export class DeliveryWorker {
     this.reserved++
     try {
       // The store is handed the joined bytes too, so that it does not join the pieces again.
-      const { rowId, leased = [] } = await this.enqueue(body ? { ...message, raw: [body] } : message, { node: this.deps.config.nodeName, now: this.deps.clock() })
+      const { rowId, leased = [] } = await this.enqueue(body ? { ...message, raw: [body] } : message, { node: this.node, now: this.deps.clock() })
       // Once stopping, the leases wait for the next start, which takes them back.
       if (this.running) {
         for (const items of groupItems(leased)) this.wait({ items, body })
@@ -146,7 +150,11 @@ export class DeliveryWorker {
     return this.deps.config.delivery.concurrency * 10
   }
 
-  /** Stops claiming, lets transactions in flight finish, closes connections. */
+  /**
+   * Stops claiming, lets transactions in flight finish, closes connections, and hands back the
+   * leases of the rows it had not started: any node takes them at once (a worker under a name of
+   * its own, as `mailroom stdio`'s, would never start again to take them back).
+   */
   async stop(): Promise<void> {
     this.running = false
     this.kick()
@@ -154,6 +162,7 @@ export class DeliveryWorker {
     await Promise.all(this.inFlight)
     await Promise.all(this.recording)
     this.mx.close()
+    await this.deps.store.queue.release(this.node).catch((err) => this.deps.logger.error({ err }, 'handing back the leases failed; they expire'))
   }
 
   private async loop(): Promise<void> {
@@ -166,7 +175,7 @@ export class DeliveryWorker {
           const limit = this.claimLimit()
           // Cleared first: a kick() while the claim is under way must not be lost.
           this.due = false
-          const items = await this.deps.store.queue.claim({ node: this.deps.config.nodeName, now: this.deps.clock(), leaseMs: LEASE_MS, limit })
+          const items = await this.deps.store.queue.claim({ node: this.node, now: this.deps.clock(), leaseMs: LEASE_MS, limit })
           claimed = items.length
           if (claimed === limit) this.due = true
           for (const group of groupItems(items)) this.wait({ items: group })
@@ -189,7 +198,7 @@ export class DeliveryWorker {
     const now = this.deps.clock()
     if (now - this.renewedAt < RENEW_MS) return
     try {
-      await this.deps.store.queue.renew(this.deps.config.nodeName, now)
+      await this.deps.store.queue.renew(this.node, now)
       this.renewedAt = now
     } catch (err) {
       this.deps.logger.error({ err }, 'renewing the leases failed')
@@ -220,6 +229,8 @@ export class DeliveryWorker {
 
   /** Starts waiting groups, in order within each domain, while the global and per-domain limits allow. */
   private pump(): void {
+    // Once stopping, nothing new starts: stop() hands the leases of what waits back to the queue.
+    if (!this.running) return
     const { concurrency, domainConcurrency } = this.deps.config.delivery
     for (const [domain, queue] of this.waiting) {
       if (this.active >= concurrency) return
@@ -302,6 +313,17 @@ export class DeliveryWorker {
       .finally(() => this.recording.delete(recorded))
     this.recording.add(recorded)
   }
+}
+
+/**
+ * Delivery in this process (`mailroom stdio`, and `serve` with an in-process engine): a worker over
+ * the store, through which the pipeline's accepted messages go, so that they start at once.
+ */
+export async function deliverInProcess(deps: DeliveryDeps): Promise<DeliveryWorker> {
+  const worker = new DeliveryWorker(deps)
+  deps.store.mail.enqueue = (message) => worker.accept(message)
+  await worker.start()
+  return worker
 }
 
 /** Leased rows grouped by message and domain, at most MAX_RCPTS_PER_TRANSACTION per group. */

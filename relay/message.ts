@@ -1,11 +1,10 @@
 import libmime from 'libmime'
 import { randomUUID } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
-import { wrap as base64Wrap } from 'nodemailer/lib/base64'
-import { buildHeaderParam, detectMimeType, encodeWord, encodeWords, foldLines, quoteString } from 'nodemailer/lib/mime-funcs'
-import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp'
+import { wrap as base64Wrap } from 'libbase64'
+import { encode as qpEncode, wrap as qpWrap } from 'libqp'
 import { badInput } from '../errors.js'
-import { parseAddressString, uniqueAddresses, type Mailbox } from './addresses.js'
+import { parseAddressString, quoteString, uniqueAddresses, type Mailbox } from './addresses.js'
 import { joinPieces } from '../storage/store.js'
 
 /** A body "contains HTML" when it has at least one tag, e.g. `<p>`, `<br/>` or `</div>`. */
@@ -116,11 +115,11 @@ const DOMAIN_NAME = /^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[
 function heloName(helo: string): string {
   const literal = /^\[(ipv6:)?([^\]]*)\]$/i.exec(helo)
   if (literal ? (literal[1] ? isIPv6(literal[2]) : isIPv4(literal[2])) : DOMAIN_NAME.test(helo)) return helo
-  return `"${helo.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, '\\$&')}"`
+  return quoteString(helo.replace(/[^\x20-\x7e]/g, '?'))
 }
 
 /** One header line, folded, CRLF-terminated. */
-const header = (name: string, value: string) => `${foldLines(`${name}: ${value}`, 76)}\r\n`
+const header = (name: string, value: string) => `${libmime.foldLines(`${name}: ${value}`, 76)}\r\n`
 
 /** A word too long to fold around: written as RFC 2047 words, which can be split, it keeps lines within 998. */
 const LONG_WORD = /\S{77,}/
@@ -130,7 +129,7 @@ const oneLine = (value: string) => value.replace(/\r?\n|\r/g, ' ')
 
 /** Unstructured header text already on one line (`oneLine`): non-ASCII and control characters as RFC 2047 words. */
 function headerText(flat: string): string {
-  return /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(flat) || LONG_WORD.test(flat) ? encodeWord(flat, 'Q', 52) : encodeWords(flat, 'Q', 52)
+  return /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(flat) || LONG_WORD.test(flat) ? libmime.encodeWord(flat, 'Q', 52) : libmime.encodeWords(flat, 'Q', 52)
 }
 
 /** An address list header value; addresses are checked ASCII (`isEmail`), names are quoted or encoded as needed. */
@@ -138,7 +137,7 @@ function mailboxes(list: Mailbox[]): string {
   return list
     .map(({ name, address }) => {
       if (!name) return /^[^\s",;<>()]+$/.test(address) ? address : `<${address}>`
-      const display = LONG_WORD.test(name) || !/^[\x20-\x7e]*$/.test(name) ? encodeWord(name, 'Q', 52) : /^[\w ]*$/.test(name) ? name : quoteString(name)
+      const display = LONG_WORD.test(name) || !/^[\x20-\x7e]*$/.test(name) ? libmime.encodeWord(name, 'Q', 52) : /^[\w ]*$/.test(name) ? name : quoteString(name)
       return `${display} <${address}>`
     })
     .join(', ')
@@ -162,7 +161,7 @@ function attachmentPart(a: { filename?: string; data: string }): string {
   const filename = a.filename || 'attachment'
   const data = base64Wrap(Buffer.from(a.data, 'base64').toString('base64'), 76)
   return (
-    header('Content-Type', `${detectMimeType(filename)}; ${param('name', filename)}`) +
+    header('Content-Type', `${libmime.detectMimeType(filename)}; ${param('name', filename)}`) +
     'Content-Transfer-Encoding: base64\r\n' +
     header('Content-Disposition', `attachment; ${param('filename', filename)}`) +
     `\r\n${data}`
@@ -180,7 +179,7 @@ const isToken = (value: string) => /^[\x21-\x7e]+$/.test(value) && !/[()<>@,;:\\
 function param(key: string, value: string): string {
   if (isToken(value) && value.length <= 60) return `${key}=${value}`
   if (/^[\x20-\x7e]*$/.test(value) && value.length <= 60) return `${key}=${quoteString(value)}`
-  return buildHeaderParam(key, value, 50)
+  return libmime.buildHeaderParam(key, value, 50)
     .map((p) => `${p.key}=${isToken(p.value) ? p.value : quoteString(p.value)}`)
     .join('; ')
 }

@@ -33,6 +33,19 @@ function connectionCounter(max: number) {
   }
 }
 
+/**
+ * What the submission servers of one process count together, so that a client reaching both the
+ * STARTTLS port and the implicit-TLS one gets one share of connections and AUTH guesses, not two.
+ */
+export interface SubmissionLimits {
+  connections: ReturnType<typeof connectionCounter>
+  authFailures: ReturnType<typeof authThrottle>
+}
+
+export function submissionLimits(config: Pick<Config, 'smtp'>, clock: () => number): SubmissionLimits {
+  return { connections: connectionCounter(config.smtp.maxClientsPerAddress), authFailures: authThrottle(config.smtp.maxAuthFailures, clock) }
+}
+
 export interface SubmissionDeps {
   store: Store
   relay: Relay
@@ -40,6 +53,8 @@ export interface SubmissionDeps {
   logger: Logger
   clock: () => number
   tls: { key: string | Buffer; cert: string | Buffer }
+  /** Shared with the process's other submission server; its own when not given. */
+  limits?: SubmissionLimits
 }
 
 /**
@@ -68,18 +83,18 @@ const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
  * The SMTP submission server: AUTH PLAIN/LOGIN as mb<id> with the order's password, then the
  * same sending pipeline as REST and MCP. Sender checks answer at MAIL FROM, destination rules at
  * each RCPT TO, and `250 Message queued as <id>` comes only after the commit. Without AUTH
- * every MAIL and RCPT is refused: never an open relay.
+ * every MAIL and RCPT is refused: never an open relay. With `secure`, the connection is TLS from
+ * its first byte (implicit TLS, RFC 8314 §3.3) instead of upgraded by STARTTLS.
  */
-export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
+export function createSubmissionServer(deps: SubmissionDeps, options: { secure?: boolean } = {}): SMTPServer {
   const { store, relay, config, logger, clock } = deps
-  const authFailures = authThrottle(config.smtp.maxAuthFailures, clock)
+  const { connections, authFailures } = deps.limits ?? submissionLimits(config, clock)
   // Recipients refused on each connection since it last had a message accepted. Each refusal a
   // rule or a block list makes is recorded (a write to the database): a client that keeps going
   // past as many refusals as one message may have recipients is cut off, as Postfix does past its
   // error limit.
   const refused = new WeakMap<object, number>()
   const orderOf = (session: SMTPServerSession) => (session.user as { order: MailOrder } | undefined)?.order
-  const connections = connectionCounter(config.smtp.maxClientsPerAddress)
   // The client each counted connection is counted for, and the deadline it has to authenticate by.
   const admitted = new WeakMap<SMTPServerSession, { client: string; deadline: NodeJS.Timeout }>()
   const unauthenticatedTimeout = config.smtp.unauthenticatedTimeout
@@ -96,6 +111,7 @@ export function createSubmissionServer(deps: SubmissionDeps): SMTPServer {
     banner: 'mailroom submission',
     key: deps.tls.key,
     cert: deps.tls.cert,
+    secure: options.secure ?? false,
     size: config.maxMessageSize,
     // MAILROOM_MAX_RECIPIENTS is counted at RCPT TO below, so that the refusal has its enhanced code.
     authMethods: ['PLAIN', 'LOGIN'],

@@ -7,9 +7,13 @@ import { ConfigError, type Config } from '../config.js'
 export const GENERATED_CERT = 'smtp-cert.pem'
 export const GENERATED_KEY = 'smtp-key.pem'
 
+/** The certificate file submission clients are shown: the configured one, or the generated one. */
+export const tlsCertFile = (config: Pick<Config, 'smtp' | 'dataDir'>) => config.smtp.tls?.cert ?? join(config.dataDir, GENERATED_CERT)
+
 /**
- * The STARTTLS certificate: the configured files, or a self-signed one generated into the data
- * directory on first start (clients of a self-signed server must not verify it, or trust it).
+ * The submission certificate (STARTTLS and implicit TLS): the configured files, or a self-signed
+ * one generated into the data directory on first start (its clients trust that file as their CA,
+ * or do not verify). Read once, at start: a renewed certificate is used from the next start.
  */
 export async function loadTls(config: Pick<Config, 'smtp' | 'dataDir' | 'nodeName'>): Promise<{ key: Buffer; cert: Buffer }> {
   if (config.smtp.tls) {

@@ -15,7 +15,7 @@ describe('mailroom command', () => {
   let dataDir: string
   const children: ReturnType<typeof spawn>[] = []
   const sinks: { close(): Promise<void> }[] = []
-  const env = () => ({ ...process.env, MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info' })
+  const env = () => ({ ...process.env, MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_SMTPS_PORT: '0', MAILROOM_LOG_LEVEL: 'info' })
   const runWith = (overrides: Record<string, string>, ...args: string[]) => {
     const r = spawnSync(process.execPath, [BIN, ...args], { env: { ...env(), ...overrides }, encoding: 'utf8', timeout: 30_000 })
     return { status: r.status, stdout: r.stdout, stderr: r.stderr }
@@ -156,6 +156,8 @@ describe('mailroom command', () => {
       expect(http.stderr).toContain(`cannot listen on 127.0.0.1:${port} (MAILROOM_HTTP_HOST, MAILROOM_HTTP_PORT)`)
       const smtp = runWith({ MAILROOM_SMTP_PORT: port }, 'serve')
       expect(smtp.stderr).toContain(`cannot listen on 127.0.0.1:${port} (MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT)`)
+      const smtps = runWith({ MAILROOM_SMTPS_PORT: port }, 'serve')
+      expect(smtps.stderr).toContain(`cannot listen on 127.0.0.1:${port} (MAILROOM_SMTP_HOST, MAILROOM_SMTPS_PORT)`)
     } finally {
       busy.close()
     }

@@ -41,7 +41,7 @@ describe('config', () => {
       MAILROOM_TLS_CERT: '/etc/cert.pem',
       MAILROOM_TLS_KEY: '/etc/key.pem',
     })
-    expect(c.smtp).toMatchObject({ port: 25, authRequiresTls: false, tls: { cert: '/etc/cert.pem', key: '/etc/key.pem' } })
+    expect(c.smtp).toMatchObject({ port: 25, securePort: 2465, authRequiresTls: false, tls: { cert: '/etc/cert.pem', key: '/etc/key.pem' } })
     expect(c.delivery).toMatchObject({
       smarthost: { host: 'relay.example.com', port: 587 },
       dnsServers: ['127.0.0.1:5353', '[::1]:53'],
@@ -50,6 +50,12 @@ describe('config', () => {
     })
     expect(c.blockEventRetention).toBe(7 * 86_400_000)
     expect(loadConfig({}).delivery).toMatchObject({ smarthost: null, mxPort: 25, retrySchedule: [300_000, 600_000, 1_200_000, 2_400_000, 3_600_000, 7_200_000, 14_400_000], maxQueueAge: 48 * 3_600_000 })
+  })
+
+  it('reads the implicit-TLS submission port, or off', () => {
+    expect(loadConfig({ MAILROOM_SMTPS_PORT: '465' }).smtp.securePort).toBe(465)
+    expect(loadConfig({ MAILROOM_SMTPS_PORT: '0' }).smtp.securePort).toBe(0)
+    expect(loadConfig({ MAILROOM_SMTPS_PORT: 'off' }).smtp.securePort).toBeNull()
   })
 
   it('reads the SMTP connection limits, and refuses values that would lock clients out or overflow a timer', () => {
@@ -124,6 +130,8 @@ describe('config', () => {
     ['MAILROOM_HTTP_PORT', ' '],
     ['MAILROOM_HTTP_PORT', '0x1f90'],
     ['MAILROOM_SMTP_PORT', '25 '],
+    ['MAILROOM_SMTPS_PORT', 'no'],
+    ['MAILROOM_SMTPS_PORT', '70000'],
     ['MAILROOM_MX_PORT', '2.5e1'],
   ])('refuses a bad %s and names it', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError)

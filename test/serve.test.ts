@@ -15,7 +15,7 @@ describe('mailroom serve over HTTP', () => {
 
   beforeAll(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'mailroom-serve-'))
-    const config = loadConfig({ MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_LOG_LEVEL: 'silent' })
+    const config = loadConfig({ MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_SMTPS_PORT: '0', MAILROOM_LOG_LEVEL: 'silent' })
     server = await startServer(config, { engine: 'in-process' })
     apiKey = /API key \(shown only now\): (\S+)/.exec(server.firstStart!)![1]
   })

@@ -4,17 +4,72 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CallToolResultSchema, ListToolsRequestSchema, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js'
 import { PACKAGE } from '../package-info.js'
-import type { Services } from '../tools/define.js'
-import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer } from './mcp.js'
+import { deliverInProcess } from '../relay/delivery.js'
+import { createResolver } from '../relay/routes.js'
+import type { Runtime } from '../runtime.js'
+import { TOOLS } from '../tools/index.js'
+import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from './mcp.js'
 
 // stdout carries JSON-RPC only: every log line goes to stderr (see createLogger).
 
-/** Serves the tools over stdin/stdout against the local data directory, as the key's account. */
-export async function serveStdioLocal(services: Services, apiKey: string | undefined): Promise<Server> {
-  const accountId = apiKey ? await services.store.apiKeys.authenticate(apiKey) : undefined
-  if (accountId === undefined) throw new Error('MAILROOM_API_KEY is missing or not a valid key of this data directory')
-  const server = createMcpServer(services, () => ({ accountId, origin: '127.0.0.1' }))
+/** An MCP server for stdio with the given instructions, its tools and calls yet to be answered. */
+const stdioServer = (instructions: string) =>
+  new Server({ name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version }, { capabilities: { tools: { listChanged: false } }, instructions })
+
+/**
+ * Without a usable key the server still starts, so that the MCP client can show why: the
+ * instructions and every tool call say what is wrong with MAILROOM_API_KEY and how to fix it (an
+ * exit before the handshake reaches the user only as a closed connection, the reason on stderr).
+ */
+async function refuseEveryCall(reason: string): Promise<Server> {
+  const server = stdioServer(`mailroom cannot act: ${reason}`)
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: mcpToolsOf(TOOLS) }))
+  answerToolCalls(server, async () => ({ isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 401, message: reason }) }] }))
   await server.connect(new StdioServerTransport())
+  return server
+}
+
+const KEY_HELP = "set it in the MCP client's configuration of this server to an API key of the account (`mailroom account key create --account <id>` makes one), then restart the server"
+
+/**
+ * Serves the tools over stdin/stdout against the local data directory, as the key's account, and
+ * delivers: a message sent while no `mailroom serve` runs would otherwise wait unseen in the
+ * queue. The worker holds its leases under a name of its own (this node's, `-stdio-<pid>`), so
+ * that it never takes back those of a `serve` on the same node, which may run beside it: leases
+ * keep two processes from delivering one recipient. It stops when stdin ends or at SIGTERM or
+ * SIGINT, once its deliveries under way are done; the leases of a process killed before that
+ * expire after 10 minutes, and another node takes them.
+ */
+export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): Promise<Server> {
+  const accountId = apiKey ? await rt.store.apiKeys.authenticate(apiKey) : undefined
+  if (accountId === undefined) {
+    const reason = apiKey
+      ? `MAILROOM_API_KEY is not a key of the data directory ${rt.config.dataDir} (MAILROOM_DATA_DIR), or it was revoked: ${KEY_HELP}`
+      : `MAILROOM_API_KEY is not set: ${KEY_HELP}`
+    rt.logger.error(reason)
+    const server = await refuseEveryCall(reason)
+    server.onclose = () => void rt.close()
+    return server
+  }
+  const { config } = rt
+  const delivery = await deliverInProcess({ ...rt, resolver: createResolver(config.delivery.dnsServers), node: `${config.nodeName}-stdio-${process.pid}` })
+  const server = createMcpServer(rt, () => ({ accountId, origin: '127.0.0.1' }))
+  await server.connect(new StdioServerTransport())
+  let stopping: Promise<void> | undefined
+  const stop = () =>
+    (stopping ??= delivery
+      .stop()
+      .then(() => rt.close())
+      .then(
+        () => process.exit(0),
+        (err) => {
+          rt.logger.error({ err }, 'stopping failed')
+          process.exit(1)
+        },
+      ))
+  process.stdin.once('end', stop)
+  process.once('SIGTERM', stop)
+  process.once('SIGINT', stop)
   return server
 }
 
@@ -30,7 +85,7 @@ export function mcpUrl(url: string): URL {
  * passed through to its /mcp endpoint with the API key.
  */
 export async function serveStdioRemote(url: string, apiKey: string | undefined): Promise<Server> {
-  if (!apiKey) throw new Error('MAILROOM_API_KEY is required to reach a remote mailroom')
+  if (!apiKey) return refuseEveryCall(`MAILROOM_API_KEY is not set, and a remote mailroom needs one: ${KEY_HELP}`)
   const client = new Client({ name: `${PACKAGE.name}-stdio`, version: PACKAGE.version })
   const endpoint = mcpUrl(url)
   try {
@@ -40,10 +95,7 @@ export async function serveStdioRemote(url: string, apiKey: string | undefined):
     const cause = (err as Error & { cause?: Error }).cause?.message
     throw new Error(`cannot reach the mailroom at ${endpoint}: ${(err as Error).message}${cause ? ` (${cause})` : ''}`)
   }
-  const server = new Server(
-    { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
-    { capabilities: { tools: { listChanged: false } }, instructions: client.getInstructions() ?? MCP_INSTRUCTIONS },
-  )
+  const server = stdioServer(client.getInstructions() ?? MCP_INSTRUCTIONS)
   server.setRequestHandler(ListToolsRequestSchema, (request) => client.listTools(request.params))
   // Passed on as sent: the remote refuses a bad name or arguments as it refuses any bad argument.
   answerToolCalls(server, (params) => client.request({ method: 'tools/call', params: params as CallToolRequest['params'] }, CallToolResultSchema))

@@ -86,6 +86,29 @@ describe('delivery', () => {
     expect(sqlite.prepare('SELECT lock_time FROM deliveries').pluck().all()).toEqual([expect.stringMatching(/^\d+$/), expect.stringMatching(/^\d+$/)])
   })
 
+  it('at stop, finishes the deliveries under way and hands the rows it had not started back to the queue, for any node', async () => {
+    const t = await setup({ resolver: (p) => local(p), env: { MAILROOM_DOMAIN_CONCURRENCY: '1' } })
+    let answer = () => {}
+    t.sink.state.hold = new Promise<void>((resolve) => (answer = resolve))
+    // The first's reply is held; the second, started once the first was out, waits for that
+    // reply on the one connection; the third waits in memory for the second to be out.
+    const txids = [await t.send(['one@example.com']), await t.send(['two@example.com']), await t.send(['three@example.com'])]
+    await expect.poll(() => t.sink.state.received, { timeout: 10_000 }).toBe(1)
+    const stopped = t.worker.stop()
+    answer()
+    await stopped
+    const rows = await Promise.all(txids.map((txid) => t.rows(txid)))
+    expect(rows.map(([r]) => [r.recipient, r.delivered, r.locked])).toEqual([
+      ['one@example.com', 1, 0],
+      ['two@example.com', 1, 0],
+      ['three@example.com', 0, 0],
+    ])
+    expect(t.sink.messages.map((m) => m.to)).toEqual([['one@example.com'], ['two@example.com']])
+    // Not leased: another node's claim takes it now, not once the lease would have expired.
+    const claimed = await t.env.services.store.queue.claim({ node: 'other', now: t.env.clock(), leaseMs: LEASE_MS, limit: 10 })
+    expect(claimed.map((i) => i.recipient)).toEqual(['three@example.com'])
+  })
+
   it('never rewrites a final row with a late outcome', async () => {
     const t = await setup({ resolver: (p) => local(p) })
     const txid = await t.send(['a@example.com'])

@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import nodemailer from 'nodemailer'
@@ -27,6 +27,7 @@ describe('every door delivers', () => {
       MAILROOM_DATA_DIR: dataDir,
       MAILROOM_HTTP_PORT: '0',
       MAILROOM_SMTP_PORT: '0',
+      MAILROOM_SMTPS_PORT: '0',
       MAILROOM_LOG_LEVEL: 'silent',
       MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
     })
@@ -110,5 +111,19 @@ describe('every door delivers', () => {
       ['hidden@example.net', 'ESMTPSA'],
     ])
     expect(sunk('via SMTP').flatMap((m) => m.to).sort()).toEqual(['bob@example.com', 'hidden@example.net'])
+  })
+
+  it('a message over implicit TLS (RFC 8314), from a client that trusts the generated certificate', async () => {
+    const certificate = /SMTP submission over TLS: 127\.0\.0\.1:(\d+) \(implicit TLS; certificate (\S+)\)/.exec(server.firstStart!)!
+    expect(Number(certificate[1])).toBe(server.smtpsPort)
+    expect(certificate[2]).toBe(join(dataDir, 'smtp-cert.pem'))
+    // Verified as a client verifies any server: the certificate names 127.0.0.1, and is its own CA.
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: server.smtpsPort!, secure: true, auth: { user: smtpUser, pass: smtpPassword }, tls: { ca: readFileSync(certificate[2]) } })
+    const info = await transport.sendMail({ from: 'me@example.org', to: 'bob@example.com', subject: 'via SMTPS', text: 'hello' })
+    transport.close()
+    const txid = /Message queued as ([0-9a-f]{18,19})/.exec(info.response)![1]
+    const rows = await delivered(txid)
+    expect(rows).toMatchObject([{ recipient: 'bob@example.com', transtype: 'ESMTPSA', interface: 'feeder' }])
+    expect(sunk('via SMTPS').flatMap((m) => m.to)).toEqual(['bob@example.com'])
   })
 })

@@ -93,12 +93,16 @@ export class RawSmtp {
     this.greeting = this.next()
   }
 
-  /** `localAddress`: the address to connect from (any of 127.0.0.0/8 reaches a server on 127.0.0.1). */
-  static open(port: number, host = '127.0.0.1', localAddress?: string): Promise<RawSmtp> {
+  /**
+   * `localAddress`: the address to connect from (any of 127.0.0.0/8 reaches a server on 127.0.0.1);
+   * `implicitTls`: TLS from the first byte (RFC 8314), the server's self-signed certificate not verified.
+   */
+  static open(port: number, host = '127.0.0.1', localAddress?: string, implicitTls = false): Promise<RawSmtp> {
     return new Promise((resolve, reject) => {
-      const socket = netConnect({ host, port, localAddress })
+      const plain = netConnect({ host, port, localAddress })
+      const socket = implicitTls ? tlsConnect({ socket: plain, rejectUnauthorized: false, servername: 'localhost' }) : plain
       socket.once('error', reject)
-      socket.once('connect', () => {
+      socket.once(implicitTls ? 'secureConnect' : 'connect', () => {
         socket.removeListener('error', reject)
         socket.on('error', () => {})
         resolve(new RawSmtp(socket))

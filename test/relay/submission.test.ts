@@ -7,7 +7,7 @@ import type { SMTPServer } from 'smtp-server'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { loadConfig } from '../../config.js'
 import { AUTH_FAILURE_WINDOW_MS, authClient, authThrottle } from '../../relay/auth-throttle.js'
-import { createSubmissionServer } from '../../relay/submission.js'
+import { createSubmissionServer, submissionLimits } from '../../relay/submission.js'
 import { loadTls } from '../../relay/tls.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { blockRecipients, ESCAPED_RECIPIENTS } from '../tools/support.js'
@@ -38,6 +38,8 @@ let tls: { key: Buffer; cert: Buffer }
 let env: TestEnv | undefined
 let server: SMTPServer | undefined
 const clients: { close(): void }[] = []
+/** More to close after each test (a second server). */
+const after: (() => Promise<void>)[] = []
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'mailroom-submission-'))
@@ -50,6 +52,7 @@ afterAll(async () => {
 
 afterEach(async () => {
   for (const c of clients.splice(0)) c.close()
+  for (const close of after.splice(0)) await close()
   if (server) {
     const s = server
     await new Promise<void>((resolve) => s.close(() => resolve()))
@@ -63,7 +66,8 @@ afterEach(async () => {
 async function start(overrides: Record<string, string> = {}) {
   const e = (env = await createTestEnv(overrides))
   const { store, relay, config, logger, clock } = e.services
-  const s = (server = createSubmissionServer({ store, relay, config, logger, clock, tls }))
+  const limits = submissionLimits(config, clock)
+  const s = (server = createSubmissionServer({ store, relay, config, logger, clock, tls, limits }))
   await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()))
   const port = (s.server.address() as AddressInfo).port
   const sqlite = (store as unknown as { sqlite: Database.Database }).sqlite
@@ -71,6 +75,7 @@ async function start(overrides: Record<string, string> = {}) {
   return {
     env: e,
     port,
+    limits,
     user: `mb${e.orderId}`,
     password: await store.orders.password(e.orderId),
     /** A nodemailer SMTPConnection, connected (STARTTLS done unless tls: false). */
@@ -601,6 +606,29 @@ describe('SMTP submission: limits', () => {
       expect(await third.greeting, `round ${round}`).toMatch(/^421 4\.7\.0 Too many connections from 127\.0\.0\.60/)
       for (const c of clients.splice(0)) c.close()
     }
+  })
+
+  it('counts a client once across the STARTTLS and the implicit-TLS servers: the implicit-TLS one refuses a connection past the limit', async () => {
+    const t = await start({ MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: '1' })
+    const { store, relay, config, logger, clock } = t.env.services
+    const secure = createSubmissionServer({ store, relay, config, logger, clock, tls, limits: t.limits }, { secure: true })
+    await new Promise<void>((resolve) => secure.listen(0, '127.0.0.1', () => resolve()))
+    after.push(() => new Promise<void>((resolve) => secure.close(() => resolve())))
+    const securePort = (secure.server.address() as AddressInfo).port
+    const plain = await t.open('127.0.0.70')
+    expect(await plain.greeting).toMatch(/^220 /)
+    const second = await RawSmtp.open(securePort, '127.0.0.1', '127.0.0.70', true)
+    clients.push(second)
+    expect(await second.greeting).toBe('421 4.7.0 Too many connections from 127.0.0.70; try again later')
+    // Over implicit TLS the session is secure from the start: AUTH is offered without STARTTLS.
+    const other = await RawSmtp.open(securePort, '127.0.0.1', '127.0.0.71', true)
+    clients.push(other)
+    expect(await other.greeting).toMatch(/^220 /)
+    const ehlo = await other.cmd('EHLO client.example')
+    expect(ehlo).toContain('AUTH PLAIN LOGIN')
+    expect(ehlo).not.toContain('STARTTLS')
+    expect(await other.authPlain(t.user, t.password)).toMatch(/^235 /)
+    expect(t.stored()).toEqual(NOTHING)
   })
 
   it('closes a connection not authenticated within MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT with 421, while an authenticated one stays', async () => {

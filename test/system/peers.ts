@@ -109,7 +109,7 @@ export async function startSmtpSink(extraArgs: string[] = [], { dump = true } = 
 export async function startMailroom(env: Record<string, string>, options: { logFile?: string } = {}): Promise<{ child: ChildProcess; httpPort: number; smtpPort: number; output: () => string }> {
   const log = options.logFile === undefined ? 'pipe' : openSync(options.logFile, 'w')
   const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: { ...process.env, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_SMTPS_PORT: '0', MAILROOM_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', log, log],
   })
   let out = ''

@@ -50,6 +50,21 @@ describe('system: swaks → mailroom serve → smtp-sink', () => {
     expect(message.text).toContain('Hello from swaks')
   })
 
+  it('delivers a message submitted by swaks over implicit TLS, verifying the certificate as the README says', async () => {
+    const banner = await waitFor(async () => /SMTP password: +(\S+)/.test(server.output()) && server.output())
+    const [, port, certificate] = /SMTP submission over TLS: 127\.0\.0\.1:(\d+) \(implicit TLS; certificate (\S+)\)/.exec(banner)!
+    const transcript = execFileSync(
+      'swaks',
+      ['--server', `127.0.0.1:${port}`, '--tls-on-connect', '--tls-verify', '--tls-ca-path', certificate, '--auth', 'PLAIN',
+        '--auth-user', /SMTP username: +(\S+)/.exec(banner)![1], '--auth-password', /SMTP password: +(\S+)/.exec(banner)![1],
+        '--from', 'sender@example.org', '--to', 'rcpt@example.com', '--header', 'Subject: from swaks over TLS', '--body', 'Hello'],
+      { encoding: 'utf8' },
+    )
+    expect(transcript).toMatch(/=== TLS started/)
+    expect(transcript).toMatch(/<~ +250 Message queued as [0-9a-f]{18,19}/)
+    await waitFor(async () => sink.messages().some((m) => m.text.includes('Subject: from swaks over TLS')))
+  })
+
   it('refuses swaks without AUTH: never an open relay', () => {
     let out = ''
     try {

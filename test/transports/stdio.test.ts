@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
 import { TOOLS } from '../../tools/index.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
+import { startSink } from '../relay/sink.js'
 
 // `mailroom stdio` as a desktop assistant starts it: the package's bin (built by `npm test`).
 const BIN = fileURLToPath(new URL('../../bin/mailroom.js', import.meta.url))
@@ -31,11 +32,21 @@ describe('mailroom stdio', () => {
   }
 
   const connect = async (args: string[], env: Record<string, string>) => {
-    const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'stdio', ...args], env: { ...(process.env as Record<string, string>), ...env }, stderr: 'pipe' })
+    // The child's environment is the test's without any MAILROOM_API_KEY of its own, and `env`.
+    const inherited = Object.entries(process.env).filter(([k, v]) => k !== 'MAILROOM_API_KEY' && v !== undefined) as [string, string][]
+    const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'stdio', ...args], env: { ...Object.fromEntries(inherited), ...env }, stderr: 'pipe' })
+    let stderr = ''
+    transport.stderr?.on('data', (d) => (stderr += d))
     const client = new Client({ name: 'desktop', version: '1' })
     await client.connect(transport)
     cleanup.push(() => client.close())
-    return client
+    return Object.assign(client, { stderr: () => stderr })
+  }
+
+  /** The total of the account's mail log, read through a stdio server with its key. */
+  const logged = async (dir: string, apiKey: string) => {
+    const client = await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey })
+    return ((await client.callTool({ name: 'viewMailLog', arguments: {} })).structuredContent as { total: number }).total
   }
 
   it('serves the tools against the local data directory', async () => {
@@ -86,7 +97,48 @@ describe('mailroom stdio', () => {
     }
   })
 
-  it('writes nothing but JSON-RPC to stdout, and refuses a bad key', async () => {
+  it('delivers what it accepts while no mailroom serve runs, under leases of its own', async () => {
+    const sink = await startSink()
+    cleanup.push(() => sink.close())
+    const { dir, apiKey, orderId } = localDataDir()
+    const client = await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey, MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_NODE_NAME: 'desk' })
+    const sent = await client.callTool({ name: 'sendMail', arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 'stdio delivers', body: 'hi' } })
+    const txid = (sent.structuredContent as { text: string }).text
+    await expect.poll(() => sink.messages.map((m) => m.to), { timeout: 15_000 }).toEqual([['bob@example.com']])
+    expect(sink.messages[0].raw.toString()).toContain('Subject: stdio delivers')
+    const log = await client.callTool({ name: 'viewMailLog', arguments: { mailid: txid } })
+    expect(log.structuredContent).toMatchObject({ total: 1, emails: [{ id: txid, user: `mb${orderId}`, delivered: 1 }] })
+    expect((log.structuredContent as { emails: { assigned: string }[] }).emails[0].assigned).toMatch(/^desk-stdio-\d+$/)
+  })
+
+  it.each([
+    ['without a key', undefined, 'MAILROOM_API_KEY is not set: set it in the MCP client'],
+    ['with a wrong key', 'mr_wrong', 'MAILROOM_API_KEY is not a key of the data directory'],
+  ])('starts %s, and answers every tool call with an error that says how to set MAILROOM_API_KEY; nothing is sent', async (_, key, reason) => {
+    const { dir, apiKey } = localDataDir()
+    const client = await connect([], { MAILROOM_DATA_DIR: dir, ...(key ? { MAILROOM_API_KEY: key } : {}) })
+    expect(client.getInstructions()).toContain(reason)
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
+    for (const [name, args] of [['sendMail', { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' }], ['getMailOrders', {}]] as const) {
+      const result = await client.callTool({ name, arguments: args })
+      expect(result.isError).toBe(true)
+      const error = JSON.parse((result.content as { text: string }[])[0].text)
+      expect(error.code).toBe(401)
+      expect(error.message).toContain(reason)
+      expect(error.message).toContain('`mailroom account key create --account <id>` makes one')
+    }
+    expect(client.stderr()).toContain(reason)
+    expect(await logged(dir, apiKey)).toBe(0)
+  })
+
+  it('as a client of a remote mailroom without a key, answers every tool call with an error that says so', async () => {
+    const client = await connect(['--url', 'http://127.0.0.1:9'], {})
+    const result = await client.callTool({ name: 'getMailOrders', arguments: {} })
+    expect(result.isError).toBe(true)
+    expect(JSON.parse((result.content as { text: string }[])[0].text)).toEqual({ code: 401, message: expect.stringContaining('MAILROOM_API_KEY is not set, and a remote mailroom needs one') })
+  })
+
+  it('writes nothing but JSON-RPC to stdout', async () => {
     const { dir, apiKey } = localDataDir()
     const child = spawn(process.execPath, [BIN, 'stdio'], { env: { ...process.env, MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey, MAILROOM_LOG_LEVEL: 'debug' } })
     cleanup.push(() => void child.kill())
@@ -103,10 +155,5 @@ describe('mailroom stdio', () => {
     const lines = out.split('\n').filter(Boolean)
     for (const line of lines) expect(JSON.parse(line).jsonrpc).toBe('2.0')
     expect(JSON.parse(lines[1]).result.structuredContent.status).toBe('ok')
-
-    const refused = spawnSync(process.execPath, [BIN, 'stdio'], { env: { ...process.env, MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: 'mr_wrong' }, encoding: 'utf8', input: '' })
-    expect(refused.status).toBe(1)
-    expect(refused.stdout).toBe('')
-    expect(refused.stderr).toContain('MAILROOM_API_KEY')
   })
 })
