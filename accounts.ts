@@ -18,7 +18,12 @@ export async function createAccount(services: Services, name: string): Promise<{
   return { account, apiKey: key }
 }
 
-export async function createOrder(services: Services, accountId: number, comment: string | null, senders: string[]): Promise<{ order: MailOrder; password: string }> {
+export async function createOrder(
+  services: Services,
+  accountId: number,
+  comment: string | null,
+  senders: string[],
+): Promise<{ order: MailOrder; password: string }> {
   return services.store.orders.create({ accountId, comment, senders, now: services.clock() })
 }
 
@@ -26,7 +31,9 @@ export async function createOrder(services: Services, accountId: number, comment
  * On the first start with an empty database: an account with one active mail order, so the
  * service can be used at once. Returns what must be shown to the operator, once.
  */
-export async function bootstrap(services: Services): Promise<{ apiKey: string; order: MailOrder; password: string } | null> {
+export async function bootstrap(
+  services: Services,
+): Promise<{ apiKey: string; order: MailOrder; password: string } | null> {
   if ((await services.store.accounts.list()).length > 0) return null
   const { account, apiKey } = await createAccount(services, 'default')
   const { order, password } = await createOrder(services, account.id, 'created on first start', [])

@@ -16,11 +16,7 @@ const Size = z
 
 /** A port number of `min` or more: digits only (a blank read as a number would be 0, any free port). */
 const PortFrom = (min: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, 'expected a port number')
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(65535))
+  z.string().regex(/^\d+$/, 'expected a port number').transform(Number).pipe(z.number().int().min(min).max(65535))
 const Port = PortFrom(0)
 
 const DURATION_UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
@@ -64,7 +60,9 @@ const isProxyEntry = (s: string) => {
   if (s === 'loopback') return true
   const [address, bits, ...rest] = s.split('/')
   if (bits === undefined) return isIP(address) !== 0
-  return rest.length === 0 && /^\d{1,3}$/.test(bits) && isIP(address) !== 0 && Number(bits) <= (isIPv4(address) ? 32 : 128)
+  return (
+    rest.length === 0 && /^\d{1,3}$/.test(bits) && isIP(address) !== 0 && Number(bits) <= (isIPv4(address) ? 32 : 128)
+  )
 }
 
 /**
@@ -88,14 +86,20 @@ export const ConfigSchema = z.object({
   MAILROOM_TRUST_PROXY: z
     .string()
     .transform((s) => s.split(',').map((entry) => entry.trim()))
-    .refine((list) => list.every(isProxyEntry), 'expected IP addresses, CIDR ranges (10.0.0.0/8) or loopback, separated by commas')
+    .refine(
+      (list) => list.every(isProxyEntry),
+      'expected IP addresses, CIDR ranges (10.0.0.0/8) or loopback, separated by commas',
+    )
     .optional(),
   /** Largest accepted message, whatever the door. */
   MAILROOM_MAX_MESSAGE_SIZE: Size.prefault('25mb'),
   /** Most recipients one message may have. */
   MAILROOM_MAX_RECIPIENTS: z.coerce.number().int().min(1).max(10000).default(100),
   /** Currency of new accounts (ISO 4217). */
-  MAILROOM_CURRENCY: z.string().regex(/^[A-Z]{3}$/, 'expected an ISO 4217 code such as USD').default('USD'),
+  MAILROOM_CURRENCY: z
+    .string()
+    .regex(/^[A-Z]{3}$/, 'expected an ISO 4217 code such as USD')
+    .default('USD'),
   /** Base price per billing cycle of new accounts. */
   MAILROOM_PRICE_BASE: Money.default(1.0),
   /** Price per accepted message of new accounts. */
@@ -135,7 +139,10 @@ export const ConfigSchema = z.object({
     .string()
     .regex(/^[^,\s]+(,[^,\s]+)*$/, 'expected ip:port entries separated by commas')
     .transform((s) => s.split(','))
-    .refine((list) => list.every(isDnsServer), 'expected IP addresses, each with an optional port (192.0.2.53:53, [2001:db8::53]:53)')
+    .refine(
+      (list) => list.every(isDnsServer),
+      'expected IP addresses, each with an optional port (192.0.2.53:53, [2001:db8::53]:53)',
+    )
     .optional(),
   /** Port used to reach an MX host. */
   MAILROOM_MX_PORT: PortFrom(1).default(25),
@@ -149,7 +156,10 @@ export const ConfigSchema = z.object({
   MAILROOM_MAX_QUEUE_AGE: DurationAtLeast(60_000, '1m').prefault('48h'),
   /** Connection, greeting and inactivity timeout toward a destination (a timer's wait, so at most MAX_TIMER_MS). */
   MAILROOM_DELIVERY_TIMEOUT: DurationAtLeast(1000, '1s')
-    .refine((ms) => ms <= MAX_TIMER_MS, `expected at most ${MAX_TIMER_MS}ms (about 24.8 days), the longest timer Node.js keeps`)
+    .refine(
+      (ms) => ms <= MAX_TIMER_MS,
+      `expected at most ${MAX_TIMER_MS}ms (about 24.8 days), the longest timer Node.js keeps`,
+    )
     .prefault('60s'),
   /** Spam-filter events older than this are deleted (the block lists look back 5 days at most, so no less). */
   MAILROOM_BLOCK_EVENT_RETENTION: DurationAtLeast(5 * 86_400_000, '5d').prefault('30d'),
@@ -160,7 +170,12 @@ export const ConfigSchema = z.object({
 /** The settings as the code reads them, grouped, built from the checked environment. */
 const Settings = ConfigSchema.transform((e) => ({
   dataDir: resolve(e.MAILROOM_DATA_DIR),
-  http: { host: e.MAILROOM_HTTP_HOST, port: e.MAILROOM_HTTP_PORT, bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT, maxAuthFailures: e.MAILROOM_HTTP_MAX_AUTH_FAILURES },
+  http: {
+    host: e.MAILROOM_HTTP_HOST,
+    port: e.MAILROOM_HTTP_PORT,
+    bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT,
+    maxAuthFailures: e.MAILROOM_HTTP_MAX_AUTH_FAILURES,
+  },
   trustProxy: e.MAILROOM_TRUST_PROXY ?? [],
   publicUrl: (e.MAILROOM_PUBLIC_URL ?? `http://localhost:${e.MAILROOM_HTTP_PORT}`).replace(/\/+$/, ''),
   maxMessageSize: e.MAILROOM_MAX_MESSAGE_SIZE,
@@ -175,7 +190,10 @@ const Settings = ConfigSchema.transform((e) => ({
     port: e.MAILROOM_SMTP_PORT,
     /** The implicit-TLS submission port, or null when off. */
     securePort: e.MAILROOM_SMTPS_PORT === 'off' ? null : e.MAILROOM_SMTPS_PORT,
-    tls: e.MAILROOM_TLS_CERT && e.MAILROOM_TLS_KEY ? { cert: resolve(e.MAILROOM_TLS_CERT), key: resolve(e.MAILROOM_TLS_KEY) } : null,
+    tls:
+      e.MAILROOM_TLS_CERT && e.MAILROOM_TLS_KEY
+        ? { cert: resolve(e.MAILROOM_TLS_CERT), key: resolve(e.MAILROOM_TLS_KEY) }
+        : null,
     authRequiresTls: e.MAILROOM_SMTP_AUTH_REQUIRES_TLS === 'true',
     maxAuthFailures: e.MAILROOM_SMTP_MAX_AUTH_FAILURES,
     maxClients: e.MAILROOM_SMTP_MAX_CLIENTS,
@@ -210,10 +228,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (!parsed.success || blank.length) {
     const lines = [
       ...blank.map((k) => `${k}=${JSON.stringify(env[k])}: empty; give it a value, or unset it for the default`),
-      ...(parsed.error?.issues ?? []).map((i) => `${i.path.join('.')}=${JSON.stringify(picked[String(i.path[0])])}: ${i.message}`),
+      ...(parsed.error?.issues ?? []).map(
+        (i) => `${i.path.join('.')}=${JSON.stringify(picked[String(i.path[0])])}: ${i.message}`,
+      ),
     ]
     throw new ConfigError(`invalid configuration: ${lines.join('; ')}`)
   }
-  if (!picked.MAILROOM_TLS_CERT !== !picked.MAILROOM_TLS_KEY) throw new ConfigError('invalid configuration: MAILROOM_TLS_CERT and MAILROOM_TLS_KEY go together: set both or neither')
+  if (!picked.MAILROOM_TLS_CERT !== !picked.MAILROOM_TLS_KEY)
+    throw new ConfigError(
+      'invalid configuration: MAILROOM_TLS_CERT and MAILROOM_TLS_KEY go together: set both or neither',
+    )
   return parsed.data
 }

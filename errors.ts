@@ -49,7 +49,8 @@ export type ErrorCode = keyof typeof ERROR_CODES
 export const badInput = (message: string, smtp?: MailroomError['smtp']) => new MailroomError(400, message, { smtp })
 export const notFound = (message: string) => new MailroomError(404, message)
 /** A missing or wrong API key: the contract's message, and `hint` for a client that has no documents to tell it more. */
-export const unauthorized = (hint?: string) => new MailroomError(401, hint ? `${ERROR_CODES[401].name}: ${hint}` : ERROR_CODES[401].name)
+export const unauthorized = (hint?: string) =>
+  new MailroomError(401, hint ? `${ERROR_CODES[401].name}: ${hint}` : ERROR_CODES[401].name)
 
 /** Any thrown value as a MailroomError; unknown errors become a 500 `internal error`. */
 export function asMailroomError(err: unknown): MailroomError {

@@ -15,7 +15,9 @@ export interface LogStream {
  * so that stdout has one writer and lines stay whole.
  */
 export function logStream(fd: 1 | 2) {
-  return pino.destination(fd === 2 ? { fd: 2, sync: true } : { fd: 1, sync: false, minLength: 4096, periodicFlush: 100 })
+  return pino.destination(
+    fd === 2 ? { fd: 2, sync: true } : { fd: 1, sync: false, minLength: 4096, periodicFlush: 100 },
+  )
 }
 
 /** A logger writing to stdout (1), stderr (2) or a stream given (see logStream). */

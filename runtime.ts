@@ -12,7 +12,11 @@ export interface Runtime extends Services {
 }
 
 /** Wires the services around a store. */
-export function createServices(store: Store, config: Config, options: { logger: Logger; clock?: () => number }): Services {
+export function createServices(
+  store: Store,
+  config: Config,
+  options: { logger: Logger; clock?: () => number },
+): Services {
   const clock = options.clock ?? Date.now
   const relay = createRelay({ store, config, logger: options.logger, clock })
   return { store, relay, config, logger: options.logger, clock }
@@ -23,15 +27,22 @@ export function createServices(store: Store, config: Config, options: { logger: 
  * `existing`, a directory without a database is refused rather than created (an admin command
  * pointed at the wrong place must not answer from a new, empty one).
  */
-export function openRuntime(config: Config, options: { logger: Logger; clock?: () => number; existing?: boolean }): Runtime {
+export function openRuntime(
+  config: Config,
+  options: { logger: Logger; clock?: () => number; existing?: boolean },
+): Runtime {
   if (options.existing && !existsSync(join(config.dataDir, DB_FILE))) {
-    throw new ConfigError(`no mailroom database in ${config.dataDir} (MAILROOM_DATA_DIR): point it at the data directory of \`mailroom serve\`, which creates one on its first start`)
+    throw new ConfigError(
+      `no mailroom database in ${config.dataDir} (MAILROOM_DATA_DIR): point it at the data directory of \`mailroom serve\`, which creates one on its first start`,
+    )
   }
   let store: ReturnType<typeof openDataDir>
   try {
     store = openDataDir(config.dataDir)
   } catch (err) {
-    throw new ConfigError(`cannot open the data directory ${config.dataDir} (MAILROOM_DATA_DIR): ${(err as Error).message}`)
+    throw new ConfigError(
+      `cannot open the data directory ${config.dataDir} (MAILROOM_DATA_DIR): ${(err as Error).message}`,
+    )
   }
   return { ...createServices(store, config, options), close: () => store.close() }
 }

@@ -83,9 +83,17 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
     serverOptions: HTTP_SERVER_OPTIONS,
   })
   http.on('clientError', answerClientError)
-  await listening(http, () => undefined, 'MAILROOM_HTTP_HOST, MAILROOM_HTTP_PORT', `${config.http.host}:${config.http.port}`)
+  await listening(
+    http,
+    () => undefined,
+    'MAILROOM_HTTP_HOST, MAILROOM_HTTP_PORT',
+    `${config.http.host}:${config.http.port}`,
+  )
   const httpPort = (http.address() as AddressInfo).port
-  const publicUrl = config.http.port === 0 && config.publicUrl === 'http://localhost:0' ? `http://localhost:${httpPort}` : config.publicUrl
+  const publicUrl =
+    config.http.port === 0 && config.publicUrl === 'http://localhost:0'
+      ? `http://localhost:${httpPort}`
+      : config.publicUrl
   let stopping = false
   const delivery = () => (stopping ? 'shutting down' : engine.stopped())
   app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } }, { delivery })
@@ -93,17 +101,38 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
   // One count of connections and AUTH failures per client across both submission ports.
   const submission = { ...rt, tls, limits: submissionLimits(config, rt.clock) }
   const smtp = createSubmissionServer(submission)
-  await listening(smtp.server, () => smtp.listen(config.smtp.port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT', `${config.smtp.host}:${config.smtp.port}`)
+  await listening(
+    smtp.server,
+    () => smtp.listen(config.smtp.port, config.smtp.host),
+    'MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT',
+    `${config.smtp.host}:${config.smtp.port}`,
+  )
   const smtpPort = (smtp.server.address() as AddressInfo).port
   const smtps = config.smtp.securePort === null ? null : createSubmissionServer(submission, { secure: true })
   if (smtps) {
     const port = config.smtp.securePort!
-    await listening(smtps.server, () => smtps.listen(port, config.smtp.host), 'MAILROOM_SMTP_HOST, MAILROOM_SMTPS_PORT', `${config.smtp.host}:${port}`)
+    await listening(
+      smtps.server,
+      () => smtps.listen(port, config.smtp.host),
+      'MAILROOM_SMTP_HOST, MAILROOM_SMTPS_PORT',
+      `${config.smtp.host}:${port}`,
+    )
   }
   const smtpsPort = smtps ? (smtps.server.address() as AddressInfo).port : null
   const { smarthost } = config.delivery
   const mailTo = smarthost ? `smarthost ${smarthost.host}:${smarthost.port}` : 'MX lookup'
-  logger.info({ host: config.http.host, port: httpPort, smtpHost: config.smtp.host, smtpPort, smtpsPort, dataDir: config.dataDir, delivery: mailTo }, 'HTTP and SMTP listening')
+  logger.info(
+    {
+      host: config.http.host,
+      port: httpPort,
+      smtpHost: config.smtp.host,
+      smtpPort,
+      smtpsPort,
+      dataDir: config.dataDir,
+      delivery: mailTo,
+    },
+    'HTTP and SMTP listening',
+  )
 
   // The first start's account only once everything is up: a start that fails creates none, so
   // that its API key, shown only here, is never lost.
@@ -116,7 +145,11 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
         `  SMTP username:            mb${first.order.id}`,
         `  SMTP password:            ${first.password}`,
         `  SMTP submission:          ${config.smtp.host}:${smtpPort} (STARTTLS, AUTH PLAIN or LOGIN)`,
-        ...(smtpsPort === null ? [] : [`  SMTP submission over TLS: ${config.smtp.host}:${smtpsPort} (implicit TLS; certificate ${tlsCertFile(config)})`]),
+        ...(smtpsPort === null
+          ? []
+          : [
+              `  SMTP submission over TLS: ${config.smtp.host}:${smtpsPort} (implicit TLS; certificate ${tlsCertFile(config)})`,
+            ]),
         ...mailGoesTo(config),
         `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${publicUrl}/mail`,
         '',
@@ -132,16 +165,25 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
       logger.info('shutting down')
       stopping = true
       clearInterval(pruning)
-      const closed = (server: { close(cb: () => void): unknown }) => new Promise<void>((resolve) => void server.close(() => resolve()))
+      const closed = (server: { close(cb: () => void): unknown }) =>
+        new Promise<void>((resolve) => void server.close(() => resolve()))
       // Stop taking work first, then let deliveries in flight finish, for up to SHUTDOWN_GRACE_MS.
       // A keep-alive connection whose request was still being answered at the close becomes idle
       // afterwards, and would hold the stop for the whole keep-alive timeout: idle ones are closed
       // as they come.
       const sweep = setInterval(() => (http as Server).closeIdleConnections(), 100)
       const httpClosed = closed(http).finally(() => clearInterval(sweep))
-      const drained = Promise.all([closed(smtp), ...(smtps ? [closed(smtps)] : []), httpClosed, app.close()]).then(() => engine.stop())
-      const finished = await Promise.race([drained.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), SHUTDOWN_GRACE_MS).unref())])
-      if (!finished) logger.warn(`deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`)
+      const drained = Promise.all([closed(smtp), ...(smtps ? [closed(smtps)] : []), httpClosed, app.close()]).then(() =>
+        engine.stop(),
+      )
+      const finished = await Promise.race([
+        drained.then(() => true),
+        new Promise<false>((r) => setTimeout(() => r(false), SHUTDOWN_GRACE_MS).unref()),
+      ])
+      if (!finished)
+        logger.warn(
+          `deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`,
+        )
       await rt.close()
       // The last lines out before the process exits, through the ordinary (asynchronous) writes:
       // a stdout whose reader is gone fails them with EPIPE, after which the logger drops lines.
@@ -166,7 +208,8 @@ function listening(server: NodeServer, listen: () => void, settings: string, add
 /** Where accepted mail goes, for the first-start banner: real mail by default, so it says how to keep it here. */
 function mailGoesTo(config: Config): string[] {
   const { smarthost } = config.delivery
-  if (smarthost) return [`  Mail goes to:             the smarthost ${smarthost.host}:${smarthost.port} (MAILROOM_SMARTHOST)`]
+  if (smarthost)
+    return [`  Mail goes to:             the smarthost ${smarthost.host}:${smarthost.port} (MAILROOM_SMARTHOST)`]
   return [
     "  Mail goes to:             the recipients' MX hosts, found by DNS: real mail. To keep it on this machine,",
     '                            run `npx mailroom sink` and start with MAILROOM_SMARTHOST=127.0.0.1:2626',

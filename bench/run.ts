@@ -54,11 +54,16 @@ function stopAtEnd(stop: () => unknown): () => Promise<unknown> {
 function record(r: Omit<Row, 'ratio' | 'met'>, better: 'higher' | 'lower', bar: number) {
   const ratio = r.value / r.baselineValue
   rows.push({ ...r, ratio, met: better === 'higher' ? ratio >= bar : ratio <= bar })
-  console.error(`#${r.n} ${r.figure}: ${r.value.toFixed(1)} ${r.unit} vs ${r.baselineValue.toFixed(1)} → ${ratio.toFixed(2)} (${r.bar})`)
+  console.error(
+    `#${r.n} ${r.figure}: ${r.value.toFixed(1)} ${r.unit} vs ${r.baselineValue.toFixed(1)} → ${ratio.toFixed(2)} (${r.bar})`,
+  )
 }
 
 /** autocannon in its own process: 2xx responses, and their rate per second. */
-function autocannon(url: string, options: { method?: string; body?: string; headers?: Record<string, string> }): Promise<{ count: number; rate: number }> {
+function autocannon(
+  url: string,
+  options: { method?: string; body?: string; headers?: Record<string, string> },
+): Promise<{ count: number; rate: number }> {
   const args = [AUTOCANNON, '--json', '-c', '32', '-d', String(DURATION), '-m', options.method ?? 'GET']
   for (const [k, v] of Object.entries(options.headers ?? {})) args.push('-H', `${k}=${v}`)
   if (options.body) args.push('-b', options.body)
@@ -76,7 +81,8 @@ function autocannon(url: string, options: { method?: string; body?: string; head
   })
 }
 
-const rss = (pid: number, field: 'VmRSS' | 'VmHWM') => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024
+const rss = (pid: number, field: 'VmRSS' | 'VmHWM') =>
+  Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024
 
 /** The data directories of the figure being measured, removed when it ends. */
 const figureDirs: string[] = []
@@ -90,7 +96,10 @@ function tempDir(name: string): string {
 /** `mailroom serve` over a data directory; `credentials` are those its first start printed. */
 async function serve(env: Record<string, string>, credentials?: { apiKey: string; user: string; password: string }) {
   // Its log goes to a file in its data directory, as it would in production.
-  const server = await startMailroom({ MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false', ...env }, { logFile: join(env.MAILROOM_DATA_DIR, 'serve.log') })
+  const server = await startMailroom(
+    { MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false', ...env },
+    { logFile: join(env.MAILROOM_DATA_DIR, 'serve.log') },
+  )
   cleanup.push(() => server.child.kill('SIGKILL'))
   const banner = credentials
     ? `API key (shown only now): ${credentials.apiKey}\nSMTP username: ${credentials.user}\nSMTP password: ${credentials.password}`
@@ -120,7 +129,12 @@ async function httpFigures() {
   const s = await serve({ MAILROOM_DATA_DIR: tempDir('http'), MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}` })
   const json = { 'Content-Type': 'application/json', 'X-API-KEY': s.apiKey }
   const mail = { from: 'bench@bench.example', to: 'sink@bench.example', subject: 'bench', body: 'hello' }
-  const mcpBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sendMail', arguments: mail } })
+  const mcpBody = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'tools/call',
+    params: { name: 'sendMail', arguments: mail },
+  })
   const mcpHeaders = { ...json, Accept: 'application/json, text/event-stream' }
   const probe = await (await fetch(`${s.base}/mcp`, { method: 'POST', headers: mcpHeaders, body: mcpBody })).json()
   if (probe.result?.structuredContent?.status !== 'ok') throw new Error(`MCP sendMail failed: ${JSON.stringify(probe)}`)
@@ -136,30 +150,69 @@ async function httpFigures() {
     await drained()
     const mcp = await autocannon(`${s.base}/mcp`, { method: 'POST', headers: mcpHeaders, body: mcpBody })
     sent += mcp.count
-    console.error(`#1/#2 round ${round}: ping ${ping.rate.toFixed(0)}, send ${send.rate.toFixed(0)} (${(send.rate / ping.rate).toFixed(2)}), MCP ${mcp.rate.toFixed(0)} (${(mcp.rate / send.rate).toFixed(2)}) per second${round === 0 ? ' (warm-up, not counted)' : ''}`)
+    console.error(
+      `#1/#2 round ${round}: ping ${ping.rate.toFixed(0)}, send ${send.rate.toFixed(0)} (${(send.rate / ping.rate).toFixed(2)}), MCP ${mcp.rate.toFixed(0)} (${(mcp.rate / send.rate).toFixed(2)}) per second${round === 0 ? ' (warm-up, not counted)' : ''}`,
+    )
     if (round === 0) continue
     totals.ping += ping.rate
     totals.send += send.rate
     totals.mcp += mcp.rate
   }
   const mean = (v: number) => v / ROUNDS
-  record({ n: 1, figure: 'POST /mail/send accepted (32 connections)', value: mean(totals.send), unit: 'req/s', baseline: 'GET /ping', baselineValue: mean(totals.ping), bar: '≥ 0.5' }, 'higher', 0.5)
-  record({ n: 2, figure: 'sendMail over MCP Streamable HTTP', value: mean(totals.mcp), unit: 'req/s', baseline: '#1', baselineValue: mean(totals.send), bar: '≥ 0.8' }, 'higher', 0.8)
+  record(
+    {
+      n: 1,
+      figure: 'POST /mail/send accepted (32 connections)',
+      value: mean(totals.send),
+      unit: 'req/s',
+      baseline: 'GET /ping',
+      baselineValue: mean(totals.ping),
+      bar: '≥ 0.5',
+    },
+    'higher',
+    0.5,
+  )
+  record(
+    {
+      n: 2,
+      figure: 'sendMail over MCP Streamable HTTP',
+      value: mean(totals.mcp),
+      unit: 'req/s',
+      baseline: '#1',
+      baselineValue: mean(totals.send),
+      bar: '≥ 0.8',
+    },
+    'higher',
+    0.8,
+  )
   await s.stop()
   await stopSink()
 }
 
-function smtpLoad(port: number, sessions: number, messages: number, auth?: { user: string; password: string }): Promise<number> {
+function smtpLoad(
+  port: number,
+  sessions: number,
+  messages: number,
+  auth?: { user: string; password: string },
+): Promise<number> {
   // Two client processes share the sessions.
   const procs = [0, 1].map(
     (i) =>
       new Promise<number>((resolve, reject) => {
-        const args = [join(HERE, 'smtp-load.js'), '127.0.0.1', String(port), String(sessions / 2), String(messages / 2 + (i === 0 ? messages % 2 : 0))]
+        const args = [
+          join(HERE, 'smtp-load.js'),
+          '127.0.0.1',
+          String(port),
+          String(sessions / 2),
+          String(messages / 2 + (i === 0 ? messages % 2 : 0)),
+        ]
         if (auth) args.push(auth.user, auth.password)
         const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
         let out = ''
         child.stdout.on('data', (d) => (out += d))
-        child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out).ms) : reject(new Error(`load client exited ${code}`))))
+        child.on('exit', (code) =>
+          code === 0 ? resolve(JSON.parse(out).ms) : reject(new Error(`load client exited ${code}`)),
+        )
       }),
   )
   return Promise.all(procs).then((ms) => Math.max(...ms))
@@ -176,7 +229,11 @@ async function relayFigure() {
 
   const sink = await startSmtpSink([], { dump: false })
   const stopSink = stopAtEnd(() => sink.stop())
-  const s = await serve({ MAILROOM_DATA_DIR: tempDir('relay'), MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_DOMAIN_CONCURRENCY: '16' })
+  const s = await serve({
+    MAILROOM_DATA_DIR: tempDir('relay'),
+    MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
+    MAILROOM_DOMAIN_CONCURRENCY: '16',
+  })
   const started = performance.now()
   await smtpLoad(s.smtpPort, 16, TOTAL, { user: s.user, password: s.password })
   await waitFor(async () => sink.count() >= TOTAL, 600_000)
@@ -190,8 +247,14 @@ async function relayFigure() {
   const stopPostfixSink = stopAtEnd(() => postfixSink.stop())
   const postfixDir = tempDir('postfix')
   const postfixPort = await freePort()
-  execFileSync('bash', [join(HERE, '../../bench/postfix.sh'), 'start', postfixDir, String(postfixPort), String(postfixSink.port)], { stdio: 'inherit' })
-  const stopPostfix = stopAtEnd(() => execFileSync('bash', [join(HERE, '../../bench/postfix.sh'), 'stop', postfixDir], { stdio: 'inherit' }))
+  execFileSync(
+    'bash',
+    [join(HERE, '../../bench/postfix.sh'), 'start', postfixDir, String(postfixPort), String(postfixSink.port)],
+    { stdio: 'inherit' },
+  )
+  const stopPostfix = stopAtEnd(() =>
+    execFileSync('bash', [join(HERE, '../../bench/postfix.sh'), 'stop', postfixDir], { stdio: 'inherit' }),
+  )
   await waitFor(async () => {
     try {
       await smtpLoad(postfixPort, 2, 2)
@@ -208,8 +271,30 @@ async function relayFigure() {
   // Its processes, idle or not, are no part of the figures after this one.
   await stopPostfix()
   await stopPostfixSink()
-  record({ n: 3, figure: `SMTP relay end to end, ${TOTAL} × 4 KB, 16 sessions`, value: mailroomRate, unit: 'msg/s', baseline: 'Postfix, same load and sink', baselineValue: postfixRate, bar: '≥ 1.0' }, 'higher', 1)
-  rows.push({ n: 3, figure: 'load client straight to smtp-sink (for scale)', value: (TOTAL / directMs) * 1000, unit: 'msg/s', baseline: '—', baselineValue: NaN, ratio: NaN, bar: '—', met: true })
+  record(
+    {
+      n: 3,
+      figure: `SMTP relay end to end, ${TOTAL} × 4 KB, 16 sessions`,
+      value: mailroomRate,
+      unit: 'msg/s',
+      baseline: 'Postfix, same load and sink',
+      baselineValue: postfixRate,
+      bar: '≥ 1.0',
+    },
+    'higher',
+    1,
+  )
+  rows.push({
+    n: 3,
+    figure: 'load client straight to smtp-sink (for scale)',
+    value: (TOTAL / directMs) * 1000,
+    unit: 'msg/s',
+    baseline: '—',
+    baselineValue: NaN,
+    ratio: NaN,
+    bar: '—',
+    met: true,
+  })
 }
 
 /**
@@ -251,7 +336,9 @@ async function logFigures() {
   const [small, large] = seeded.map(({ server, values }) => ({ server, queries: queriesOf(values) }))
   const timed = async (s: typeof small, name: string) => {
     const t = performance.now()
-    const res = await fetch(`${s.server.base}/mail/log?${s.queries[name]}`, { headers: { 'X-API-KEY': s.server.apiKey } })
+    const res = await fetch(`${s.server.base}/mail/log?${s.queries[name]}`, {
+      headers: { 'X-API-KEY': s.server.apiKey },
+    })
     if (res.status !== 200) throw new Error(`${name}: ${res.status} ${await res.text()}`)
     await res.arrayBuffer()
     return performance.now() - t
@@ -263,7 +350,19 @@ async function logFigures() {
       times.small.push(await timed(small, name))
       times.large.push(await timed(large, name))
     }
-    record({ n: 4, figure: `GET /mail/log p95, ${name}, ${big.toLocaleString('en')} rows`, value: p95(times.large), unit: 'ms', baseline: '10,000 rows', baselineValue: p95(times.small), bar: '≤ 3×' }, 'lower', 3)
+    record(
+      {
+        n: 4,
+        figure: `GET /mail/log p95, ${name}, ${big.toLocaleString('en')} rows`,
+        value: p95(times.large),
+        unit: 'ms',
+        baseline: '10,000 rows',
+        baselineValue: p95(times.small),
+        bar: '≤ 3×',
+      },
+      'lower',
+      3,
+    )
   }
   await Promise.all([small.server.stop(), large.server.stop()])
 }
@@ -280,26 +379,61 @@ async function memoryFigure() {
   for (let i = 0; i < 10_000; i++) {
     await store.mail.enqueue({
       txid: newTxid(),
-      accountId: 1, orderId: 1, envFrom: 'bench@bench.example', recipients: ['sink@bench.example'], headerFrom: null, replyTo: null,
-      subject: 'queued', messageId: null, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api', sendingZone: 'default', raw: [raw], time: Date.now() + 3_600_000,
+      accountId: 1,
+      orderId: 1,
+      envFrom: 'bench@bench.example',
+      recipients: ['sink@bench.example'],
+      headerFrom: null,
+      replyTo: null,
+      subject: 'queued',
+      messageId: null,
+      origin: '127.0.0.1',
+      transtype: 'HTTP',
+      interface: 'api',
+      sendingZone: 'default',
+      raw: [raw],
+      time: Date.now() + 3_600_000,
     })
   }
   await store.close()
-  const s = await serve({ MAILROOM_DATA_DIR: dir, MAILROOM_SMARTHOST: '127.0.0.1:9', MAILROOM_MAX_MESSAGE_SIZE: '26mb' }, first)
+  const s = await serve(
+    { MAILROOM_DATA_DIR: dir, MAILROOM_SMARTHOST: '127.0.0.1:9', MAILROOM_MAX_MESSAGE_SIZE: '26mb' },
+    first,
+  )
   await new Promise((r) => setTimeout(r, 2000))
   const idle = rss(s.child.pid!, 'VmRSS')
-  const big = Buffer.concat([Buffer.from('From: bench@bench.example\r\nTo: sink@bench.example\r\nSubject: big\r\n\r\n'), Buffer.alloc(25 * 1024 * 1024 - 100, 'y'), Buffer.from('\r\n')])
+  const big = Buffer.concat([
+    Buffer.from('From: bench@bench.example\r\nTo: sink@bench.example\r\nSubject: big\r\n\r\n'),
+    Buffer.alloc(25 * 1024 * 1024 - 100, 'y'),
+    Buffer.from('\r\n'),
+  ])
   const conn = new SMTPConnection({ host: '127.0.0.1', port: s.smtpPort, ignoreTLS: true })
   conn.once('error', (err) => console.error('#5 SMTP client:', err))
   await new Promise<void>((resolve) => conn.connect(() => resolve()))
-  await new Promise<void>((resolve, reject) => conn.login({ user: first.user, pass: first.password }, (err) => (err ? reject(err) : resolve())))
-  await new Promise<void>((resolve, reject) => conn.send({ from: 'bench@bench.example', to: ['sink@bench.example'], size: big.length }, big, (err) => (err ? reject(err) : resolve())))
+  await new Promise<void>((resolve, reject) =>
+    conn.login({ user: first.user, pass: first.password }, (err) => (err ? reject(err) : resolve())),
+  )
+  await new Promise<void>((resolve, reject) =>
+    conn.send({ from: 'bench@bench.example', to: ['sink@bench.example'], size: big.length }, big, (err) =>
+      err ? reject(err) : resolve(),
+    ),
+  )
   conn.quit()
   const peak = rss(s.child.pid!, 'VmHWM')
   await s.stop()
   const growthMb = (peak - idle) / 1024 / 1024
   const largestMb = big.length / 1024 / 1024
-  rows.push({ n: 5, figure: 'peak RSS growth: 10,000 queued + one 25 MB message', value: growthMb, unit: 'MB', baseline: `idle RSS ${(idle / 1024 / 1024).toFixed(0)} MB; largest message ${largestMb.toFixed(0)} MB`, baselineValue: largestMb, ratio: growthMb / largestMb, bar: '≤ 3× the largest message', met: growthMb / largestMb <= 3 })
+  rows.push({
+    n: 5,
+    figure: 'peak RSS growth: 10,000 queued + one 25 MB message',
+    value: growthMb,
+    unit: 'MB',
+    baseline: `idle RSS ${(idle / 1024 / 1024).toFixed(0)} MB; largest message ${largestMb.toFixed(0)} MB`,
+    baselineValue: largestMb,
+    ratio: growthMb / largestMb,
+    bar: '≤ 3× the largest message',
+    met: growthMb / largestMb <= 3,
+  })
   console.error(`#5 idle ${(idle / 1048576).toFixed(0)} MB, peak ${(peak / 1048576).toFixed(0)} MB`)
 }
 
@@ -310,7 +444,10 @@ function table(): string {
     '',
     '| # | figure | value | baseline | baseline value | ratio | bar | met |',
     '|---|---|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.n} | ${r.figure} | ${fmt(r.value)} ${r.unit} | ${r.baseline} | ${fmt(r.baselineValue)} | ${fmt(r.ratio)} | ${r.bar} | ${r.bar === '—' ? '' : r.met ? 'yes' : 'no'} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.n} | ${r.figure} | ${fmt(r.value)} ${r.unit} | ${r.baseline} | ${fmt(r.baselineValue)} | ${fmt(r.ratio)} | ${r.bar} | ${r.bar === '—' ? '' : r.met ? 'yes' : 'no'} |`,
+    ),
   ]
   return lines.join('\n')
 }
@@ -329,7 +466,8 @@ function descendants(): number[] {
     }
   }
   const found: number[] = []
-  for (let i = 0, todo = [process.pid]; i < todo.length; i++) for (const pid of children.get(todo[i]) ?? []) todo.push(pid), found.push(pid)
+  for (let i = 0, todo = [process.pid]; i < todo.length; i++)
+    for (const pid of children.get(todo[i]) ?? []) todo.push(pid), found.push(pid)
   return found
 }
 
@@ -372,7 +510,10 @@ async function main() {
   // Ctrl-C reaches the children too, but not the Postfix instance of #3 (a daemon), and a
   // supervisor's signal may reach this process alone: an interrupted run still stops and removes
   // everything it started or wrote.
-  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const) {
     process.once(signal, () => {
       console.error(`${signal}: stopping what the benchmark started`)
       void cleanUp().then(() => process.exit(code))

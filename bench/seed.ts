@@ -9,7 +9,13 @@ import { openDataDir } from '../storage/sqlite.js'
  * without the time, a delivery's message). They are kept up to date during the inserts: each entry
  * lands at the end of its index, which costs less than sorting them all afterwards.
  */
-const APPENDED_INDEXES = ['messages_txid', 'messages_order', 'messages_order_time', 'deliveries_message_seq', 'deliveries_due']
+const APPENDED_INDEXES = [
+  'messages_txid',
+  'messages_order',
+  'messages_order_time',
+  'deliveries_message_seq',
+  'deliveries_due',
+]
 /** FTS5's in-memory hash size while the scratch index is built: room for a million Message-IDs' trigrams. */
 const HASH_SIZE = 512 * 1024 * 1024
 /** FTS5's tables behind the Message-ID index (migration 0001). */
@@ -35,7 +41,9 @@ export async function seedLog(dataDir: string, rows: number, orderId: number): P
   const db = store.sqlite
   if (db.prepare('SELECT 1 FROM messages LIMIT 1').get()) throw new Error('seedLog fills an empty log only')
   const schemaOf = (table: string) =>
-    db.prepare('SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC').all(table) as { type: string; name: string; sql: string }[]
+    db
+      .prepare('SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC')
+      .all(table) as { type: string; name: string; sql: string }[]
   // Row i of the log, as SQL over the recursive counter n(i); every number is inlined, so that the
   // threads' statements are whole. Message i is row i + 1; its transaction id is hex(ms * 0x1000
   // + seq) plus a suffix, as the relay makes them.
@@ -106,7 +114,8 @@ export async function seedLog(dataDir: string, rows: number, orderId: number): P
   db.prepare('ATTACH ? AS fts').run(messageIds.file)
   db.transaction(() => {
     db.exec('INSERT INTO main.deliveries SELECT * FROM deliveries.deliveries')
-    for (const table of FTS_TABLES) db.exec(`DELETE FROM main.${table}; INSERT INTO main.${table} SELECT * FROM fts.${table}`)
+    for (const table of FTS_TABLES)
+      db.exec(`DELETE FROM main.${table}; INSERT INTO main.${table} SELECT * FROM fts.${table}`)
     for (const { sql } of triggers) db.exec(sql)
     db.prepare(
       `INSERT INTO order_counts (order_id, messages, deliveries) VALUES (?, ?, ?)
@@ -122,9 +131,20 @@ export async function seedLog(dataDir: string, rows: number, orderId: number): P
   db.exec('ANALYZE')
   // Back to the data directory's own mode before the server opens it.
   db.pragma('journal_mode = WAL')
-  const middle = db.prepare('SELECT txid FROM messages WHERE order_id = ? ORDER BY id LIMIT 1 OFFSET ?').pluck().get(orderId, Math.floor(rows / 2)) as string
+  const middle = db
+    .prepare('SELECT txid FROM messages WHERE order_id = ? ORDER BY id LIMIT 1 OFFSET ?')
+    .pluck()
+    .get(orderId, Math.floor(rows / 2)) as string
   void store.close()
-  return { from: 'sender7@bench.example', to: 'rcpt34@dest4.example', origin: '192.0.2.7', subject: 'subject 42', mailid: middle, messageId: `m${Math.floor(rows / 2)}.`, mx: 'mx3.dest.example' }
+  return {
+    from: 'sender7@bench.example',
+    to: 'rcpt34@dest4.example',
+    origin: '192.0.2.7',
+    subject: 'subject 42',
+    mailid: middle,
+    messageId: `m${Math.floor(rows / 2)}.`,
+    mx: 'mx3.dest.example',
+  }
 }
 
 /** Runs `statements` in a thread of its own, on a new scratch database `file`; resolves when they are done. */

@@ -23,11 +23,12 @@ async function send(s: RawSmtp, from: string, to: string, message: Buffer): Prom
 }
 
 function buildMessage(size: number): Buffer {
-  const head = 'From: load@bench.example\r\nTo: sink@bench.example\r\nSubject: load test\r\nMessage-ID: <load@bench.example>\r\nMIME-Version: 1.0\r\n\r\n'
-  const line = 'x'.repeat(76) + '\r\n'
+  const head =
+    'From: load@bench.example\r\nTo: sink@bench.example\r\nSubject: load test\r\nMessage-ID: <load@bench.example>\r\nMIME-Version: 1.0\r\n\r\n'
+  const line = `${'x'.repeat(76)}\r\n`
   let body = ''
   while (head.length + body.length + line.length <= size - 3) body += line
-  return Buffer.from(head + body + '.\r\n', 'latin1')
+  return Buffer.from(`${head + body}.\r\n`, 'latin1')
 }
 
 async function main(): Promise<void> {
@@ -50,12 +51,12 @@ async function main(): Promise<void> {
       s.close()
     }),
   )
-  process.stdout.write(JSON.stringify({ sent: total, ms: performance.now() - started }) + '\n')
+  process.stdout.write(`${JSON.stringify({ sent: total, ms: performance.now() - started })}\n`)
 }
 
 if (process.argv[1]?.endsWith('smtp-load.js')) {
   main().catch((err) => {
-    process.stderr.write(String(err) + '\n')
+    process.stderr.write(`${String(err)}\n`)
     process.exit(1)
   })
 }

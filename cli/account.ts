@@ -6,7 +6,10 @@ import { accountAction, accountOption, adminAction } from './common.js'
 export function addAccountCommands(program: Command): void {
   const account = program.command('account').description('Manage accounts and their API keys')
   adminAction(
-    account.command('create').description('Create an account and its first API key (shown once)').option('--name <name>', 'account name', 'account'),
+    account
+      .command('create')
+      .description('Create an account and its first API key (shown once)')
+      .option('--name <name>', 'account name', 'account'),
     async (rt, o) => {
       const { account, apiKey } = await createAccount(rt, o.name)
       return { id: account.id, apiKey }
@@ -16,7 +19,13 @@ export function addAccountCommands(program: Command): void {
   )
   adminAction(
     account.command('list').description('List accounts'),
-    async (rt) => (await rt.store.accounts.list()).map((a) => ({ id: a.id, name: a.name, currency: a.currency, billingDay: a.billingDay })),
+    async (rt) =>
+      (await rt.store.accounts.list()).map((a) => ({
+        id: a.id,
+        name: a.name,
+        currency: a.currency,
+        billingDay: a.billingDay,
+      })),
     (rows) => rows.map((a) => `${a.id}\t${a.name}`).join('\n') || 'no accounts',
   )
 
@@ -31,11 +40,19 @@ export function addAccountCommands(program: Command): void {
   )
   accountAction(
     key.command('list').description("List an account's keys (prefixes only)").addOption(accountOption()),
-    async (rt, o) => (await rt.store.apiKeys.list(o.account)).map((k) => ({ id: k.id, prefix: k.prefix, revoked: k.revokedAt !== null })),
+    async (rt, o) =>
+      (await rt.store.apiKeys.list(o.account)).map((k) => ({
+        id: k.id,
+        prefix: k.prefix,
+        revoked: k.revokedAt !== null,
+      })),
     (rows) => rows.map((k) => `${k.id}\t${k.prefix}…\t${k.revoked ? 'revoked' : 'active'}`).join('\n') || 'no keys',
   )
   adminAction(
-    key.command('revoke').description('Revoke a key by its id or its prefix (from `key list`)').argument('<key>', 'key id or prefix'),
+    key
+      .command('revoke')
+      .description('Revoke a key by its id or its prefix (from `key list`)')
+      .argument('<key>', 'key id or prefix'),
     async (rt, _o, k: string) => {
       // The prefix as `key list` prints it, with its ellipsis, is taken too.
       const given = k.replace(/(…|\.\.\.)$/, '')

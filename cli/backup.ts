@@ -8,7 +8,9 @@ export function addBackupCommand(program: Command): void {
   adminAction(
     program
       .command('backup')
-      .description('Copy the database, consistently, while the server runs; the secret.key of the data directory must be kept with it')
+      .description(
+        'Copy the database, consistently, while the server runs; the secret.key of the data directory must be kept with it',
+      )
       .argument('<file>', 'the copy to write (a file that exists is refused)'),
     async (rt, _o, file: string) => {
       const copy = resolve(file)

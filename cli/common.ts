@@ -14,39 +14,54 @@ export const positiveInt = (name: string) => (value: string) => {
 
 export const senderPattern = (value: string) => {
   const v = value.trim().toLowerCase()
-  if (v.startsWith('@') ? !isDomain(v.slice(1)) : !isEmail(v)) throw new InvalidArgumentError(`"${value}" is not an address or @domain`)
+  if (v.startsWith('@') ? !isDomain(v.slice(1)) : !isEmail(v))
+    throw new InvalidArgumentError(`"${value}" is not an address or @domain`)
   return v
 }
 
 /** `--account <id>`, required. */
-export const accountOption = () => new Option('--account <id>', 'account id').argParser(positiveInt('--account')).makeOptionMandatory()
+export const accountOption = () =>
+  new Option('--account <id>', 'account id').argParser(positiveInt('--account')).makeOptionMandatory()
 
 /**
  * Runs an admin action against the data directory, printing JSON or text. Only a command that
  * creates something of its own (`create`: an account, a trap) may start a new data directory;
  * any other refuses one without a database instead of answering from a new, empty one.
  */
-export async function withRuntime<T>(json: boolean, action: (rt: Runtime) => Promise<T>, text: (result: T) => string, options: { create?: boolean } = {}): Promise<void> {
+export async function withRuntime<T>(
+  json: boolean,
+  action: (rt: Runtime) => Promise<T>,
+  text: (result: T) => string,
+  options: { create?: boolean } = {},
+): Promise<void> {
   const config = loadConfig()
   // Admin commands keep stdout for their own output.
-  const rt = openRuntime(config, { logger: createLogger({ logLevel: json ? 'silent' : 'warn' }, 2), existing: !options.create })
+  const rt = openRuntime(config, {
+    logger: createLogger({ logLevel: json ? 'silent' : 'warn' }, 2),
+    existing: !options.create,
+  })
   try {
     const result = await action(rt)
-    process.stdout.write(json ? JSON.stringify(result) + '\n' : text(result) + '\n')
+    process.stdout.write(json ? `${JSON.stringify(result)}\n` : `${text(result)}\n`)
   } finally {
     await rt.close()
   }
 }
 
 // Commander hands an action its arguments, already parsed, in the order they were declared.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: each command declares its own arguments
 type Action<T> = (rt: Runtime, options: OptionValues, ...args: any[]) => Promise<T>
 
 /**
  * Makes `command` an admin command: it takes `--json`, and runs `action` on the data directory
  * with its options and arguments, printing the result as JSON or as `text` writes it.
  */
-export function adminAction<T>(command: Command, action: Action<T>, text: (result: T) => string, options: { create?: boolean } = {}): Command {
+export function adminAction<T>(
+  command: Command,
+  action: Action<T>,
+  text: (result: T) => string,
+  options: { create?: boolean } = {},
+): Command {
   return command.option('--json', 'print JSON for scripts').action((...params: unknown[]) => {
     const self = params[params.length - 1] as Command
     const o = self.opts()
@@ -59,7 +74,8 @@ export function accountAction<T>(command: Command, action: Action<T>, text: (res
   return adminAction(
     command,
     async (rt, o, ...args) => {
-      if (o.account !== undefined && !(await rt.store.accounts.get(o.account))) throw new Error(`no account ${o.account}`)
+      if (o.account !== undefined && !(await rt.store.accounts.get(o.account)))
+        throw new Error(`no account ${o.account}`)
       return action(rt, o, ...args)
     },
     text,

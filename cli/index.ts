@@ -33,7 +33,9 @@ export function buildCli(): Command {
 
 /** A usage error as one line that names the command's --help, instead of the whole usage. */
 function oneLineErrors(command: Command, path: string): void {
-  command.configureOutput({ outputError: (message, write) => write(`mailroom: ${message.trimEnd()} (see ${path} --help)\n`) })
+  command.configureOutput({
+    outputError: (message, write) => write(`mailroom: ${message.trimEnd()} (see ${path} --help)\n`),
+  })
   for (const sub of command.commands) oneLineErrors(sub, `${path} ${sub.name()}`)
 }
 

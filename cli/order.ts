@@ -5,7 +5,13 @@ import { accountAction, accountOption, adminAction, ownedOrder, positiveInt, sen
 
 const collect = (value: string, previous: string[]) => [...previous, senderPattern(value)]
 
-const orderJson = (o: MailOrder) => ({ id: o.id, username: `mb${o.id}`, status: o.status, comment: o.comment, senders: o.senders })
+const orderJson = (o: MailOrder) => ({
+  id: o.id,
+  username: `mb${o.id}`,
+  status: o.status,
+  comment: o.comment,
+  senders: o.senders,
+})
 
 /** `order` and `sender`: mail orders (sending credentials) and their authorized senders. */
 export function addOrderCommands(program: Command): void {
@@ -24,7 +30,10 @@ export function addOrderCommands(program: Command): void {
     (r) => `mail order ${r.id} created\nSMTP username: ${r.username}\nSMTP password: ${r.password}`,
   )
   adminAction(
-    order.command('cancel').description('Cancel a mail order: it can no longer send; its history stays').argument('<id>', 'mail order id', positiveInt('id')),
+    order
+      .command('cancel')
+      .description('Cancel a mail order: it can no longer send; its history stays')
+      .argument('<id>', 'mail order id', positiveInt('id')),
     async (rt, _o, id: number) => {
       await ownedOrder(rt, id)
       await rt.store.orders.setStatus(id, 'canceled')
@@ -35,7 +44,10 @@ export function addOrderCommands(program: Command): void {
   accountAction(
     order.command('list').description("List an account's mail orders").addOption(accountOption()),
     async (rt, o) => (await rt.store.orders.list(o.account)).map(orderJson),
-    (rows) => rows.map((r) => `${r.id}\t${r.username}\t${r.status}\t${r.senders.join(',') || '(any sender)'}\t${r.comment ?? ''}`).join('\n') || 'no orders',
+    (rows) =>
+      rows
+        .map((r) => `${r.id}\t${r.username}\t${r.status}\t${r.senders.join(',') || '(any sender)'}\t${r.comment ?? ''}`)
+        .join('\n') || 'no orders',
   )
 
   const sender = program.command('sender').description("Manage a mail order's authorized senders")
@@ -51,7 +63,10 @@ export function addOrderCommands(program: Command): void {
         .argument('<sender>', 'address or @domain', senderPattern),
       async (rt, o, pattern: string) => {
         await ownedOrder(rt, o.order)
-        const changed = name === 'allow' ? await rt.store.orders.addSender(o.order, pattern) : await rt.store.orders.removeSender(o.order, pattern)
+        const changed =
+          name === 'allow'
+            ? await rt.store.orders.addSender(o.order, pattern)
+            : await rt.store.orders.removeSender(o.order, pattern)
         if (name === 'revoke' && !changed) throw new Error(`${pattern} is not an authorized sender of order ${o.order}`)
         return orderJson(await ownedOrder(rt, o.order))
       },

@@ -7,11 +7,13 @@ import { openRuntime } from '../runtime.js'
 export function addServeCommands(program: Command): void {
   program
     .command('serve')
-    .description('Run the service: REST and MCP on MAILROOM_HTTP_PORT, SMTP submission on MAILROOM_SMTP_PORT (STARTTLS) and MAILROOM_SMTPS_PORT (TLS), and delivery')
+    .description(
+      'Run the service: REST and MCP on MAILROOM_HTTP_PORT, SMTP submission on MAILROOM_SMTP_PORT (STARTTLS) and MAILROOM_SMTPS_PORT (TLS), and delivery',
+    )
     .action(async () => {
       const { startServer } = await import('../serve.js')
       const running = await startServer(loadConfig())
-      if (running.firstStart) process.stdout.write(running.firstStart + '\n')
+      if (running.firstStart) process.stdout.write(`${running.firstStart}\n`)
       const stop = () => void running.stop().then(() => process.exit(0))
       process.once('SIGINT', stop)
       process.once('SIGTERM', stop)

@@ -6,7 +6,8 @@ import { SMTPServer } from 'smtp-server'
 const SHOWN = 64 * 1024
 
 const port = (value: string) => {
-  if (!/^\d+$/.test(value) || Number(value) > 65535) throw new InvalidArgumentError('--port must be a port number, 0 to 65535')
+  if (!/^\d+$/.test(value) || Number(value) > 65535)
+    throw new InvalidArgumentError('--port must be a port number, 0 to 65535')
   return Number(value)
 }
 
@@ -17,7 +18,9 @@ const port = (value: string) => {
 export function addSinkCommand(program: Command): void {
   program
     .command('sink')
-    .description('Run a local SMTP server that accepts every message and prints it: point MAILROOM_SMARTHOST at it to try mailroom without sending real mail')
+    .description(
+      'Run a local SMTP server that accepts every message and prints it: point MAILROOM_SMARTHOST at it to try mailroom without sending real mail',
+    )
     .option('--port <port>', 'port to listen on (0: any free port)', port, 2626)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--json', 'print one JSON line per message (envelope, size, the message as text) instead')
@@ -41,10 +44,12 @@ export function addSinkCommand(program: Command): void {
             const to = session.envelope.rcptTo.map((r) => r.address)
             const text = Buffer.concat(chunks).subarray(0, SHOWN).toString('utf8')
             count++
-            if (o.json) process.stdout.write(JSON.stringify({ n: count, from, to, size, message: text }) + '\n')
+            if (o.json) process.stdout.write(`${JSON.stringify({ n: count, from, to, size, message: text })}\n`)
             else {
               const more = size > SHOWN ? `\n[… ${size - SHOWN} more bytes not shown]` : ''
-              process.stdout.write(`--- message ${count}: from <${from}> to ${to.map((t) => `<${t}>`).join(', ')}, ${size} bytes\n${text.trimEnd()}${more}\n\n`)
+              process.stdout.write(
+                `--- message ${count}: from <${from}> to ${to.map((t) => `<${t}>`).join(', ')}, ${size} bytes\n${text.trimEnd()}${more}\n\n`,
+              )
             }
             callback(null, `accepted by the sink as message ${count}`)
           })
@@ -55,7 +60,9 @@ export function addSinkCommand(program: Command): void {
         server.listen(o.port, o.host, () => resolve())
       })
       const address = server.server.address() as AddressInfo
-      process.stderr.write(`mailroom sink: listening on ${o.host}:${address.port}; start mailroom with MAILROOM_SMARTHOST=${o.host}:${address.port} (Ctrl-C stops)\n`)
+      process.stderr.write(
+        `mailroom sink: listening on ${o.host}:${address.port}; start mailroom with MAILROOM_SMARTHOST=${o.host}:${address.port} (Ctrl-C stops)\n`,
+      )
       const stop = () => server.close(() => process.exit(0))
       process.once('SIGINT', stop)
       process.once('SIGTERM', stop)

@@ -13,7 +13,8 @@ export interface Mailbox {
 // local part (printable ASCII, `"` and `\` only escaped) and a domain with at least one dot. No
 // address literal (`u@[192.0.2.1]`): delivery finds hosts by MX lookup only, and a literal would let
 // a caller aim delivery at any address, the relay's own network included.
-export const EMAIL_PATTERN = /^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])+")@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}$/
+export const EMAIL_PATTERN =
+  /^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])+")@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}$/
 const DOMAIN = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}$/
 
 export const isEmail = (s: string) => s.length <= 254 && EMAIL_PATTERN.test(s)
@@ -51,23 +52,36 @@ export const isDomain = (s: string) => s.length <= 253 && DOMAIN.test(s)
 
 /** An RFC 822 address string (bare or `Name <a@b>`, comma-separated) as mailboxes; groups are flattened. */
 export function parseAddressString(value: string): Mailbox[] {
-  return addressparser(value, { flatten: true }).map((a) => ({ name: a.name ?? '', address: canonicalAddress((a.address ?? '').trim()) }))
+  return addressparser(value, { flatten: true }).map((a) => ({
+    name: a.name ?? '',
+    address: canonicalAddress((a.address ?? '').trim()),
+  }))
 }
 
 /**
  * A contract address field (a string, a contact object, or an array of either) as checked
  * mailboxes. `field` names the input in the error message.
  */
-export function toMailboxes(field: string, value: string | { email: string; name?: string } | (string | { email: string; name?: string })[]): Mailbox[] {
+export function toMailboxes(
+  field: string,
+  value: string | { email: string; name?: string } | (string | { email: string; name?: string })[],
+): Mailbox[] {
   const items = Array.isArray(value) ? value : [value]
   // A line break would be read as the end of the field: `"a@x.com\r\nBcc: b@y.com"` parses as a
   // group named "a@x.com Bcc" whose one member is b@y.com (RFC 5322 §3.4).
   for (const item of items) {
     const texts = typeof item === 'string' ? [item] : [item.email, item.name ?? '']
-    if (texts.some((t) => /[\r\n]/.test(t))) throw badInput(`${field}: an address or name holds a line break (CR or LF); write one address per item, or separate them with commas`)
+    if (texts.some((t) => /[\r\n]/.test(t)))
+      throw badInput(
+        `${field}: an address or name holds a line break (CR or LF); write one address per item, or separate them with commas`,
+      )
   }
   const boxes = items.flatMap((item) =>
-    typeof item !== 'string' ? [{ name: item.name ?? '', address: canonicalAddress(item.email.trim()) }] : isEmail(item) ? [{ name: '', address: canonicalAddress(item) }] : parseAddressString(item),
+    typeof item !== 'string'
+      ? [{ name: item.name ?? '', address: canonicalAddress(item.email.trim()) }]
+      : isEmail(item)
+        ? [{ name: '', address: canonicalAddress(item) }]
+        : parseAddressString(item),
   )
   for (const box of boxes) {
     if (!isEmail(box.address)) throw badInput(`${field}: "${box.address || String(value)}" ${notAnEmail(box.address)}`)

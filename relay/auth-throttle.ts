@@ -20,7 +20,10 @@ export function authClient(ip: string): string {
   // many zeros as make eight. Only the first four are kept.
   const groupsOf = (part: string) => (part ? part.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g])) : [])
   const [first, last] = [groupsOf(head), groupsOf(tail ?? '')]
-  const groups = tail === undefined ? first : [...first, ...Array<string>(Math.max(0, 8 - first.length - last.length)).fill('0'), ...last]
+  const groups =
+    tail === undefined
+      ? first
+      : [...first, ...Array<string>(Math.max(0, 8 - first.length - last.length)).fill('0'), ...last]
   return `${groups
     .slice(0, 4)
     .map((g) => parseInt(g || '0', 16).toString(16))
@@ -35,12 +38,13 @@ export function authClient(ip: string): string {
 export function authThrottle(max: number, clock: () => number) {
   const failures = new Map<string, { count: number; since: number }>()
   let sweepAt = AUTH_FAILURE_SWEEP_MIN
-  const live = (f: { since: number } | undefined): f is { count: number; since: number } => f !== undefined && clock() - f.since <= AUTH_FAILURE_WINDOW_MS
+  const live = (f: { since: number } | undefined): f is { count: number; since: number } =>
+    f !== undefined && clock() - f.since <= AUTH_FAILURE_WINDOW_MS
   return {
     throttled(ip: string): boolean {
       const key = authClient(ip)
       const f = failures.get(key)
-      if (!live(f)) return failures.delete(key), false
+      if (!live(f)) return (failures.delete(key), false)
       return f.count >= max
     },
     /** How much longer, in ms, the client is throttled: 0 when it is not. */

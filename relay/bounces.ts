@@ -30,7 +30,13 @@ export function classify(code: number | null, response: string): Verdict {
  * When a deferred recipient is tried again: the schedule's wait for this attempt (the last one
  * repeats), or null when that would pass the maximum age and the recipient fails instead.
  */
-export function nextAttempt(schedule: number[], attempts: number, queuedAt: number, now: number, maxAge: number): number | null {
+export function nextAttempt(
+  schedule: number[],
+  attempts: number,
+  queuedAt: number,
+  now: number,
+  maxAge: number,
+): number | null {
   const wait = schedule[Math.min(attempts, schedule.length) - 1] ?? schedule[schedule.length - 1]
   const at = now + wait
   return at - queuedAt > maxAge ? null : at

@@ -1,6 +1,13 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
-import { byteLength, joinPieces, type AttemptOutcome, type NewMessage, type QueueItem, type Store } from '../storage/store.js'
+import {
+  byteLength,
+  joinPieces,
+  type AttemptOutcome,
+  type NewMessage,
+  type QueueItem,
+  type Store,
+} from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { sameReply } from './smtp-session.js'
@@ -25,7 +32,8 @@ const BODY_IN_MEMORY_MAX = 64 * 1024
 export const MAX_STORED_RESPONSE = 4096
 
 /** A reply's text as the log keeps it: at most MAX_STORED_RESPONSE characters. */
-const storedResponse = (response: string) => (response.length > MAX_STORED_RESPONSE ? `${response.slice(0, MAX_STORED_RESPONSE)} [cut]` : response)
+const storedResponse = (response: string) =>
+  response.length > MAX_STORED_RESPONSE ? `${response.slice(0, MAX_STORED_RESPONSE)} [cut]` : response
 
 export interface DeliveryDeps {
   store: Store
@@ -123,7 +131,10 @@ export class DeliveryWorker {
     this.reserved++
     try {
       // The store is handed the joined bytes too, so that it does not join the pieces again.
-      const { rowId, leased = [] } = await this.enqueue(body ? { ...message, raw: [body] } : message, { node: this.node, now: this.deps.clock() })
+      const { rowId, leased = [] } = await this.enqueue(body ? { ...message, raw: [body] } : message, {
+        node: this.node,
+        now: this.deps.clock(),
+      })
       // Once stopping, the leases wait for the next start, which takes them back.
       if (this.running) {
         for (const items of groupItems(leased)) this.wait({ items, body })
@@ -162,7 +173,9 @@ export class DeliveryWorker {
     await Promise.all(this.inFlight)
     await Promise.all(this.recording)
     this.mx.close()
-    await this.deps.store.queue.release(this.node).catch((err) => this.deps.logger.error({ err }, 'handing back the leases failed; they expire'))
+    await this.deps.store.queue
+      .release(this.node)
+      .catch((err) => this.deps.logger.error({ err }, 'handing back the leases failed; they expire'))
   }
 
   private async loop(): Promise<void> {
@@ -175,7 +188,12 @@ export class DeliveryWorker {
           const limit = this.claimLimit()
           // Cleared first: a kick() while the claim is under way must not be lost.
           this.due = false
-          const items = await this.deps.store.queue.claim({ node: this.node, now: this.deps.clock(), leaseMs: LEASE_MS, limit })
+          const items = await this.deps.store.queue.claim({
+            node: this.node,
+            now: this.deps.clock(),
+            leaseMs: LEASE_MS,
+            limit,
+          })
           claimed = items.length
           if (claimed === limit) this.due = true
           for (const group of groupItems(items)) this.wait({ items: group })
@@ -252,7 +270,9 @@ export class DeliveryWorker {
           this.wake?.()
         }
         const task = this.deliverGroup(group, release)
-          .catch((err) => this.deps.logger.error({ err, txid: group.items[0].txid }, 'delivery attempt failed unexpectedly'))
+          .catch((err) =>
+            this.deps.logger.error({ err, txid: group.items[0].txid }, 'delivery attempt failed unexpectedly'),
+          )
           .finally(() => {
             this.inFlight.delete(task)
             release()
@@ -281,8 +301,16 @@ export class DeliveryWorker {
     const route = await this.route(domain)
     const attempt: Attempt =
       'error' in route
-        ? { mxHostname: null, replies: sameReply(recipients, { code: route.error.code, response: route.error.response }) }
-        : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, body ? async () => body : () => store.queue.body(messageRowId), sent)
+        ? {
+            mxHostname: null,
+            replies: sameReply(recipients, { code: route.error.code, response: route.error.response }),
+          }
+        : await this.mx.deliver(
+            route.hosts,
+            { from: envFrom, to: recipients },
+            body ? async () => body : () => store.queue.body(messageRowId),
+            sent,
+          )
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []
@@ -302,14 +330,36 @@ export class DeliveryWorker {
       if (verdict.userUnknown && reply.toRcpt) {
         // Suppress it: the next message to this mailbox is stopped before it hurts the sender.
         // Only on the reply to its own RCPT TO: a "user unknown" at MAIL FROM is about the sender.
-        await store.blocks.addToList({ accountId: item.accountId, source: 'internal', kind: 'recipient', address: item.recipient, reason: `an earlier message to it bounced: ${response}`, now })
+        await store.blocks.addToList({
+          accountId: item.accountId,
+          source: 'internal',
+          kind: 'recipient',
+          address: item.recipient,
+          reason: `an earlier message to it bounced: ${response}`,
+          now,
+        })
       }
-      outcomes.push({ id: item.id, state, code: reply.code, response, mxHostname: attempt.mxHostname, nextAttemptAt: next })
-      logger.info({ txid, row: item.id, rcpt: item.recipient, state, code: reply.code, mx: attempt.mxHostname }, 'delivery attempt')
+      outcomes.push({
+        id: item.id,
+        state,
+        code: reply.code,
+        response,
+        mxHostname: attempt.mxHostname,
+        nextAttemptAt: next,
+      })
+      logger.info(
+        { txid, row: item.id, rcpt: item.recipient, state, code: reply.code, mx: attempt.mxHostname },
+        'delivery attempt',
+      )
     }
     const recorded = store.queue
       .record(outcomes)
-      .catch((err) => logger.error({ err, txid }, 'recording delivery attempts failed; the rows are tried again once their lease expires'))
+      .catch((err) =>
+        logger.error(
+          { err, txid },
+          'recording delivery attempts failed; the rows are tried again once their lease expires',
+        ),
+      )
       .finally(() => this.recording.delete(recorded))
     this.recording.add(recorded)
   }

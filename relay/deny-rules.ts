@@ -7,7 +7,10 @@ const domainPart = (address: string) => address.slice(address.lastIndexOf('@') +
  * What each deny rule type matches. Rule data is stored lower case and addresses are lowered
  * before matching: rules are case-insensitive.
  */
-export const RULE_TYPES: Record<RuleType, { on: 'sender' | 'recipient'; matches: (data: string, address: string) => boolean }> = {
+export const RULE_TYPES: Record<
+  RuleType,
+  { on: 'sender' | 'recipient'; matches: (data: string, address: string) => boolean }
+> = {
   email: { on: 'sender', matches: (data, address) => address === data },
   domain: { on: 'sender', matches: (data, address) => domainPart(address) === data },
   startswith: { on: 'sender', matches: (data, address) => localPart(address).startsWith(data) },

@@ -57,7 +57,11 @@ function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => voi
  * thread's logger's own stream, so that stdout has one writer and lines stay whole. `onFailure` is called if the
  * thread dies: nothing can be accepted after that.
  */
-export async function startEngineThread(config: Config, log: LogStream, onFailure: (err: Error) => void): Promise<Engine> {
+export async function startEngineThread(
+  config: Config,
+  log: LogStream,
+  onFailure: (err: Error) => void,
+): Promise<Engine> {
   const worker = new Worker(new URL(import.meta.url), { workerData: { mailroomEngine: config } })
   const calls = threadCalls()
   let dead: Error | null = null
@@ -93,7 +97,9 @@ export async function startEngineThread(config: Config, log: LogStream, onFailur
     // The bytes move to the engine without a copy: the memory under each piece is transferred.
     // A small Buffer is a view into Node's shared pool, which must not move (and would be
     // copied whole), so its own bytes are copied out first.
-    const raw = message.raw.map((piece) => (piece.buffer.byteLength > Buffer.poolSize ? piece : Buffer.from(new Uint8Array(piece).buffer)))
+    const raw = message.raw.map((piece) =>
+      piece.buffer.byteLength > Buffer.poolSize ? piece : Buffer.from(new Uint8Array(piece).buffer),
+    )
     const memory = [...new Set(raw.map((piece) => piece.buffer as ArrayBuffer))]
     worker.postMessage({ enqueue: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
   }
@@ -107,12 +113,15 @@ export async function startEngineThread(config: Config, log: LogStream, onFailur
   const blocksCall =
     <M extends keyof BlockWrites>(method: M) =>
     (...args: Parameters<BlockWrites[M]>) =>
-      ask<Awaited<ReturnType<BlockWrites[M]>>>((id) => worker.postMessage({ blocks: { id, method, args } } satisfies ToEngine))
+      ask<Awaited<ReturnType<BlockWrites[M]>>>((id) =>
+        worker.postMessage({ blocks: { id, method, args } } satisfies ToEngine),
+      )
 
   return {
     enqueue: (message) => ask((id) => send(id, message)),
     blocks: { addEvent: blocksCall('addEvent'), takeSubject: blocksCall('takeSubject') },
-    stopped: () => (dead ? `the relay engine stopped: ${dead.message}` : stopping ? 'the relay engine is stopping' : null),
+    stopped: () =>
+      dead ? `the relay engine stopped: ${dead.message}` : stopping ? 'the relay engine is stopping' : null,
     async stop() {
       stopping = true
       if (!dead) worker.postMessage({ stop: true } satisfies ToEngine)
@@ -126,12 +135,20 @@ export async function startEngineThread(config: Config, log: LogStream, onFailur
 async function runEngineThread(config: Config): Promise<void> {
   const port = parentPort!
   const post = (m: FromEngine) => port.postMessage(m)
-  const logger = createLogger(config, { write: batcher<string>((lines) => post({ log: lines.join('') }), setImmediate) })
+  const logger = createLogger(config, {
+    write: batcher<string>((lines) => post({ log: lines.join('') }), setImmediate),
+  })
   const store = openDataDir(config.dataDir)
   // A small page cache: this connection mostly appends, and a large message would otherwise
   // fill SQLite's 16 MB default here, beside the main thread's own.
   store.sqlite.pragma('cache_size = -4000')
-  const worker = new DeliveryWorker({ store, config, logger, clock: Date.now, resolver: createResolver(config.delivery.dnsServers) })
+  const worker = new DeliveryWorker({
+    store,
+    config,
+    logger,
+    clock: Date.now,
+    resolver: createResolver(config.delivery.dnsServers),
+  })
   await worker.start()
   // The outcomes of one group commit are resolved together, so they go back in one message.
   const reply = batcher<CallOutcome>((outcomes) => post({ outcomes }), queueMicrotask)
@@ -139,10 +156,15 @@ async function runEngineThread(config: Config): Promise<void> {
     if ('enqueue' in m) {
       const { id, message } = m.enqueue
       // The pieces arrive as Uint8Arrays: the same memory is viewed as Buffers, not copied.
-      worker.accept({ ...message, raw: message.raw.map((piece) => Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength)) }).then(
-        ({ rowId }) => reply({ id, result: { rowId } }),
-        (err: Error) => reply({ id, error: err.message }),
-      )
+      worker
+        .accept({
+          ...message,
+          raw: message.raw.map((piece) => Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength)),
+        })
+        .then(
+          ({ rowId }) => reply({ id, result: { rowId } }),
+          (err: Error) => reply({ id, error: err.message }),
+        )
     } else if ('blocks' in m) {
       const { id, method, args } = m.blocks
       ;(store.blocks[method] as (...a: unknown[]) => Promise<unknown>)(...args).then(

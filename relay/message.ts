@@ -63,7 +63,11 @@ export function composeMessage(input: ComposeInput): Composed {
   const text = isHtml(input.body)
     ? multipart('alternative', boundary(2), [textPart('plain', htmlToText(input.body)), textPart('html', input.body)])
     : textPart('plain', input.body)
-  const content = input.attachments?.length ? multipart('mixed', boundary(1), [text, ...input.attachments.map(attachmentPart)]) : text.endsWith('\r\n') ? text : `${text}\r\n`
+  const content = input.attachments?.length
+    ? multipart('mixed', boundary(1), [text, ...input.attachments.map(attachmentPart)])
+    : text.endsWith('\r\n')
+      ? text
+      : `${text}\r\n`
   const raw = Buffer.from(headers.join('') + content, 'utf8')
   const recipients = uniqueAddresses([...input.to, ...(input.cc ?? []), ...(input.bcc ?? [])].map((m) => m.address))
   return { raw, messageId, recipients, subject }
@@ -79,9 +83,16 @@ export function newMessageId(txid: string, from: string, uuid = randomUUID()): s
  * and Message-ID), to be put in front of it; empty when it has both. A new Message-ID is at the
  * domain of `from` (the From header's address unless given).
  */
-export function missingHeaders(headers: RawHeaders, txid: string, date: Date, from = headers.from): { lines: string; messageId: string | null } {
+export function missingHeaders(
+  headers: RawHeaders,
+  txid: string,
+  date: Date,
+  from = headers.from,
+): { lines: string; messageId: string | null } {
   const messageId = headers.messageId ?? (from ? newMessageId(txid, from) : null)
-  const lines = (headers.messageId === null && messageId ? `Message-ID: ${messageId}\r\n` : '') + (headers.date === null ? `Date: ${dateHeader(date)}\r\n` : '')
+  const lines =
+    (headers.messageId === null && messageId ? `Message-ID: ${messageId}\r\n` : '') +
+    (headers.date === null ? `Date: ${dateHeader(date)}\r\n` : '')
   return { lines, messageId }
 }
 
@@ -97,9 +108,21 @@ function dateHeader(date: Date): string {
  * The trace line an SMTP server puts at the top of each message it takes in (RFC 5321 §4.4): who
  * handed it over (the EHLO name and address), who took it, how, under which id, and when.
  */
-export function receivedHeader(t: { helo: string; ip: string; by: string; protocol: string; id: string; date: Date }): Buffer {
+export function receivedHeader(t: {
+  helo: string
+  ip: string
+  by: string
+  protocol: string
+  id: string
+  date: Date
+}): Buffer {
   const literal = isIPv6(t.ip) ? `IPv6:${t.ip}` : t.ip
-  return Buffer.from(header('Received', `from ${heloName(t.helo)} ([${literal}]) by ${t.by} (mailroom) with ${t.protocol} id ${t.id}; ${dateHeader(t.date)}`))
+  return Buffer.from(
+    header(
+      'Received',
+      `from ${heloName(t.helo)} ([${literal}]) by ${t.by} (mailroom) with ${t.protocol} id ${t.id}; ${dateHeader(t.date)}`,
+    ),
+  )
 }
 
 /** RFC 5321 §4.1.2 Domain: labels of letters, digits and inner hyphens, separated by dots. */
@@ -129,7 +152,9 @@ const oneLine = (value: string) => value.replace(/\r?\n|\r/g, ' ')
 
 /** Unstructured header text already on one line (`oneLine`): non-ASCII and control characters as RFC 2047 words. */
 function headerText(flat: string): string {
-  return /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(flat) || LONG_WORD.test(flat) ? libmime.encodeWord(flat, 'Q', 52) : libmime.encodeWords(flat, 'Q', 52)
+  return /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(flat) || LONG_WORD.test(flat)
+    ? libmime.encodeWord(flat, 'Q', 52)
+    : libmime.encodeWords(flat, 'Q', 52)
 }
 
 /** An address list header value; addresses are checked ASCII (`isEmail`), names are quoted or encoded as needed. */
@@ -137,7 +162,12 @@ function mailboxes(list: Mailbox[]): string {
   return list
     .map(({ name, address }) => {
       if (!name) return /^[^\s",;<>()]+$/.test(address) ? address : `<${address}>`
-      const display = LONG_WORD.test(name) || !/^[\x20-\x7e]*$/.test(name) ? libmime.encodeWord(name, 'Q', 52) : /^[\w ]*$/.test(name) ? name : quoteString(name)
+      const display =
+        LONG_WORD.test(name) || !/^[\x20-\x7e]*$/.test(name)
+          ? libmime.encodeWord(name, 'Q', 52)
+          : /^[\w ]*$/.test(name)
+            ? name
+            : quoteString(name)
       return `${display} <${address}>`
     })
     .join(', ')
@@ -179,7 +209,8 @@ const isToken = (value: string) => /^[\x21-\x7e]+$/.test(value) && !/[()<>@,;:\\
 function param(key: string, value: string): string {
   if (isToken(value) && value.length <= 60) return `${key}=${value}`
   if (/^[\x20-\x7e]*$/.test(value) && value.length <= 60) return `${key}=${quoteString(value)}`
-  return libmime.buildHeaderParam(key, value, 50)
+  return libmime
+    .buildHeaderParam(key, value, 50)
     .map((p) => `${p.key}=${isToken(p.value) ? p.value : quoteString(p.value)}`)
     .join('; ')
 }
@@ -191,19 +222,21 @@ function multipart(subtype: 'alternative' | 'mixed', boundary: string, parts: st
 
 /** The plain-text alternative of an HTML body: tags dropped, block ends as line breaks. */
 export function htmlToText(html: string): string {
-  return dropScriptsAndStyles(html)
-    .replace(/<br\s*\/?>/gi, '\n')
-    .replace(/<\/(p|div|h[1-6]|li|tr|table|blockquote)>/gi, '\n')
-    // A tag ends before the next `<`: each try stops there, so a body of many `<` costs linear time.
-    .replace(/<[^<>]+>/g, '')
-    .replace(/&nbsp;/g, ' ')
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'")
-    .replace(/&amp;/g, '&')
-    .replace(/\n{3,}/g, '\n\n')
-    .trim()
+  return (
+    dropScriptsAndStyles(html)
+      .replace(/<br\s*\/?>/gi, '\n')
+      .replace(/<\/(p|div|h[1-6]|li|tr|table|blockquote)>/gi, '\n')
+      // A tag ends before the next `<`: each try stops there, so a body of many `<` costs linear time.
+      .replace(/<[^<>]+>/g, '')
+      .replace(/&nbsp;/g, ' ')
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&quot;/g, '"')
+      .replace(/&#39;/g, "'")
+      .replace(/&amp;/g, '&')
+      .replace(/\n{3,}/g, '\n\n')
+      .trim()
+  )
 }
 
 /**
@@ -275,7 +308,8 @@ export function readHeaders(raw: Buffer, source = 'raw_email'): RawHeaders {
     if (values) values.push(value)
     else headers.set(name, [value])
   }
-  const addresses = (field: string) => (headers.get(field) ?? []).flatMap((v) => parseAddressString(v).map((m) => m.address)).filter(Boolean)
+  const addresses = (field: string) =>
+    (headers.get(field) ?? []).flatMap((v) => parseAddressString(v).map((m) => m.address)).filter(Boolean)
   const first = (field: string) => headers.get(field)?.[0]
   const subject = first('subject')
   const authors = addresses('from')
@@ -330,5 +364,8 @@ function refuseBareCr(block: string, source: string): void {
   const at = block.search(/\r(?!\n)/)
   if (at < 0) return
   const line = block.slice(0, at).split(/\r?\n/).length
-  throw badInput(`${source}: line ${line} of the header has a bare CR; RFC 5322 §2.2 requires CRLF`, { code: 550, enhanced: '5.6.0' })
+  throw badInput(`${source}: line ${line} of the header has a bare CR; RFC 5322 §2.2 requires CRLF`, {
+    code: 550,
+    enhanced: '5.6.0',
+  })
 }

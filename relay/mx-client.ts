@@ -11,7 +11,8 @@ export interface Attempt {
 const IDLE_MS = 5_000
 
 /** A failure as the reply it stands for: the server's, or none (code null) when none came. */
-const replyOf = (err: unknown): Reply => (err instanceof SmtpRefusal ? err.reply : { code: null, response: err instanceof Error ? err.message : String(err) })
+const replyOf = (err: unknown): Reply =>
+  err instanceof SmtpRefusal ? err.reply : { code: null, response: err instanceof Error ? err.message : String(err) }
 
 /**
  * Outbound SMTP toward destination MX hosts (`SmtpSession`: opportunistic STARTTLS, PIPELINING),
@@ -28,14 +29,22 @@ export class MxClient {
    * host could be reached or the connection broke. `sent` is called when the message is out and
    * the connection is free for another transaction, before the reply (see SmtpSession.send).
    */
-  async deliver(hosts: MxHost[], envelope: { from: string; to: string[] }, load: () => Promise<Buffer | undefined>, sent?: () => void): Promise<Attempt> {
+  async deliver(
+    hosts: MxHost[],
+    envelope: { from: string; to: string[] },
+    load: () => Promise<Buffer | undefined>,
+    sent?: () => void,
+  ): Promise<Attempt> {
     // The bytes are read once, and only once a host answered: a destination that is down costs no memory.
     let body: Promise<Buffer | undefined> | undefined
     const run = async (conn: SmtpSession, host: MxHost, key: string): Promise<Attempt> => {
       const raw = await (body ??= load())
       if (!raw) {
         this.park(key, conn)
-        return { mxHostname: host.name, replies: sameReply(envelope.to, { code: 554, response: '5.3.0 the message body is missing from the queue' }) }
+        return {
+          mxHostname: host.name,
+          replies: sameReply(envelope.to, { code: 554, response: '5.3.0 the message body is missing from the queue' }),
+        }
       }
       return { mxHostname: host.name, replies: await this.transaction(conn, key, envelope, raw, sent) }
     }
@@ -52,7 +61,13 @@ export class MxClient {
         }
         let conn: SmtpSession
         try {
-          conn = await SmtpSession.open({ address, port: host.port, hostname: host.name, heloName: this.options.heloName, timeout: this.options.timeout })
+          conn = await SmtpSession.open({
+            address,
+            port: host.port,
+            hostname: host.name,
+            heloName: this.options.heloName,
+            timeout: this.options.timeout,
+          })
         } catch (err) {
           const reply = replyOf(err)
           last = { ...reply, response: `${host.name} [${address}]:${host.port}: ${reply.response}` }
@@ -70,7 +85,13 @@ export class MxClient {
     this.idle.clear()
   }
 
-  private async transaction(conn: SmtpSession, key: string, envelope: { from: string; to: string[] }, raw: Buffer, sent?: () => void): Promise<Map<string, Reply>> {
+  private async transaction(
+    conn: SmtpSession,
+    key: string,
+    envelope: { from: string; to: string[] },
+    raw: Buffer,
+    sent?: () => void,
+  ): Promise<Map<string, Reply>> {
     let parked = false
     try {
       const { replies, clean } = await conn.send(envelope, raw, () => {

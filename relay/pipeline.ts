@@ -55,7 +55,12 @@ export interface Relay {
    * Recipient deny rules and the spam filter's recipient checks. `message` is what is known of
    * the message (at SMTP RCPT TO: only the sender).
    */
-  checkRecipient(order: MailOrder, recipient: string, message: { envFrom: string; subject?: string | null; messageId?: string | null; field?: string }, rules?: DenyRule[]): Promise<void>
+  checkRecipient(
+    order: MailOrder,
+    recipient: string,
+    message: { envFrom: string; subject?: string | null; messageId?: string | null; field?: string },
+    rules?: DenyRule[],
+  ): Promise<void>
   /**
    * The one sending pipeline of every door: authorized sender, deny rules, spam filter, then the
    * message and its log rows are committed to the durable queue. Resolves with the transaction id only after the commit.
@@ -82,17 +87,25 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
     async checkSender(order, envFrom, authors = [], rules) {
       // Over SMTP (at MAIL FROM, or at the end of DATA when it was canceled meanwhile) a 550:
       // RFC 5321 has no 535 for these commands.
-      if (order.status !== 'active') throw new MailroomError(404, `mail order mb${order.id} is canceled`, { smtp: { code: 550, enhanced: '5.7.1' } })
+      if (order.status !== 'active')
+        throw new MailroomError(404, `mail order mb${order.id} is canceled`, { smtp: { code: 550, enhanced: '5.7.1' } })
       const senders = new Set([envFrom, ...authors])
       for (const address of senders) {
         if (!senderAuthorized(order.senders, address)) {
-          throw badInput(`from: ${address} is not an authorized sender of mail order mb${order.id} (allowed: ${order.senders.join(', ')})`, { code: 553, enhanced: '5.7.1' })
+          throw badInput(
+            `from: ${address} is not an authorized sender of mail order mb${order.id} (allowed: ${order.senders.join(', ')})`,
+            { code: 553, enhanced: '5.7.1' },
+          )
         }
       }
       rules ??= await store.rules.list([order.id])
       for (const address of senders) {
         const rule = findDenyRule(rules, 'sender', address)
-        if (rule) throw badInput(`from: sender ${address} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
+        if (rule)
+          throw badInput(
+            `from: sender ${address} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`,
+            DENIED,
+          )
       }
       await filter.checkSender(order.accountId, envFrom)
     },
@@ -100,30 +113,67 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
     async checkRecipient(order, recipient, message, rules) {
       const rule = findDenyRule(rules ?? (await store.rules.list([order.id])), 'recipient', recipient)
       const field = message.field ?? 'to'
-      if (rule) throw badInput(`${field}: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`, DENIED)
-      await filter.checkRecipient({ accountId: order.accountId, envFrom: message.envFrom, subject: message.subject ?? null, messageId: message.messageId ?? null, field }, recipient)
+      if (rule)
+        throw badInput(
+          `${field}: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`,
+          DENIED,
+        )
+      await filter.checkRecipient(
+        {
+          accountId: order.accountId,
+          envFrom: message.envFrom,
+          subject: message.subject ?? null,
+          messageId: message.messageId ?? null,
+          field,
+        },
+        recipient,
+      )
     },
 
     async submit(s) {
       const size = byteLength(s.raw)
       if (size > config.maxMessageSize) {
-        throw new MailroomError(413, `the message is ${size} bytes; the limit is ${config.maxMessageSize}`, { smtp: { code: 552, enhanced: '5.3.4' } })
+        throw new MailroomError(413, `the message is ${size} bytes; the limit is ${config.maxMessageSize}`, {
+          smtp: { code: 552, enhanced: '5.3.4' },
+        })
       }
       if (s.recipients.length === 0) throw badInput('to: the message has no recipients')
       if (s.recipients.length > config.maxRecipients) {
-        throw badInput(`to: ${s.recipients.length} recipients; the limit is ${config.maxRecipients} per message`, { code: 452, enhanced: '4.5.3' })
+        throw badInput(`to: ${s.recipients.length} recipients; the limit is ${config.maxRecipients} per message`, {
+          code: 452,
+          enhanced: '4.5.3',
+        })
       }
       // An API send's From header is the caller's word, so every author in it is checked too; an
       // SMTP client's header is its own business, as with any submission server: only its envelope is checked.
       const rules = await store.rules.list([s.order.id])
       const authors = s.interface === 'api' ? (s.authors ?? (s.headerFrom ? [s.headerFrom] : [])) : []
       await relay.checkSender(s.order, s.envFrom, authors, rules)
-      for (const rcpt of s.recipients) await relay.checkRecipient(s.order, rcpt, s.recipientFields ? { ...s, field: s.recipientFields.get(rcpt.toLowerCase()) } : s, rules)
+      for (const rcpt of s.recipients)
+        await relay.checkRecipient(
+          s.order,
+          rcpt,
+          s.recipientFields ? { ...s, field: s.recipientFields.get(rcpt.toLowerCase()) } : s,
+          rules,
+        )
       // Last of the checks: it counts the message once it passes.
-      await filter.checkSubject({ accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId }, s.recipients)
+      await filter.checkSubject(
+        { accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId },
+        s.recipients,
+      )
       const txid = s.txid ?? relay.newTxid()
       const front = [
-        ...(s.received ? [receivedHeader({ ...s.received, by: config.nodeName, protocol: s.transtype, id: txid, date: new Date(clock()) })] : []),
+        ...(s.received
+          ? [
+              receivedHeader({
+                ...s.received,
+                by: config.nodeName,
+                protocol: s.transtype,
+                id: txid,
+                date: new Date(clock()),
+              }),
+            ]
+          : []),
         ...(s.added ? [Buffer.from(s.added)] : []),
       ]
       const raw = front.length ? [...front, ...s.raw] : s.raw

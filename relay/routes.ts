@@ -52,14 +52,25 @@ export async function resolveRoute(
   try {
     return await lookUp(resolver, domain, options)
   } catch (err) {
-    return { error: { code: 451, response: `4.4.3 DNS lookup for ${domain} failed (${code(err) || String(err)})`, permanent: false } }
+    return {
+      error: {
+        code: 451,
+        response: `4.4.3 DNS lookup for ${domain} failed (${code(err) || String(err)})`,
+        permanent: false,
+      },
+    }
   }
 }
 
-async function lookUp(resolver: MxResolver, domain: string, options: Parameters<typeof resolveRoute>[2]): Promise<Route> {
+async function lookUp(
+  resolver: MxResolver,
+  domain: string,
+  options: Parameters<typeof resolveRoute>[2],
+): Promise<Route> {
   if (options.smarthost) {
     const addresses = await addressesOf(resolver, options.smarthost.host)
-    if (!addresses.length) return { error: { code: 451, response: `smarthost ${options.smarthost.host} has no address`, permanent: false } }
+    if (!addresses.length)
+      return { error: { code: 451, response: `smarthost ${options.smarthost.host} has no address`, permanent: false } }
     return { hosts: [{ name: options.smarthost.host, addresses, port: options.smarthost.port }] }
   }
   let records: { exchange: string; priority: number }[]
@@ -73,7 +84,9 @@ async function lookUp(resolver: MxResolver, domain: string, options: Parameters<
   if (records.length === 1 && (records[0].exchange === '' || records[0].exchange === '.')) {
     return { error: { code: 556, response: `5.1.10 ${domain} does not accept mail (null MX)`, permanent: true } }
   }
-  const names = records.length ? [...records].sort((a, b) => a.priority - b.priority).map((r) => r.exchange.replace(/\.$/, '')) : [domain]
+  const names = records.length
+    ? [...records].sort((a, b) => a.priority - b.priority).map((r) => r.exchange.replace(/\.$/, ''))
+    : [domain]
   const hosts: MxHost[] = []
   for (const name of names) {
     const addresses = await addressesOf(resolver, name)

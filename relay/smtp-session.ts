@@ -73,7 +73,10 @@ export class SmtpSession {
   private closedWith: Error | null = null
   private closeListeners: (() => void)[] = []
 
-  private constructor(socket: Socket, private readonly options: SessionOptions) {
+  private constructor(
+    socket: Socket,
+    private readonly options: SessionOptions,
+  ) {
     this.socket = socket
     this.attach(socket)
   }
@@ -84,7 +87,10 @@ export class SmtpSession {
     socket.setNoDelay(true)
     const session = new SmtpSession(socket, options)
     const greeting = session.next()
-    const deadline = setTimeout(() => session.close(new SmtpNetworkError(`connection timed out after ${options.timeout} ms`)), options.timeout)
+    const deadline = setTimeout(
+      () => session.close(new SmtpNetworkError(`connection timed out after ${options.timeout} ms`)),
+      options.timeout,
+    )
     try {
       await new Promise<void>((resolve, reject) => {
         socket.once('connect', resolve)
@@ -128,14 +134,18 @@ export class SmtpSession {
    * With PIPELINING, `sent` is called once the message is written, before its reply: the session
    * may then carry the next transaction, whose commands go out with the message's end.
    */
-  async send(envelope: { from: string; to: string[] }, raw: Buffer, sent?: () => void): Promise<{ replies: Map<string, Reply>; clean: boolean }> {
+  async send(
+    envelope: { from: string; to: string[] },
+    raw: Buffer,
+    sent?: () => void,
+  ): Promise<{ replies: Map<string, Reply>; clean: boolean }> {
     const params: string[] = []
     if (this.extensions.has('SIZE')) params.push(`SIZE=${raw.length}`)
     // RFC 6152: 8-bit content is declared to a server that takes it. One that does not is sent it
     // all the same, as submitted (converting it would break a DKIM signature).
     if (this.extensions.has('8BITMIME') && !isAsciiBytes(raw)) params.push('BODY=8BITMIME')
     if (this.extensions.has('SMTPUTF8') && ![envelope.from, ...envelope.to].every(isAscii)) params.push('SMTPUTF8')
-    const mailLine = `MAIL FROM:<${envelope.from}>${params.length ? ' ' + params.join(' ') : ''}`
+    const mailLine = `MAIL FROM:<${envelope.from}>${params.length ? ` ${params.join(' ')}` : ''}`
     const rcptLines = envelope.to.map((to) => `RCPT TO:<${to}>`)
     const everyone = (reply: Reply) => ({ replies: sameReply(envelope.to, reply), clean: false })
     let mail: Reply
@@ -222,7 +232,11 @@ export class SmtpSession {
     plain.removeAllListeners('timeout')
     return new Promise((resolve, reject) => {
       const name = this.options.hostname
-      const secure = tlsConnect({ socket: plain, rejectUnauthorized: false, ...(isIP(name) ? {} : { servername: name }) })
+      const secure = tlsConnect({
+        socket: plain,
+        rejectUnauthorized: false,
+        ...(isIP(name) ? {} : { servername: name }),
+      })
       secure.once('secureConnect', () => {
         secure.removeListener('error', reject)
         this.socket = secure
@@ -230,7 +244,9 @@ export class SmtpSession {
         resolve()
       })
       secure.once('error', reject)
-      secure.once('close', () => reject(this.closedWith ?? new SmtpNetworkError('the connection closed during the TLS handshake')))
+      secure.once('close', () =>
+        reject(this.closedWith ?? new SmtpNetworkError('the connection closed during the TLS handshake')),
+      )
     })
   }
 
@@ -260,13 +276,15 @@ export class SmtpSession {
 
   private pipeline(lines: string[]): Promise<Reply>[] {
     const replies = lines.map(() => this.next())
-    if (this.connected) this.socket.write(lines.join('\r\n') + '\r\n')
+    if (this.connected) this.socket.write(`${lines.join('\r\n')}\r\n`)
     return replies
   }
 
   /** The next reply to arrive. */
   private next(): Promise<Reply> {
-    const reply = this.closedWith ? Promise.reject(this.closedWith) : new Promise<Reply>((resolve, reject) => this.waiting.push({ resolve, reject }))
+    const reply = this.closedWith
+      ? Promise.reject(this.closedWith)
+      : new Promise<Reply>((resolve, reject) => this.waiting.push({ resolve, reject }))
     // A caller that stops at the first failed reply leaves the later ones unread.
     reply.catch(() => {})
     return reply
@@ -295,16 +313,23 @@ export class SmtpSession {
       const lf = chunk.indexOf('\n', from)
       const end = lf < 0 ? chunk.length : lf + 1
       this.replyLength += end - from
-      if (this.replyLength > MAX_REPLY_LENGTH) return this.drop(`the server's reply ran past ${MAX_REPLY_LENGTH} bytes; connection dropped`)
+      if (this.replyLength > MAX_REPLY_LENGTH) {
+        this.drop(`the server's reply ran past ${MAX_REPLY_LENGTH} bytes; connection dropped`)
+        return
+      }
       // One character past the limit is kept, to tell a line that was cut.
-      if (this.buffer.length <= MAX_REPLY_LINE) this.buffer += chunk.slice(from, Math.min(end, from + MAX_REPLY_LINE + 1 - this.buffer.length))
+      if (this.buffer.length <= MAX_REPLY_LINE)
+        this.buffer += chunk.slice(from, Math.min(end, from + MAX_REPLY_LINE + 1 - this.buffer.length))
       from = end
       if (lf >= 0) this.endLine()
     }
     const midReply = this.connected && (this.buffer !== '' || this.lines.length > 0)
     if (midReply && !this.replyTimer) {
       const { timeout } = this.options
-      this.replyTimer = setTimeout(() => this.drop(`the server's reply did not end within ${timeout} ms; connection dropped`), timeout)
+      this.replyTimer = setTimeout(
+        () => this.drop(`the server's reply did not end within ${timeout} ms; connection dropped`),
+        timeout,
+      )
     } else if (!midReply) this.clearReplyTimer()
   }
 
@@ -315,7 +340,8 @@ export class SmtpSession {
     this.lines.push(line)
     // The last line of a reply has a space (or nothing) after its code.
     if (line.length > 3 && line[3] === '-') {
-      if (this.lines.length >= MAX_REPLY_LINES) this.drop(`the server's reply ran past ${MAX_REPLY_LINES} lines; connection dropped`)
+      if (this.lines.length >= MAX_REPLY_LINES)
+        this.drop(`the server's reply ran past ${MAX_REPLY_LINES} lines; connection dropped`)
       return
     }
     const response = this.lines.join('\n')
@@ -324,8 +350,8 @@ export class SmtpSession {
     const code = /^[2-5]\d\d$/.test(response.slice(0, 3)) ? Number(response.slice(0, 3)) : null
     const waiter = this.waiting.shift()
     // A reply no command asked for would be taken as the answer to the next one.
-    if (!waiter) return this.drop('the server sent a reply no command asked for; connection dropped')
-    waiter.resolve({ code, response })
+    if (waiter) waiter.resolve({ code, response })
+    else this.drop('the server sent a reply no command asked for; connection dropped')
   }
 
   private drop(reason: string): void {

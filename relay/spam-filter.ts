@@ -44,18 +44,37 @@ export function createSpamFilter({ store, logger, clock }: { store: Store; logge
     },
 
     async checkRecipient(c: FilterContext, rcpt: string): Promise<void> {
-      const event = { createdAt: clock(), envFrom: c.envFrom, messageId: c.messageId, subject: c.subject ?? '', rcptTo: rcpt }
+      const event = {
+        createdAt: clock(),
+        envFrom: c.envFrom,
+        messageId: c.messageId,
+        subject: c.subject ?? '',
+        rcptTo: rcpt,
+      }
       const suppression = await store.blocks.suppressed(c.accountId, rcpt)
       if (suppression) {
         await store.blocks.addEvent(c.accountId, { ...event, rule: 'LOCAL_BL_RCPT' })
-        throw badInput(`${c.field ?? 'to'}: recipient ${rcpt} is on this account's local block list (${suppression.reason}); if it is valid again, ${DELIST}`, BLOCKED)
+        throw badInput(
+          `${c.field ?? 'to'}: recipient ${rcpt} is on this account's local block list (${suppression.reason}); if it is valid again, ${DELIST}`,
+          BLOCKED,
+        )
       }
       const trap = await store.traps.match(rcpt)
       if (trap) {
         await store.blocks.addEvent(c.accountId, { ...event, rule: 'MBTRAP' })
-        await store.blocks.addToList({ accountId: c.accountId, source: 'internal', kind: 'sender', address: c.envFrom, reason: `sent to the spam trap ${rcpt}`, now: clock() })
+        await store.blocks.addToList({
+          accountId: c.accountId,
+          source: 'internal',
+          kind: 'sender',
+          address: c.envFrom,
+          reason: `sent to the spam trap ${rcpt}`,
+          now: clock(),
+        })
         logger.warn({ account: c.accountId, trap }, 'spam trap hit: sender blocked')
-        throw badInput(`${c.field ?? 'to'}: recipient ${rcpt} is a spam trap; the sender ${c.envFrom} is now blocked; ${DELIST}`, BLOCKED)
+        throw badInput(
+          `${c.field ?? 'to'}: recipient ${rcpt} is a spam trap; the sender ${c.envFrom} is now blocked; ${DELIST}`,
+          BLOCKED,
+        )
       }
     },
 
@@ -65,11 +84,27 @@ export function createSpamFilter({ store, logger, clock }: { store: Store; logge
      */
     async checkSubject(c: FilterContext, recipients: string[]): Promise<void> {
       if (!c.subject || !isSpamSubject(c.subject)) return
-      const event = { createdAt: clock(), envFrom: c.envFrom, messageId: c.messageId, subject: c.subject, rcptTo: recipients.join(',') }
+      const event = {
+        createdAt: clock(),
+        envFrom: c.envFrom,
+        messageId: c.messageId,
+        subject: c.subject,
+        rcptTo: recipients.join(','),
+      }
       if (await store.blocks.takeSubject(c.accountId, event, clock() - SUBJECT_WINDOW_MS, SUBJECT_THRESHOLD)) return
-      await store.blocks.addToList({ accountId: c.accountId, source: 'internal', kind: 'sender', address: c.envFrom, reason: `repeated the subject "${c.subject}"`, now: clock() })
+      await store.blocks.addToList({
+        accountId: c.accountId,
+        source: 'internal',
+        kind: 'sender',
+        address: c.envFrom,
+        reason: `repeated the subject "${c.subject}"`,
+        now: clock(),
+      })
       logger.warn({ account: c.accountId }, 'repeated spam-indicative subject: sender blocked')
-      throw badInput(`subject: "${c.subject}" was sent more than ${SUBJECT_THRESHOLD} times in 3 days by ${c.envFrom}; the sender is now blocked; ${DELIST}`, BLOCKED)
+      throw badInput(
+        `subject: "${c.subject}" was sent more than ${SUBJECT_THRESHOLD} times in 3 days by ${c.envFrom}; the sender is now blocked; ${DELIST}`,
+        BLOCKED,
+      )
     },
   }
 }

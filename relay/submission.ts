@@ -43,7 +43,10 @@ export interface SubmissionLimits {
 }
 
 export function submissionLimits(config: Pick<Config, 'smtp'>, clock: () => number): SubmissionLimits {
-  return { connections: connectionCounter(config.smtp.maxClientsPerAddress), authFailures: authThrottle(config.smtp.maxAuthFailures, clock) }
+  return {
+    connections: connectionCounter(config.smtp.maxClientsPerAddress),
+    authFailures: authThrottle(config.smtp.maxAuthFailures, clock),
+  }
 }
 
 export interface SubmissionDeps {
@@ -64,7 +67,10 @@ export interface SubmissionDeps {
  */
 function envelopeAddress(address: string): string {
   const at = address.lastIndexOf('@')
-  const ascii = at < 0 || isAscii(address) ? address : `${address.slice(0, at)}@${domainToASCII(address.slice(at + 1)) || address.slice(at + 1)}`
+  const ascii =
+    at < 0 || isAscii(address)
+      ? address
+      : `${address.slice(0, at)}@${domainToASCII(address.slice(at + 1)) || address.slice(at + 1)}`
   return canonicalAddress(ascii)
 }
 
@@ -101,7 +107,12 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
   /** Ends a session that is still not authenticated at its deadline (smtp-server closes the connection after a 421). */
   const expire = (session: SMTPServerSession) => {
     for (const connection of server.connections) {
-      if (connection.session === session) connection.send(421, `4.7.0 Not authenticated within ${unauthenticatedTimeout / 1000}s; closing the connection`, false)
+      if (connection.session === session)
+        connection.send(
+          421,
+          `4.7.0 Not authenticated within ${unauthenticatedTimeout / 1000}s; closing the connection`,
+          false,
+        )
     }
   }
 
@@ -149,17 +160,23 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
 
     async onAuth(auth, session, callback) {
       const ip = session.remoteAddress
-      if (authFailures.throttled(ip)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'))
+      if (authFailures.throttled(ip))
+        return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'))
       // RFC 4616: an authorization identity other than the authentication identity asks to act as
       // another user, which no order may do. (One given alone, authcid empty, is the username.)
       const { authzid, authcid } = auth as { authzid?: string; authcid?: string }
-      if (authzid && authcid && authzid !== authcid) return callback(reply(535, `5.7.8 ${authcid} may not act as ${authzid}`))
+      if (authzid && authcid && authzid !== authcid)
+        return callback(reply(535, `5.7.8 ${authcid} may not act as ${authzid}`))
       try {
         // Only the username as written for the order (mb<id>, no leading zeros) names it: mb02 is
         // refused like any other unknown user, and counted as a failure.
         const id = /^mb([1-9]\d*)$/.exec(auth.username ?? '')?.[1]
         const order = id ? await store.orders.get(Number(id)) : undefined
-        const valid = order && auth.password !== undefined && auth.password !== null && safeEqual(await store.orders.password(order.id), auth.password)
+        const valid =
+          order &&
+          auth.password !== undefined &&
+          auth.password !== null &&
+          safeEqual(await store.orders.password(order.id), auth.password)
         if (!order || !valid) {
           authFailures.fail(ip)
           logger.warn({ ip, username: auth.username }, 'SMTP authentication failed')
@@ -181,11 +198,12 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       if (!order) return callback(AUTH_REQUIRED())
       if (!address.address) return callback(reply(553, '5.1.7 A sender address is required'))
       address.address = envelopeAddress(address.address)
-      if (!isEmail(address.address)) return callback(reply(553, `5.1.7 ${address.address} ${notAnEmail(address.address, 'is not a valid address')}`))
+      if (!isEmail(address.address))
+        return callback(reply(553, `5.1.7 ${address.address} ${notAnEmail(address.address, 'is not a valid address')}`))
       try {
         // The order may have been canceled or changed since AUTH: read it again.
         const current = await store.orders.get(order.id)
-        if (!current || current.status !== 'active') return callback(reply(550, `5.7.1 Mail order mb${order.id} is canceled`))
+        if (current?.status !== 'active') return callback(reply(550, `5.7.1 Mail order mb${order.id} is canceled`))
         ;(session.user as { order: MailOrder }).order = current
         await relay.checkSender(current, address.address)
         callback()
@@ -199,21 +217,26 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       if (!order) return callback(AUTH_REQUIRED())
       const refusals = refused.get(session) ?? 0
       if (refusals >= config.maxRecipients) {
-        return callback(reply(421, `4.7.0 ${refusals} recipients refused without a message accepted; closing the connection`))
+        return callback(
+          reply(421, `4.7.0 ${refusals} recipients refused without a message accepted; closing the connection`),
+        )
       }
       const refuse = (err: Error) => {
         refused.set(session, refusals + 1)
         callback(err)
       }
       address.address = envelopeAddress(address.address)
-      if (!isEmail(address.address)) return refuse(reply(553, `5.1.3 ${address.address} ${notAnEmail(address.address, 'is not a valid address')}`))
+      if (!isEmail(address.address))
+        return refuse(reply(553, `5.1.3 ${address.address} ${notAnEmail(address.address, 'is not a valid address')}`))
       const rcpts = session.envelope.rcptTo
       const again = rcpts.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
       if (!again && rcpts.length >= config.maxRecipients) {
         return refuse(reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`))
       }
       try {
-        await relay.checkRecipient(order, address.address, { envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '' })
+        await relay.checkRecipient(order, address.address, {
+          envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+        })
         callback()
       } catch (err) {
         refuse(asReply(err))
@@ -227,7 +250,8 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
         if (!stream.sizeExceeded) body.push(chunk)
       })
       stream.on('end', async () => {
-        if (stream.sizeExceeded) return callback(reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`))
+        if (stream.sizeExceeded)
+          return callback(reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`))
         try {
           const raw = body.take()
           const ip = session.remoteAddress.replace(/^::ffff:/, '')

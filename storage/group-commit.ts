@@ -7,7 +7,11 @@ import type Database from 'better-sqlite3'
  * item cannot fail the others. `delayMs` keeps the batch open that long, for work whose callers
  * need not hear back at once: more of it shares each commit.
  */
-export function groupCommit<T, R>(sqlite: Database.Database, apply: (item: T) => R, options: { delayMs?: number } = {}): (item: T) => Promise<R> {
+export function groupCommit<T, R>(
+  sqlite: Database.Database,
+  apply: (item: T) => R,
+  options: { delayMs?: number } = {},
+): (item: T) => Promise<R> {
   let batch: { item: T; resolve: (r: R) => void; reject: (e: unknown) => void }[] = []
   // The write lock is taken at the start (BEGIN IMMEDIATE), waiting for another connection's as
   // the busy timeout allows: in a transaction that reads first, the write would otherwise fail at
@@ -19,7 +23,7 @@ export function groupCommit<T, R>(sqlite: Database.Database, apply: (item: T) =>
     batch = []
     try {
       const results = together(items)
-      items.forEach((b, i) => b.resolve(results[i]))
+      for (const [i, b] of items.entries()) b.resolve(results[i])
     } catch {
       for (const b of items) {
         try {

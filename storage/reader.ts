@@ -85,7 +85,10 @@ if (!isMainThread && workerData?.mailroomReader) {
   }
   parentPort!.on('message', async ({ id, method, query }: ToReader) => {
     try {
-      const result = method === 'stats' ? await snapshot(query as Parameters<Reader['stats']>[0]) : await mail.log(query as Parameters<Reader['log']>[0])
+      const result =
+        method === 'stats'
+          ? await snapshot(query as Parameters<Reader['stats']>[0])
+          : await mail.log(query as Parameters<Reader['log']>[0])
       parentPort!.postMessage({ id, result } satisfies CallOutcome)
     } catch (err) {
       parentPort!.postMessage({ id, error: (err as Error).message } satisfies CallOutcome)

@@ -18,7 +18,9 @@ export const apiKeys = sqliteTable(
   'api_keys',
   {
     id: integer('id').primaryKey({ autoIncrement: true }),
-    accountId: integer('account_id').notNull().references(() => accounts.id),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
     /** The first characters of the key, shown in listings so a key can be recognised. */
     prefix: text('prefix').notNull(),
     /** SHA-256 of the whole key, hex. The key itself is never stored. */
@@ -34,7 +36,9 @@ export const mailOrders = sqliteTable(
   {
     // One global sequence: the SMTP username is mb<id>.
     id: integer('id').primaryKey({ autoIncrement: true }),
-    accountId: integer('account_id').notNull().references(() => accounts.id),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
     status: text('status', { enum: ['active', 'canceled'] }).notNull(),
     comment: text('comment'),
     /** AES-256-GCM with the server secret of the data directory; see storage/secrets.ts. */
@@ -47,7 +51,9 @@ export const mailOrders = sqliteTable(
 export const orderSenders = sqliteTable(
   'order_senders',
   {
-    orderId: integer('order_id').notNull().references(() => mailOrders.id),
+    orderId: integer('order_id')
+      .notNull()
+      .references(() => mailOrders.id),
     /** `user@example.com` or `@example.com`, lower case. */
     pattern: text('pattern').notNull(),
   },
@@ -58,7 +64,9 @@ export const denyRules = sqliteTable(
   'deny_rules',
   {
     id: integer('id').primaryKey({ autoIncrement: true }),
-    orderId: integer('order_id').notNull().references(() => mailOrders.id),
+    orderId: integer('order_id')
+      .notNull()
+      .references(() => mailOrders.id),
     type: text('type', { enum: ['domain', 'email', 'startswith', 'destination'] }).notNull(),
     /** Lower case: rules match case-insensitively. */
     data: text('data').notNull(),
@@ -77,8 +85,12 @@ export const messages = sqliteTable(
   {
     id: integer('id').primaryKey({ autoIncrement: true }),
     txid: text('txid').notNull(),
-    accountId: integer('account_id').notNull().references(() => accounts.id),
-    orderId: integer('order_id').notNull().references(() => mailOrders.id),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    orderId: integer('order_id')
+      .notNull()
+      .references(() => mailOrders.id),
     envFrom: text('env_from').notNull(),
     headerFrom: text('header_from'),
     replyTo: text('reply_to'),
@@ -171,9 +183,7 @@ export const deliveries = sqliteTable(
     index('deliveries_order_recipient').on(t.orderId, t.recipient, t.messageId),
     index('deliveries_order_mx').on(t.orderId, t.mxHostname, t.messageId),
     index('deliveries_order_delivered').on(t.orderId, t.delivered, t.messageId),
-    index('deliveries_due')
-      .on(t.nextAttemptAt)
-      .where(sql`next_attempt_at IS NOT NULL`),
+    index('deliveries_due').on(t.nextAttemptAt).where(sql`next_attempt_at IS NOT NULL`),
   ],
 )
 
@@ -182,7 +192,9 @@ export const blockEvents = sqliteTable(
   'block_events',
   {
     id: integer('id').primaryKey({ autoIncrement: true }),
-    accountId: integer('account_id').notNull().references(() => accounts.id),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
     rule: text('rule', { enum: ['LOCAL_BL_RCPT', 'MBTRAP', 'SUBJECT'] }).notNull(),
     envFrom: text('env_from').notNull(),
     messageId: text('message_id'),
@@ -207,7 +219,9 @@ export const blockEvents = sqliteTable(
 export const blockList = sqliteTable(
   'block_list',
   {
-    accountId: integer('account_id').notNull().references(() => accounts.id),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
     source: text('source', { enum: ['external', 'internal'] }).notNull(),
     kind: text('kind', { enum: ['sender', 'recipient'] }).notNull(),
     address: text('address').notNull(),

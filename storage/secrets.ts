@@ -17,7 +17,7 @@ export function loadOrCreateSecret(dataDir: string): Buffer {
   if (!existsSync(file)) {
     // 'wx' fails if another process created it first; then we read theirs.
     try {
-      writeFileSync(file, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
+      writeFileSync(file, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600, flag: 'wx' })
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
     }
@@ -32,7 +32,7 @@ export function encrypt(secret: Buffer, plain: string): string {
   const iv = randomBytes(12)
   const cipher = createCipheriv('aes-256-gcm', secret, iv)
   const ct = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()])
-  return 'v1:' + Buffer.concat([iv, cipher.getAuthTag(), ct]).toString('base64')
+  return `v1:${Buffer.concat([iv, cipher.getAuthTag(), ct]).toString('base64')}`
 }
 
 export function decrypt(secret: Buffer, stored: string): string {
@@ -48,7 +48,8 @@ export function generatePassword(): string {
   let out = ''
   while (out.length < PASSWORD_LENGTH) {
     for (const b of randomBytes(PASSWORD_LENGTH * 2)) {
-      if (b < 256 - (256 % PASSWORD_ALPHABET.length) && out.length < PASSWORD_LENGTH) out += PASSWORD_ALPHABET[b % PASSWORD_ALPHABET.length]
+      if (b < 256 - (256 % PASSWORD_ALPHABET.length) && out.length < PASSWORD_LENGTH)
+        out += PASSWORD_ALPHABET[b % PASSWORD_ALPHABET.length]
     }
   }
   return out

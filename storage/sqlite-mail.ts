@@ -1,12 +1,22 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
-import { byteLength, joinPieces, type LogQuery, type LogRow, type NewMessage, type QueueItem, type Store } from './store.js'
+import {
+  byteLength,
+  joinPieces,
+  type LogQuery,
+  type LogRow,
+  type NewMessage,
+  type QueueItem,
+  type Store,
+} from './store.js'
 
 /** `YYYY-MM-DD HH:MM:SS` in UTC, the contract's `created` format. */
 export const sqlDateTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
 
 /** The columns of a log row, in the contract's order; `to` depends on the grouping. */
-const logColumns = (to: string) => `d.id AS _id, m.txid AS id, m.env_from AS "from", ${to} AS "to", m.subject, m.message_id AS messageId,
+const logColumns = (
+  to: string,
+) => `d.id AS _id, m.txid AS id, m.env_from AS "from", ${to} AS "to", m.subject, m.message_id AS messageId,
   NULL AS created, m.time, NULL AS user, m.created_at AS createdAt, m.order_id AS orderId, m.transtype, m.origin, m.interface, m.sending_zone AS sendingZone,
   m.body_size AS bodySize, d.seq, d.delivered, d.code, d.recipient, d.domain, d.locked, d.lock_time AS lockTime, d.assigned,
   d.queued, d.mx_hostname AS mxHostname, d.response`
@@ -88,19 +98,27 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     if (!st) statements.set(text, (st = sqlite.prepare(text)))
     return st
   }
-  const insertMessage = sqlite.prepare(`INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject,
+  const insertMessage =
+    sqlite.prepare(`INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject,
     message_id, origin, transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
     VALUES (@txid, @accountId, @orderId, @envFrom, @headerFrom, @replyTo, @subject, @messageId, @origin, @transtype,
     @interface, @sendingZone, @bodySize, @rcptTo, @rcptCount, @time, @createdAt)`)
   const insertBody = sqlite.prepare('INSERT INTO message_bodies (message_id, part, raw) VALUES (?, ?, ?)')
-  const insertDelivery = sqlite.prepare(`INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued,
+  const insertDelivery =
+    sqlite.prepare(`INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued,
     locked, lock_time, assigned) VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?)`)
   const count = sqlite.prepare(`INSERT INTO order_counts (order_id, messages, deliveries) VALUES (?, 1, ?)
     ON CONFLICT (order_id) DO UPDATE SET messages = messages + 1, deliveries = deliveries + excluded.deliveries`)
   const counts = sqlite.prepare('SELECT messages, deliveries FROM order_counts WHERE order_id = ?')
   const edges = {
-    ASC: sqlite.prepare('SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time ASC, id ASC LIMIT 1').pluck(),
-    DESC: sqlite.prepare('SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time DESC, id DESC LIMIT 1').pluck(),
+    ASC: sqlite
+      .prepare('SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time ASC, id ASC LIMIT 1')
+      .pluck(),
+    DESC: sqlite
+      .prepare(
+        'SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time DESC, id DESC LIMIT 1',
+      )
+      .pluck(),
   }
   const windowEdge = (dir: 'ASC' | 'DESC') => edges[dir]
 
@@ -120,14 +138,27 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
       createdAt: at,
     })
     const rowId = Number(lastInsertRowid)
-    bodyParts(m.raw).forEach((bytes, part) => insertBody.run(rowId, part, bytes))
+    for (const [part, bytes] of bodyParts(m.raw).entries()) insertBody.run(rowId, part, bytes)
     const queued = new Date(at).toISOString()
     const lock = lease ? [1, String(lease.now), lease.node] : [0, null, null]
     const leased: QueueItem[] = []
     m.recipients.forEach((recipient, i) => {
       const domain = domainOf(recipient)
-      const id = Number(insertDelivery.run(rowId, m.orderId, i + 1, recipient, domain, at, queued, ...lock).lastInsertRowid)
-      if (lease) leased.push({ id, messageRowId: rowId, txid: m.txid, accountId: m.accountId, envFrom: m.envFrom, recipient, domain, attempts: 0, queuedAt: at })
+      const id = Number(
+        insertDelivery.run(rowId, m.orderId, i + 1, recipient, domain, at, queued, ...lock).lastInsertRowid,
+      )
+      if (lease)
+        leased.push({
+          id,
+          messageRowId: rowId,
+          txid: m.txid,
+          accountId: m.accountId,
+          envFrom: m.envFrom,
+          recipient,
+          domain,
+          attempts: 0,
+          queuedAt: at,
+        })
     })
     count.run(m.orderId, m.recipients.length)
     return lease ? { rowId, leased } : { rowId }
@@ -142,10 +173,12 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
   const anyUnindexed = sqlite.prepare(`SELECT 1 ${unindexed} LIMIT 1`).pluck()
   // A read first: the write (a transaction and its fsync) only when there is something to index.
   const indexMessageIds = () => anyUnindexed.get() !== undefined && indexBatch.run()
-  let indexing: NodeJS.Timeout | undefined
+  let indexPending = false
   const indexSoon = () => {
-    indexing ??= setTimeout(() => {
-      indexing = undefined
+    if (indexPending) return
+    indexPending = true
+    setTimeout(() => {
+      indexPending = false
       // A failure here (the database busy for too long, say) is left to the next batch, and a
       // search runs the same statement itself, where an error is reported.
       try {
@@ -158,7 +191,9 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
   const lastMessage = sqlite.prepare('SELECT COALESCE(MAX(id), 0) FROM messages').pluck()
   // Only the deliveries still queued are in this index, so the smallest id is found among them.
   const firstQueued = sqlite
-    .prepare('SELECT message_id FROM deliveries WHERE id = (SELECT MIN(id) FROM deliveries INDEXED BY deliveries_due WHERE next_attempt_at IS NOT NULL)')
+    .prepare(
+      'SELECT message_id FROM deliveries WHERE id = (SELECT MIN(id) FROM deliveries INDEXED BY deliveries_due WHERE next_attempt_at IS NOT NULL)',
+    )
     .pluck()
   // The totals of exact-filter queries, least recently used first.
   const totals = new Map<string, { upto: number; n: number }>()
@@ -206,14 +241,20 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
       let idRange: [number, number] | undefined
       if (q.startTime !== undefined || q.endTime !== undefined) {
         // The first and last message of the window, each one step into the (order_id, time) index.
-        const first = windowEdge('ASC').get(q.orderId, q.startTime ?? 0, q.endTime ?? Number.MAX_SAFE_INTEGER) as number | undefined
-        const last = windowEdge('DESC').get(q.orderId, q.startTime ?? 0, q.endTime ?? Number.MAX_SAFE_INTEGER) as number | undefined
+        const first = windowEdge('ASC').get(q.orderId, q.startTime ?? 0, q.endTime ?? Number.MAX_SAFE_INTEGER) as
+          | number
+          | undefined
+        const last = windowEdge('DESC').get(q.orderId, q.startTime ?? 0, q.endTime ?? Number.MAX_SAFE_INTEGER) as
+          | number
+          | undefined
         if (first === undefined || last === undefined) return { total: 0, rows: [] }
         idRange = [first, last]
       }
       const query = buildLogQuery(q, idRange)
       const { rows: select, params, filtered } = query
-      const kept = filtered ? undefined : (counts.get(q.orderId) as { messages: number; deliveries: number } | undefined)
+      const kept = filtered
+        ? undefined
+        : (counts.get(q.orderId) as { messages: number; deliveries: number } | undefined)
       // Unfiltered, the kept counts answer at once; filtered, the rows are counted from an index,
       // those of exact filters only once (see keptTotal).
       const total = !filtered
@@ -223,7 +264,10 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
         : idRange || q.messageId !== undefined
           ? countOf(query.count, query.countParams)
           : keptTotal(query)
-      const rows = prepare(select).all(...params, q.limit, q.skip) as (LogRow & { createdAt: number; orderId: number })[]
+      const rows = prepare(select).all(...params, q.limit, q.skip) as (LogRow & {
+        createdAt: number
+        orderId: number
+      })[]
       for (const r of rows) {
         r.created = sqlDateTime(r.createdAt)
         r.user = `mb${r.orderId}`
@@ -235,7 +279,10 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
       if (q.orderIds.length === 0) return { usage: 0, received: 0, sent: 0, volume: { to: {}, from: {}, ip: {} } }
       const sql = buildStatsQueries(q.orderIds.length, q.since !== null)
       const since = q.since === null ? [] : [Math.floor(q.since / 1000)]
-      const top = (text: string) => Object.fromEntries((prepare(text).all(...q.orderIds, ...since, q.top) as { k: string; n: number }[]).map((r) => [r.k, r.n]))
+      const top = (text: string) =>
+        Object.fromEntries(
+          (prepare(text).all(...q.orderIds, ...since, q.top) as { k: string; n: number }[]).map((r) => [r.k, r.n]),
+        )
       // The billing cycle's usage is counted in full once, then only for the messages since.
       const cycle = [...q.orderIds, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)]
       return {
@@ -255,7 +302,15 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
 export function buildLogQuery(
   q: LogQuery,
   idRange?: [number, number],
-): { count: string; countAbove: string; countParams: unknown[]; rows: string; params: unknown[]; filtered: boolean; changing: boolean } {
+): {
+  count: string
+  countAbove: string
+  countParams: unknown[]
+  rows: string
+  params: unknown[]
+  filtered: boolean
+  changing: boolean
+} {
   const where: string[] = ['m.order_id = ?']
   const params: unknown[] = [q.orderId]
   for (const [key, column] of Object.entries(MESSAGE_FILTERS)) {
@@ -275,8 +330,10 @@ export function buildLogQuery(
   const messageFiltered = where.length > 1
   let countWhere = [...where]
   let countParams = [...params]
-  if (q.startTime !== undefined) where.push('+m.time >= ?'), params.push(q.startTime), countWhere.push('m.time >= ?'), countParams.push(q.startTime)
-  if (q.endTime !== undefined) where.push('+m.time <= ?'), params.push(q.endTime), countWhere.push('m.time <= ?'), countParams.push(q.endTime)
+  if (q.startTime !== undefined)
+    where.push('+m.time >= ?'), params.push(q.startTime), countWhere.push('m.time >= ?'), countParams.push(q.startTime)
+  if (q.endTime !== undefined)
+    where.push('+m.time <= ?'), params.push(q.endTime), countWhere.push('m.time <= ?'), countParams.push(q.endTime)
   if (idRange) {
     // Row ids follow acceptance time, so the window is also a range of ids: any (order_id,
     // column) index walks it in id order and the page needs no sort. The time tests above
@@ -343,7 +400,14 @@ export function buildLogQuery(
   if (dFilters.length === 0) {
     // Only message filters: count the messages (or their recipients) from the covering indexes.
     const counted = q.groupby === 'message' ? 'COUNT(*)' : 'COALESCE(SUM(m.rcpt_count), 0)'
-    return { ...counts(`SELECT ${counted} AS n FROM messages m WHERE ${countWhere.join(' AND ')}`, 'm.id'), countParams, rows, params, filtered, changing }
+    return {
+      ...counts(`SELECT ${counted} AS n FROM messages m WHERE ${countWhere.join(' AND ')}`, 'm.id'),
+      countParams,
+      rows,
+      params,
+      filtered,
+      changing,
+    }
   }
   // The recipients' rows walked (`x` when grouped by message); with only recipient filters, the
   // count needs no message rows.
@@ -368,12 +432,14 @@ export function buildStatsQueries(orders: number, windowed: boolean) {
   const ids = Array.from({ length: orders }, () => '?').join(',')
   const time = windowed ? 'AND m.time >= ?' : ''
   // The tables, each with the index to walk, and the condition up to its next term.
-  const messages = (index: string) => `messages m INDEXED BY ${windowed ? 'messages_order_time' : index} WHERE m.order_id IN (${ids}) AND`
+  const messages = (index: string) =>
+    `messages m INDEXED BY ${windowed ? 'messages_order_time' : index} WHERE m.order_id IN (${ids}) AND`
   const recipients = (index: string) =>
     windowed
       ? `messages m INDEXED BY messages_order_time JOIN deliveries d ON d.message_id = m.id WHERE m.order_id IN (${ids}) AND`
       : `deliveries d INDEXED BY ${index} WHERE d.order_id IN (${ids}) AND`
-  const top = (column: string, from: string) => `SELECT ${column} AS k, COUNT(*) AS n FROM ${from} ${column} IS NOT NULL ${time} GROUP BY ${column} ORDER BY n DESC, k ASC LIMIT ?`
+  const top = (column: string, from: string) =>
+    `SELECT ${column} AS k, COUNT(*) AS n FROM ${from} ${column} IS NOT NULL ${time} GROUP BY ${column} ORDER BY n DESC, k ASC LIMIT ?`
   return {
     usage: {
       count: `SELECT COUNT(*) AS n FROM messages m WHERE m.order_id IN (${ids}) AND m.time >= ? AND m.time < ?`,

@@ -1,6 +1,13 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
-import { joinPieces, type AttemptOutcome, type QueueChange, type QueueItem, type Store, type WaitingRecipient } from './store.js'
+import {
+  joinPieces,
+  type AttemptOutcome,
+  type QueueChange,
+  type QueueItem,
+  type Store,
+  type WaitingRecipient,
+} from './store.js'
 
 /**
  * How long the outcome of a delivery attempt may wait for others to share its commit. Until it is
@@ -12,19 +19,27 @@ const RECORD_DELAY_MS = 50
 /** The durable queue: the deliveries table, leased row by row. */
 export function createQueueStore(sqlite: Database.Database): Store['queue'] {
   // The partial index deliveries_due holds only rows with a next attempt: final rows cost nothing.
-  const claim = sqlite.prepare(`UPDATE deliveries SET locked = 1, lock_time = CAST(CAST(@now AS INTEGER) AS TEXT), assigned = @node
+  const claim =
+    sqlite.prepare(`UPDATE deliveries SET locked = 1, lock_time = CAST(CAST(@now AS INTEGER) AS TEXT), assigned = @node
     WHERE id IN (SELECT id FROM deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= @now
       AND (locked = 0 OR CAST(lock_time AS INTEGER) < @expired) ORDER BY next_attempt_at LIMIT @limit)
     RETURNING id, message_id AS messageRowId, recipient, domain, attempts`)
-  const messageOf = sqlite.prepare('SELECT txid, account_id AS accountId, env_from AS envFrom, created_at AS queuedAt FROM messages WHERE id = ?')
+  const messageOf = sqlite.prepare(
+    'SELECT txid, account_id AS accountId, env_from AS envFrom, created_at AS queuedAt FROM messages WHERE id = ?',
+  )
   const parts = sqlite.prepare('SELECT raw FROM message_bodies WHERE message_id = ? ORDER BY part').pluck()
-  const update = sqlite.prepare(`UPDATE deliveries SET state = @state, delivered = @delivered, code = @code, response = @response,
+  const update =
+    sqlite.prepare(`UPDATE deliveries SET state = @state, delivered = @delivered, code = @code, response = @response,
     mx_hostname = COALESCE(@mxHostname, mx_hostname), locked = 0, attempts = attempts + 1, next_attempt_at = @nextAttemptAt
     WHERE id = @id AND next_attempt_at IS NOT NULL RETURNING message_id AS messageRowId`)
   const dropBody = sqlite.prepare(`DELETE FROM message_bodies WHERE message_id = @id
     AND NOT EXISTS (SELECT 1 FROM deliveries WHERE message_id = @id AND next_attempt_at IS NOT NULL)`)
-  const release = sqlite.prepare('UPDATE deliveries SET locked = 0 WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL')
-  const renew = sqlite.prepare('UPDATE deliveries SET lock_time = CAST(CAST(? AS INTEGER) AS TEXT) WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL')
+  const release = sqlite.prepare(
+    'UPDATE deliveries SET locked = 0 WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL',
+  )
+  const renew = sqlite.prepare(
+    'UPDATE deliveries SET lock_time = CAST(CAST(? AS INTEGER) AS TEXT) WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL',
+  )
   const pending = sqlite.prepare('SELECT COUNT(*) FROM deliveries WHERE next_attempt_at IS NOT NULL').pluck()
 
   // The operator's view of the queue and changes to it. A row a live worker holds (`held`) is
@@ -37,37 +52,62 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
     WHERE d.next_attempt_at IS NOT NULL AND (@accountId IS NULL OR m.account_id = @accountId) ORDER BY d.id`)
   const messageRow = sqlite.prepare('SELECT id FROM messages WHERE txid = ?').pluck()
   const ofMessage = '(@messageRowId IS NULL OR message_id = @messageRowId)'
-  const inFlight = sqlite.prepare(`SELECT COUNT(*) FROM deliveries WHERE next_attempt_at IS NOT NULL AND ${held} AND ${ofMessage}`).pluck()
+  const inFlight = sqlite
+    .prepare(`SELECT COUNT(*) FROM deliveries WHERE next_attempt_at IS NOT NULL AND ${held} AND ${ofMessage}`)
+    .pluck()
   const makeDue = sqlite.prepare(`UPDATE deliveries SET next_attempt_at = MIN(next_attempt_at, @now)
     WHERE next_attempt_at IS NOT NULL AND NOT (${held}) AND ${ofMessage}`)
-  const fail = sqlite.prepare(`UPDATE deliveries SET state = 'failed', delivered = 0, code = NULL, response = @response, locked = 0, next_attempt_at = NULL
+  const fail =
+    sqlite.prepare(`UPDATE deliveries SET state = 'failed', delivered = 0, code = NULL, response = @response, locked = 0, next_attempt_at = NULL
     WHERE message_id = @messageRowId AND next_attempt_at IS NOT NULL AND NOT (${held})`)
   /** Applies an operator's change to the rows of a transaction (all rows without txid) that no worker holds. */
-  const operatorTx = sqlite.transaction((txid: string | undefined, now: number, leaseMs: number, change: (messageRowId: number | null, expired: number) => number): QueueChange | undefined => {
-    const messageRowId = txid === undefined ? null : (messageRow.get(txid) as number | undefined)
-    if (messageRowId === undefined) return undefined
-    const expired = now - leaseMs
-    return { changed: change(messageRowId, expired), inFlight: inFlight.get({ messageRowId, expired }) as number }
-  })
+  const operatorTx = sqlite.transaction(
+    (
+      txid: string | undefined,
+      now: number,
+      leaseMs: number,
+      change: (messageRowId: number | null, expired: number) => number,
+    ): QueueChange | undefined => {
+      const messageRowId = txid === undefined ? null : (messageRow.get(txid) as number | undefined)
+      if (messageRowId === undefined) return undefined
+      const expired = now - leaseMs
+      return { changed: change(messageRowId, expired), inFlight: inFlight.get({ messageRowId, expired }) as number }
+    },
+  )
 
   const claimTx = sqlite.transaction((node: string, now: number, leaseMs: number, limit: number): QueueItem[] => {
-    const rows = claim.all({ node, now, expired: now - leaseMs, limit }) as Omit<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>[]
+    const rows = claim.all({ node, now, expired: now - leaseMs, limit }) as Omit<
+      QueueItem,
+      'txid' | 'accountId' | 'envFrom' | 'queuedAt'
+    >[]
     const messages = new Map<number, Pick<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>>()
     return rows.map((r) => {
       let m = messages.get(r.messageRowId)
-      if (!m) messages.set(r.messageRowId, (m = messageOf.get(r.messageRowId) as Pick<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>))
+      if (!m)
+        messages.set(
+          r.messageRowId,
+          (m = messageOf.get(r.messageRowId) as Pick<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>),
+        )
       return { ...r, ...m }
     })
   })
   // Outcomes of attempts finishing within RECORD_DELAY_MS share one commit.
-  const recordTx = groupCommit(sqlite, (outcomes: AttemptOutcome[]) => {
-    const touched = new Set<number>()
-    for (const o of outcomes) {
-      const row = update.get({ ...o, delivered: o.state === 'delivered' ? 1 : 0, nextAttemptAt: o.state === 'deferred' ? o.nextAttemptAt : null }) as { messageRowId: number } | undefined
-      if (row) touched.add(row.messageRowId)
-    }
-    for (const id of touched) dropBody.run({ id })
-  }, { delayMs: RECORD_DELAY_MS })
+  const recordTx = groupCommit(
+    sqlite,
+    (outcomes: AttemptOutcome[]) => {
+      const touched = new Set<number>()
+      for (const o of outcomes) {
+        const row = update.get({
+          ...o,
+          delivered: o.state === 'delivered' ? 1 : 0,
+          nextAttemptAt: o.state === 'deferred' ? o.nextAttemptAt : null,
+        }) as { messageRowId: number } | undefined
+        if (row) touched.add(row.messageRowId)
+      }
+      for (const id of touched) dropBody.run({ id })
+    },
+    { delayMs: RECORD_DELAY_MS },
+  )
 
   return {
     async claim({ node, now, leaseMs, limit }) {
@@ -93,7 +133,12 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       return waiting.all({ accountId: accountId ?? null, expired: now - leaseMs }) as WaitingRecipient[]
     },
     async retry({ txid, now, leaseMs }) {
-      return operatorTx(txid, now, leaseMs, (messageRowId, expired) => makeDue.run({ messageRowId, expired, now }).changes)
+      return operatorTx(
+        txid,
+        now,
+        leaseMs,
+        (messageRowId, expired) => makeDue.run({ messageRowId, expired, now }).changes,
+      )
     },
     async cancel({ txid, now, leaseMs, response }) {
       return operatorTx(txid, now, leaseMs, (messageRowId, expired) => {

@@ -12,7 +12,15 @@ import { createQueueStore } from './sqlite-queue.js'
 import { groupCommit } from './group-commit.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
-import { apiKeyPrefix, decrypt, encrypt, generateApiKey, generatePassword, hashApiKey, loadOrCreateSecret } from './secrets.js'
+import {
+  apiKeyPrefix,
+  decrypt,
+  encrypt,
+  generateApiKey,
+  generatePassword,
+  hashApiKey,
+  loadOrCreateSecret,
+} from './secrets.js'
 import type { Account, ApiKeyInfo, BlockEvent, BlockListEntry, DenyRule, MailOrder, Store } from './store.js'
 
 export const DB_FILE = 'mailroom.db'
@@ -64,16 +72,28 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   // The statements of every send, prepared once: drizzle would build and prepare them on each call.
   const hot = {
     key: sqlite.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
-    order: sqlite.prepare('SELECT id, account_id AS accountId, status, comment, created_at AS createdAt FROM mail_orders WHERE id = ?'),
-    orders: sqlite.prepare('SELECT id, account_id AS accountId, status, comment, created_at AS createdAt FROM mail_orders WHERE account_id = ? ORDER BY id'),
+    order: sqlite.prepare(
+      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt FROM mail_orders WHERE id = ?',
+    ),
+    orders: sqlite.prepare(
+      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt FROM mail_orders WHERE account_id = ? ORDER BY id',
+    ),
     senders: sqlite.prepare('SELECT pattern FROM order_senders WHERE order_id = ? ORDER BY pattern').pluck(),
-    rules: sqlite.prepare('SELECT id, order_id AS orderId, type, data, created_at AS createdAt FROM deny_rules WHERE order_id = ? ORDER BY id'),
-    listed: sqlite.prepare('SELECT source, kind, address, reason, created_at AS createdAt FROM block_list WHERE account_id = ? AND address = ? AND kind = ?'),
+    rules: sqlite.prepare(
+      'SELECT id, order_id AS orderId, type, data, created_at AS createdAt FROM deny_rules WHERE order_id = ? ORDER BY id',
+    ),
+    listed: sqlite.prepare(
+      'SELECT source, kind, address, reason, created_at AS createdAt FROM block_list WHERE account_id = ? AND address = ? AND kind = ?',
+    ),
     trap: sqlite.prepare('SELECT pattern FROM traps WHERE pattern IN (?, ?)').pluck(),
     subjects: sqlite
-      .prepare("SELECT COUNT(*) FROM block_events WHERE account_id = ? AND env_from = ? AND rule = 'SUBJECT' AND subject = ? AND created_at >= ?")
+      .prepare(
+        "SELECT COUNT(*) FROM block_events WHERE account_id = ? AND env_from = ? AND rule = 'SUBJECT' AND subject = ? AND created_at >= ?",
+      )
       .pluck(),
-    addEvent: sqlite.prepare('INSERT INTO block_events (account_id, rule, env_from, message_id, subject, rcpt_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+    addEvent: sqlite.prepare(
+      'INSERT INTO block_events (account_id, rule, env_from, message_id, subject, rcpt_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    ),
   }
   /**
    * Spam-filter events, written at every spam-indicative subject and refused recipient: those of
@@ -83,14 +103,26 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
    */
   const recordEvent = groupCommit(
     sqlite,
-    ({ accountId, event: e, under }: { accountId: number; event: BlockEvent; under?: { since: number; threshold: number } }) => {
+    ({
+      accountId,
+      event: e,
+      under,
+    }: {
+      accountId: number
+      event: BlockEvent
+      under?: { since: number; threshold: number }
+    }) => {
       const envFrom = e.envFrom.toLowerCase()
-      if (under && (hot.subjects.get(accountId, envFrom, e.subject, under.since) as number) > under.threshold) return false
+      if (under && (hot.subjects.get(accountId, envFrom, e.subject, under.since) as number) > under.threshold)
+        return false
       hot.addEvent.run(accountId, e.rule, envFrom, e.messageId, e.subject, e.rcptTo, e.createdAt)
       return true
     },
   )
-  const withSenders = (row: Omit<MailOrder, 'senders'>): MailOrder => ({ ...row, senders: hot.senders.all(row.id) as string[] })
+  const withSenders = (row: Omit<MailOrder, 'senders'>): MailOrder => ({
+    ...row,
+    senders: hot.senders.all(row.id) as string[],
+  })
   // The hot reads above, but for `subjects`, are answered from memory while nothing changed.
   const cache = settingsCache(sqlite)
   /** Runs a change to the cached settings and drops what the cache holds. */
@@ -127,7 +159,13 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     apiKeys: {
       async create(accountId, now) {
         const key = generateApiKey()
-        const row = changing(() => db.insert(schema.apiKeys).values({ accountId, prefix: apiKeyPrefix(key), hash: hashApiKey(key), createdAt: now }).returning().get())
+        const row = changing(() =>
+          db
+            .insert(schema.apiKeys)
+            .values({ accountId, prefix: apiKeyPrefix(key), hash: hashApiKey(key), createdAt: now })
+            .returning()
+            .get(),
+        )
         return { info: toKeyInfo(row), key }
       },
       async authenticate(key) {
@@ -135,21 +173,43 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         return cache.read(`key ${hash}`, () => hot.key.get(hash) as number | undefined)
       },
       async list(accountId) {
-        return db.select().from(schema.apiKeys).where(eq(schema.apiKeys.accountId, accountId)).orderBy(asc(schema.apiKeys.id)).all().map(toKeyInfo)
+        return db
+          .select()
+          .from(schema.apiKeys)
+          .where(eq(schema.apiKeys.accountId, accountId))
+          .orderBy(asc(schema.apiKeys.id))
+          .all()
+          .map(toKeyInfo)
       },
       async revoke(idOrPrefix, now) {
-        const match = typeof idOrPrefix === 'number' ? eq(schema.apiKeys.id, idOrPrefix) : eq(schema.apiKeys.prefix, idOrPrefix)
-        return changing(() => db.update(schema.apiKeys).set({ revokedAt: now }).where(and(match, isNull(schema.apiKeys.revokedAt))).run()).changes > 0
+        const match =
+          typeof idOrPrefix === 'number' ? eq(schema.apiKeys.id, idOrPrefix) : eq(schema.apiKeys.prefix, idOrPrefix)
+        return (
+          changing(() =>
+            db
+              .update(schema.apiKeys)
+              .set({ revokedAt: now })
+              .where(and(match, isNull(schema.apiKeys.revokedAt)))
+              .run(),
+          ).changes > 0
+        )
       },
     },
     orders: {
       async create({ accountId, comment, senders, now }) {
         const password = generatePassword()
-        const order = changing(() => db.transaction((tx) => {
-          const row = tx.insert(schema.mailOrders).values({ accountId, status: 'active', comment, passwordEnc: encrypt(secret, password), createdAt: now }).returning().get()
-          for (const pattern of new Set(senders.map((s) => s.toLowerCase()))) tx.insert(schema.orderSenders).values({ orderId: row.id, pattern }).run()
-          return withSenders(hot.order.get(row.id) as Omit<MailOrder, 'senders'>)
-        }))
+        const order = changing(() =>
+          db.transaction((tx) => {
+            const row = tx
+              .insert(schema.mailOrders)
+              .values({ accountId, status: 'active', comment, passwordEnc: encrypt(secret, password), createdAt: now })
+              .returning()
+              .get()
+            for (const pattern of new Set(senders.map((s) => s.toLowerCase())))
+              tx.insert(schema.orderSenders).values({ orderId: row.id, pattern }).run()
+            return withSenders(hot.order.get(row.id) as Omit<MailOrder, 'senders'>)
+          }),
+        )
         return { order, password }
       },
       async get(id) {
@@ -159,18 +219,35 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         })
       },
       async list(accountId) {
-        return cache.read(`orders ${accountId}`, () => (hot.orders.all(accountId) as Omit<MailOrder, 'senders'>[]).map(withSenders))
+        return cache.read(`orders ${accountId}`, () =>
+          (hot.orders.all(accountId) as Omit<MailOrder, 'senders'>[]).map(withSenders),
+        )
       },
       async password(id) {
-        const row = db.select({ enc: schema.mailOrders.passwordEnc }).from(schema.mailOrders).where(eq(schema.mailOrders.id, id)).get()
+        const row = db
+          .select({ enc: schema.mailOrders.passwordEnc })
+          .from(schema.mailOrders)
+          .where(eq(schema.mailOrders.id, id))
+          .get()
         if (!row) throw new Error(`no mail order ${id}`)
         return decrypt(secret, row.enc)
       },
       async setStatus(id, status) {
-        return changing(() => db.update(schema.mailOrders).set({ status }).where(eq(schema.mailOrders.id, id)).run()).changes > 0
+        return (
+          changing(() => db.update(schema.mailOrders).set({ status }).where(eq(schema.mailOrders.id, id)).run())
+            .changes > 0
+        )
       },
       async addSender(id, pattern) {
-        return changing(() => db.insert(schema.orderSenders).values({ orderId: id, pattern: pattern.toLowerCase() }).onConflictDoNothing().run()).changes > 0
+        return (
+          changing(() =>
+            db
+              .insert(schema.orderSenders)
+              .values({ orderId: id, pattern: pattern.toLowerCase() })
+              .onConflictDoNothing()
+              .run(),
+          ).changes > 0
+        )
       },
       async removeSender(id, pattern) {
         const where = and(eq(schema.orderSenders.orderId, id), eq(schema.orderSenders.pattern, pattern.toLowerCase()))
@@ -180,18 +257,41 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     rules: {
       async list(orderIds) {
         if (orderIds.length === 0) return []
-        if (orderIds.length === 1) return cache.read(`rules ${orderIds[0]}`, () => hot.rules.all(orderIds[0]) as DenyRule[])
-        return db.select().from(schema.denyRules).where(inArray(schema.denyRules.orderId, orderIds)).orderBy(asc(schema.denyRules.id)).all() as DenyRule[]
+        if (orderIds.length === 1)
+          return cache.read(`rules ${orderIds[0]}`, () => hot.rules.all(orderIds[0]) as DenyRule[])
+        return db
+          .select()
+          .from(schema.denyRules)
+          .where(inArray(schema.denyRules.orderId, orderIds))
+          .orderBy(asc(schema.denyRules.id))
+          .all() as DenyRule[]
       },
       async create({ orderId, type, data, now }) {
         const value = data.toLowerCase()
-        changing(() => db.insert(schema.denyRules).values({ orderId, type, data: value, createdAt: now }).onConflictDoNothing().run())
-        const where = and(eq(schema.denyRules.orderId, orderId), eq(schema.denyRules.type, type), eq(schema.denyRules.data, value))
+        changing(() =>
+          db
+            .insert(schema.denyRules)
+            .values({ orderId, type, data: value, createdAt: now })
+            .onConflictDoNothing()
+            .run(),
+        )
+        const where = and(
+          eq(schema.denyRules.orderId, orderId),
+          eq(schema.denyRules.type, type),
+          eq(schema.denyRules.data, value),
+        )
         return db.select().from(schema.denyRules).where(where).get() as DenyRule
       },
       async delete(id, orderIds) {
         if (orderIds.length === 0) return false
-        return changing(() => db.delete(schema.denyRules).where(and(eq(schema.denyRules.id, id), inArray(schema.denyRules.orderId, orderIds))).run()).changes > 0
+        return (
+          changing(() =>
+            db
+              .delete(schema.denyRules)
+              .where(and(eq(schema.denyRules.id, id), inArray(schema.denyRules.orderId, orderIds)))
+              .run(),
+          ).changes > 0
+        )
       },
     },
     mail: reader ? { ...mail, log: reader.log, stats: reader.stats } : mail,
@@ -200,7 +300,14 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       async events(accountId, rule, since) {
         const t = schema.blockEvents
         return db
-          .select({ rule: t.rule, createdAt: t.createdAt, envFrom: t.envFrom, messageId: t.messageId, subject: t.subject, rcptTo: t.rcptTo })
+          .select({
+            rule: t.rule,
+            createdAt: t.createdAt,
+            envFrom: t.envFrom,
+            messageId: t.messageId,
+            subject: t.subject,
+            rcptTo: t.rcptTo,
+          })
           .from(t)
           .where(and(eq(t.accountId, accountId), eq(t.rule, rule), gte(t.createdAt, since)))
           .orderBy(sql`${t.createdAt} DESC, ${t.id} DESC`)
@@ -221,58 +328,103 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         await recordEvent({ accountId, event })
       },
       async addToList({ accountId, source, kind, address, reason, now }) {
-        changing(() => db.insert(schema.blockList).values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now }).onConflictDoNothing().run())
+        changing(() =>
+          db
+            .insert(schema.blockList)
+            .values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now })
+            .onConflictDoNothing()
+            .run(),
+        )
       },
       async blockedSender(accountId, address) {
         const lower = address.toLowerCase()
-        return cache.read(`sender ${accountId} ${lower}`, () => hot.listed.get(accountId, lower, 'sender') as BlockListEntry | undefined)
+        return cache.read(
+          `sender ${accountId} ${lower}`,
+          () => hot.listed.get(accountId, lower, 'sender') as BlockListEntry | undefined,
+        )
       },
       async suppressed(accountId, address) {
         const lower = address.toLowerCase()
-        return cache.read(`recipient ${accountId} ${lower}`, () => hot.listed.get(accountId, lower, 'recipient') as BlockListEntry | undefined)
+        return cache.read(
+          `recipient ${accountId} ${lower}`,
+          () => hot.listed.get(accountId, lower, 'recipient') as BlockListEntry | undefined,
+        )
       },
       async takeSubject(accountId, event, since, threshold) {
         return recordEvent({ accountId, event: { ...event, rule: 'SUBJECT' }, under: { since, threshold } })
       },
       async listEntries(accountId, kind) {
         const t = schema.blockList
-        return db.select().from(t).where(and(eq(t.accountId, accountId), eq(t.kind, kind))).orderBy(asc(t.address)).all()
+        return db
+          .select()
+          .from(t)
+          .where(and(eq(t.accountId, accountId), eq(t.kind, kind)))
+          .orderBy(asc(t.address))
+          .all()
       },
       async removeFromList(accountId, address, kind) {
         const t = schema.blockList
-        return changing(() => db.delete(t).where(and(eq(t.accountId, accountId), eq(t.address, address.toLowerCase()), eq(t.kind, kind))).run()).changes > 0
+        return (
+          changing(() =>
+            db
+              .delete(t)
+              .where(and(eq(t.accountId, accountId), eq(t.address, address.toLowerCase()), eq(t.kind, kind)))
+              .run(),
+          ).changes > 0
+        )
       },
       async prune(before) {
         return db.delete(schema.blockEvents).where(lt(schema.blockEvents.createdAt, before)).run().changes
       },
       async delist(accountId, address) {
         const lower = address.toLowerCase()
-        return changing(() => db.transaction((tx) => {
-          const ev = tx
-            .delete(schema.blockEvents)
-            .where(and(eq(schema.blockEvents.accountId, accountId), eq(schema.blockEvents.envFrom, lower)))
-            .run().changes
-          const list = tx
-            .delete(schema.blockList)
-            .where(and(eq(schema.blockList.accountId, accountId), eq(schema.blockList.address, lower)))
-            .run().changes
-          return ev + list
-        }))
+        return changing(() =>
+          db.transaction((tx) => {
+            const ev = tx
+              .delete(schema.blockEvents)
+              .where(and(eq(schema.blockEvents.accountId, accountId), eq(schema.blockEvents.envFrom, lower)))
+              .run().changes
+            const list = tx
+              .delete(schema.blockList)
+              .where(and(eq(schema.blockList.accountId, accountId), eq(schema.blockList.address, lower)))
+              .run().changes
+            return ev + list
+          }),
+        )
       },
     },
     traps: {
       async add(pattern, now) {
-        return changing(() => db.insert(schema.traps).values({ pattern: pattern.toLowerCase(), createdAt: now }).onConflictDoNothing().run()).changes > 0
+        return (
+          changing(() =>
+            db
+              .insert(schema.traps)
+              .values({ pattern: pattern.toLowerCase(), createdAt: now })
+              .onConflictDoNothing()
+              .run(),
+          ).changes > 0
+        )
       },
       async remove(pattern) {
-        return changing(() => db.delete(schema.traps).where(eq(schema.traps.pattern, pattern.toLowerCase())).run()).changes > 0
+        return (
+          changing(() => db.delete(schema.traps).where(eq(schema.traps.pattern, pattern.toLowerCase())).run()).changes >
+          0
+        )
       },
       async list() {
-        return db.select({ p: schema.traps.pattern }).from(schema.traps).orderBy(asc(schema.traps.pattern)).all().map((r) => r.p)
+        return db
+          .select({ p: schema.traps.pattern })
+          .from(schema.traps)
+          .orderBy(asc(schema.traps.pattern))
+          .all()
+          .map((r) => r.p)
       },
       async match(address) {
         const lower = address.toLowerCase()
-        return cache.read(`trap ${lower}`, () => hot.trap.get(lower, lower.slice(lower.lastIndexOf('@'))) as string | undefined)
+        return cache.read(
+          `trap ${lower}`,
+          () => hot.trap.get(lower, lower.slice(lower.lastIndexOf('@'))) as string | undefined,
+        )
       },
     },
     async maintain() {
@@ -311,7 +463,11 @@ async function backupTo(sqlite: Database.Database, file: string): Promise<void> 
     fd = openSync(file, 'wx', 0o600)
   } catch (err) {
     const e = err as NodeJS.ErrnoException
-    throw new Error(e.code === 'EEXIST' ? `${file} already exists: a backup never overwrites a file` : `cannot create ${file}: ${e.message}`)
+    throw new Error(
+      e.code === 'EEXIST'
+        ? `${file} already exists: a backup never overwrites a file`
+        : `cannot create ${file}: ${e.message}`,
+    )
   }
   closeSync(fd)
   try {
@@ -325,5 +481,7 @@ async function backupTo(sqlite: Database.Database, file: string): Promise<void> 
 /** The checked-in migrations: beside this module in the source tree, two levels up from dist/storage/. */
 function migrationsFolder(): string {
   const here = fileURLToPath(new URL('.', import.meta.url))
-  return here.includes(`${join('dist', 'storage')}`) ? join(here, '..', '..', 'storage', 'migrations') : join(here, 'migrations')
+  return here.includes(`${join('dist', 'storage')}`)
+    ? join(here, '..', '..', 'storage', 'migrations')
+    : join(here, 'migrations')
 }

@@ -229,7 +229,12 @@ export interface Store {
     revoke(idOrPrefix: number | string, now: number): Promise<boolean>
   }
   orders: {
-    create(input: { accountId: number; comment: string | null; senders: string[]; now: number }): Promise<{ order: MailOrder; password: string }>
+    create(input: {
+      accountId: number
+      comment: string | null
+      senders: string[]
+      now: number
+    }): Promise<{ order: MailOrder; password: string }>
     get(id: number): Promise<MailOrder | undefined>
     /** Every order of the account, active and canceled, by id. */
     list(accountId: number): Promise<MailOrder[]>
@@ -252,7 +257,10 @@ export interface Store {
      * With `lease`, the rows are leased to that node in the same transaction and returned: a
      * worker with room starts them without claiming them from the queue.
      */
-    enqueue(message: NewMessage, lease?: { node: string; now: number }): Promise<{ rowId: number; leased?: QueueItem[] }>
+    enqueue(
+      message: NewMessage,
+      lease?: { node: string; now: number },
+    ): Promise<{ rowId: number; leased?: QueueItem[] }>
     log(query: LogQuery): Promise<{ total: number; rows: LogRow[] }>
     stats(query: StatsQuery): Promise<StatsResult>
   }
@@ -300,7 +308,14 @@ export interface Store {
     /** `{from, subject}` pairs with more than `threshold` SUBJECT events since `since`. */
     subjectPairs(accountId: number, since: number, threshold: number): Promise<{ from: string; subject: string }[]>
     addEvent(accountId: number, event: BlockEvent): Promise<void>
-    addToList(input: { accountId: number; source: 'external' | 'internal'; kind: 'sender' | 'recipient'; address: string; reason: string; now: number }): Promise<void>
+    addToList(input: {
+      accountId: number
+      source: 'external' | 'internal'
+      kind: 'sender' | 'recipient'
+      address: string
+      reason: string
+      now: number
+    }): Promise<void>
     /** Removes the address from all three stores for the account; returns how many records went. */
     delist(accountId: number, address: string): Promise<number>
     /** Why a sender is blocked for the account (external or internal list), if it is. */

@@ -1,5 +1,14 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -15,9 +24,20 @@ describe('mailroom command', () => {
   let dataDir: string
   const children: ReturnType<typeof spawn>[] = []
   const sinks: { close(): Promise<void> }[] = []
-  const env = () => ({ ...process.env, MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_SMTPS_PORT: '0', MAILROOM_LOG_LEVEL: 'info' })
+  const env = () => ({
+    ...process.env,
+    MAILROOM_DATA_DIR: dataDir,
+    MAILROOM_HTTP_PORT: '0',
+    MAILROOM_SMTP_PORT: '0',
+    MAILROOM_SMTPS_PORT: '0',
+    MAILROOM_LOG_LEVEL: 'info',
+  })
   const runWith = (overrides: Record<string, string>, ...args: string[]) => {
-    const r = spawnSync(process.execPath, [BIN, ...args], { env: { ...env(), ...overrides }, encoding: 'utf8', timeout: 30_000 })
+    const r = spawnSync(process.execPath, [BIN, ...args], {
+      env: { ...env(), ...overrides },
+      encoding: 'utf8',
+      timeout: 30_000,
+    })
     return { status: r.status, stdout: r.stdout, stderr: r.stderr }
   }
   const run = (...args: string[]) => runWith({}, ...args)
@@ -66,18 +86,43 @@ describe('mailroom command', () => {
   it('creates an account and an order whose key and password work against a running server', async () => {
     const account = json('account', 'create', '--name', 'acme', '--json')
     expect(account).toEqual({ id: expect.any(Number), apiKey: expect.stringMatching(/^mr_[A-Za-z0-9_-]{43}$/) })
-    const order = json('order', 'create', '--account', String(account.id), '--comment', 'billing', '--sender', '@acme.example', '--json')
-    expect(order).toEqual({ id: expect.any(Number), username: `mb${order.id}`, password: expect.any(String), status: 'active' })
+    const order = json(
+      'order',
+      'create',
+      '--account',
+      String(account.id),
+      '--comment',
+      'billing',
+      '--sender',
+      '@acme.example',
+      '--json',
+    )
+    expect(order).toEqual({
+      id: expect.any(Number),
+      username: `mb${order.id}`,
+      password: expect.any(String),
+      status: 'active',
+    })
     expect(order.password.length).toBeGreaterThanOrEqual(20)
 
     const { base } = await serve()
     const headers = { 'X-API-KEY': account.apiKey }
     const detail = await (await fetch(`${base}/mail/${order.id}`, { headers })).json()
-    expect(detail).toEqual({ id: order.id, status: 'active', username: `mb${order.id}`, comment: 'billing', password: order.password })
+    expect(detail).toEqual({
+      id: order.id,
+      status: 'active',
+      username: `mb${order.id}`,
+      comment: 'billing',
+      password: order.password,
+    })
 
     // The authorized-sender list set on the command line is enforced by the server.
     const send = (from: string) =>
-      fetch(`${base}/mail/send`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ from, to: 'x@example.com', subject: 's', body: 'b' }) })
+      fetch(`${base}/mail/send`, {
+        method: 'POST',
+        headers: { ...headers, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ from, to: 'x@example.com', subject: 's', body: 'b' }),
+      })
     expect((await send('someone@other.example')).status).toBe(400)
     expect((await send('billing@acme.example')).status).toBe(200)
 
@@ -85,7 +130,9 @@ describe('mailroom command', () => {
     json('order', 'cancel', String(order.id), '--json')
     expect((await send('billing@acme.example')).status).toBe(404)
     const listed = json('order', 'list', '--account', String(account.id), '--json')
-    expect(listed).toEqual([{ id: order.id, username: `mb${order.id}`, status: 'canceled', comment: 'billing', senders: ['@acme.example'] }])
+    expect(listed).toEqual([
+      { id: order.id, username: `mb${order.id}`, status: 'canceled', comment: 'billing', senders: ['@acme.example'] },
+    ])
 
     // A revoked key stops working at once.
     const keys = json('account', 'key', 'list', '--account', String(account.id), '--json')
@@ -101,7 +148,9 @@ describe('mailroom command', () => {
     expect(key).toBeDefined()
     expect(out).toMatch(/SMTP username: +mb1/)
     // Without a smarthost mail is real: the banner says so, and how to keep it on the machine.
-    expect(out).toMatch(/Mail goes to: +the recipients' MX hosts, found by DNS: real mail\. To keep it on this machine,\n +run `npx mailroom sink` and start with MAILROOM_SMARTHOST=127\.0\.0\.1:2626/)
+    expect(out).toMatch(
+      /Mail goes to: +the recipients' MX hosts, found by DNS: real mail\. To keep it on this machine,\n +run `npx mailroom sink` and start with MAILROOM_SMARTHOST=127\.0\.0\.1:2626/,
+    )
     const curl = /Try it: +curl -H 'X-API-KEY: (\S+)' (\S+)/.exec(out)
     expect(curl?.[1]).toBe(key)
     // On port 0 the curl line and the published documents name the port the server got.
@@ -113,8 +162,12 @@ describe('mailroom command', () => {
     expect(orders).toEqual([{ id: 1, status: 'active', username: 'mb1', comment: 'created on first start' }])
     // The data directory and the database are the owner's alone (they hold every account's mail).
     const mode = (f: string) => statSync(join(dataDir, f)).mode & 0o777
-    expect({ db: mode('mailroom.db'), wal: mode('mailroom.db-wal'), secret: mode('secret.key') }).toEqual({ db: 0o600, wal: 0o600, secret: 0o600 })
-    children.splice(0).forEach((c) => c.kill('SIGKILL'))
+    expect({ db: mode('mailroom.db'), wal: mode('mailroom.db-wal'), secret: mode('secret.key') }).toEqual({
+      db: 0o600,
+      wal: 0o600,
+      secret: 0o600,
+    })
+    for (const c of children.splice(0)) c.kill('SIGKILL')
     const second = await serve()
     expect(second.output()).not.toContain('API key')
   })
@@ -127,7 +180,9 @@ describe('mailroom command', () => {
     sink.stdout.on('data', (d) => (printed += d))
     sink.stderr.on('data', (d) => (said += d))
     await expect.poll(() => said, { timeout: 10_000 }).toMatch(/listening on 127\.0\.0\.1:\d+/)
-    const port = /listening on 127\.0\.0\.1:(\d+); start mailroom with MAILROOM_SMARTHOST=127\.0\.0\.1:\1/.exec(said)![1]
+    const port = /listening on 127\.0\.0\.1:(\d+); start mailroom with MAILROOM_SMARTHOST=127\.0\.0\.1:\1/.exec(
+      said,
+    )![1]
     const server = await serve({ MAILROOM_SMARTHOST: `127.0.0.1:${port}` })
     await expect.poll(() => server.output(), { timeout: 10_000 }).toContain('Try it')
     expect(server.output()).toContain(`Mail goes to:             the smarthost 127.0.0.1:${port} (MAILROOM_SMARTHOST)`)
@@ -142,8 +197,14 @@ describe('mailroom command', () => {
     const message = JSON.parse(printed.split('\n')[0])
     expect(message).toMatchObject({ n: 1, from: 'me@example.org', to: ['bob@example.com'] })
     expect(message.message).toMatch(/^Subject: Hello\r$/m)
-    const log = async () => (await (await fetch(`${server.base}/mail/log?mailid=${txid}`, { headers: { 'X-API-KEY': key } })).json()).emails[0]
-    await expect.poll(log, { timeout: 10_000 }).toMatchObject({ delivered: 1, code: 250, response: expect.stringContaining('accepted by the sink as message 1') })
+    const log = async () =>
+      (await (await fetch(`${server.base}/mail/log?mailid=${txid}`, { headers: { 'X-API-KEY': key } })).json())
+        .emails[0]
+    await expect.poll(log, { timeout: 10_000 }).toMatchObject({
+      delivered: 1,
+      code: 250,
+      response: expect.stringContaining('accepted by the sink as message 1'),
+    })
   })
 
   it('stops a start that cannot listen or read its certificate with a message naming the settings, and creates no account until one succeeds', async () => {
@@ -175,7 +236,9 @@ describe('mailroom command', () => {
   it('manages authorized senders and refuses bad arguments', () => {
     const account = json('account', 'create', '--json')
     const order = json('order', 'create', '--account', String(account.id), '--json')
-    expect(json('sender', 'allow', '--order', String(order.id), 'Boss@Example.com', '--json').senders).toEqual(['boss@example.com'])
+    expect(json('sender', 'allow', '--order', String(order.id), 'Boss@Example.com', '--json').senders).toEqual([
+      'boss@example.com',
+    ])
     expect(json('sender', 'revoke', '--order', String(order.id), 'boss@example.com', '--json').senders).toEqual([])
     expect(run('sender', 'allow', '--order', String(order.id), 'not-an-address').status).not.toBe(0)
     expect(run('order', 'create', '--account', '999', '--json').stderr).toContain('no account 999')
@@ -192,30 +255,56 @@ describe('mailroom command', () => {
 
     const file = join(dataDir, 'feed.txt')
     writeFileSync(file, '# a feed\nspammer@bad.example\n\nnot an address\nOther@Bad.example\n')
-    expect(json('blocklist', 'import', file, '--account', String(account.id), '--json')).toEqual({ account: account.id, imported: 2, skipped: ['not an address'] })
+    expect(json('blocklist', 'import', file, '--account', String(account.id), '--json')).toEqual({
+      account: account.id,
+      imported: 2,
+      skipped: ['not an address'],
+    })
 
     json('suppress', 'add', '--account', String(account.id), 'Gone@Example.com', '--json')
-    expect(json('suppress', 'list', '--account', String(account.id), '--json')).toEqual([{ address: 'gone@example.com', reason: 'suppressed by the operator', since: expect.any(String) }])
+    expect(json('suppress', 'list', '--account', String(account.id), '--json')).toEqual([
+      { address: 'gone@example.com', reason: 'suppressed by the operator', since: expect.any(String) },
+    ])
 
     const { base } = await serve()
     const send = async (from: string, to: string) => {
-      const res = await fetch(`${base}/mail/send`, { method: 'POST', headers: { 'X-API-KEY': account.apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify({ from, to, subject: 's', body: 'b' }) })
+      const res = await fetch(`${base}/mail/send`, {
+        method: 'POST',
+        headers: { 'X-API-KEY': account.apiKey, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ from, to, subject: 's', body: 'b' }),
+      })
       return { status: res.status, body: await res.json() }
     }
-    expect(await send('spammer@bad.example', 'x@example.com')).toMatchObject({ status: 400, body: { message: expect.stringContaining('blocked') } })
-    expect(await send('me@good.example', 'gone@example.com')).toMatchObject({ status: 400, body: { message: expect.stringContaining('local block list') } })
-    expect(await send('me@good.example', 'anyone@honeypot.test')).toMatchObject({ status: 400, body: { message: expect.stringContaining('spam trap') } })
+    expect(await send('spammer@bad.example', 'x@example.com')).toMatchObject({
+      status: 400,
+      body: { message: expect.stringContaining('blocked') },
+    })
+    expect(await send('me@good.example', 'gone@example.com')).toMatchObject({
+      status: 400,
+      body: { message: expect.stringContaining('local block list') },
+    })
+    expect(await send('me@good.example', 'anyone@honeypot.test')).toMatchObject({
+      status: 400,
+      body: { message: expect.stringContaining('spam trap') },
+    })
     // The trap blocked the sender for everything.
     expect((await send('me@good.example', 'friend@example.com')).status).toBe(400)
 
     json('suppress', 'remove', '--account', String(account.id), 'gone@example.com', '--json')
     expect((await send('other@elsewhere.example', 'gone@example.com')).status).toBe(200)
-    expect(run('suppress', 'remove', '--account', String(account.id), 'gone@example.com').stderr).toContain('is not suppressed')
+    expect(run('suppress', 'remove', '--account', String(account.id), 'gone@example.com').stderr).toContain(
+      'is not suppressed',
+    )
   })
 
   it('refuses a data directory without a database, and an account that does not exist, instead of answering with nothing', () => {
     // Nothing has created a database in this directory yet: only commands that create may.
-    for (const args of [['trap', 'list'], ['account', 'list'], ['order', 'list', '--account', '1'], ['suppress', 'list', '--account', '1']]) {
+    for (const args of [
+      ['trap', 'list'],
+      ['account', 'list'],
+      ['order', 'list', '--account', '1'],
+      ['suppress', 'list', '--account', '1'],
+    ]) {
       const r = run(...args)
       expect(r.status, args.join(' ')).not.toBe(0)
       expect(r.stderr).toContain(`no mailroom database in ${dataDir} (MAILROOM_DATA_DIR)`)
@@ -227,7 +316,11 @@ describe('mailroom command', () => {
     expect(statSync(fresh).mode & 0o777).toBe(0o700)
 
     const account = json('account', 'create', '--json')
-    for (const args of [['account', 'key', 'list'], ['order', 'list'], ['suppress', 'list']]) {
+    for (const args of [
+      ['account', 'key', 'list'],
+      ['order', 'list'],
+      ['suppress', 'list'],
+    ]) {
       const r = run(...args, '--account', '99')
       expect(r.status, args.join(' ')).not.toBe(0)
       expect(r.stderr).toContain('no account 99')
@@ -250,7 +343,10 @@ describe('mailroom command', () => {
     child.stderr.destroy()
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
     child.kill('SIGTERM')
-    const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('still running after 10 s'), 10_000))])
+    const code = await Promise.race([
+      exited,
+      new Promise<string>((r) => setTimeout(() => r('still running after 10 s'), 10_000)),
+    ])
     expect(code).toBe(0)
   })
 
@@ -270,7 +366,31 @@ describe('mailroom command', () => {
   })
 
   it('has --help on every subcommand', () => {
-    for (const args of [[], ['serve'], ['stdio'], ['account'], ['account', 'create'], ['account', 'key', 'create'], ['account', 'key', 'revoke'], ['order', 'create'], ['order', 'cancel'], ['order', 'list'], ['sender', 'allow'], ['sender', 'revoke'], ['trap', 'add'], ['trap', 'remove'], ['trap', 'list'], ['blocklist', 'import'], ['suppress', 'add'], ['suppress', 'remove'], ['suppress', 'list'], ['queue', 'list'], ['queue', 'retry'], ['queue', 'cancel'], ['backup']]) {
+    for (const args of [
+      [],
+      ['serve'],
+      ['stdio'],
+      ['account'],
+      ['account', 'create'],
+      ['account', 'key', 'create'],
+      ['account', 'key', 'revoke'],
+      ['order', 'create'],
+      ['order', 'cancel'],
+      ['order', 'list'],
+      ['sender', 'allow'],
+      ['sender', 'revoke'],
+      ['trap', 'add'],
+      ['trap', 'remove'],
+      ['trap', 'list'],
+      ['blocklist', 'import'],
+      ['suppress', 'add'],
+      ['suppress', 'remove'],
+      ['suppress', 'list'],
+      ['queue', 'list'],
+      ['queue', 'retry'],
+      ['queue', 'cancel'],
+      ['backup'],
+    ]) {
       const r = run(...args, '--help')
       expect(r.status, args.join(' ')).toBe(0)
       expect(r.stdout).toContain('Usage: mailroom')
@@ -286,12 +406,22 @@ describe('mailroom command', () => {
 
     // The error and where to read more, not the whole usage.
     for (const [args, line] of [
-      [['order', 'list'], "mailroom: error: required option '--account <id>' not specified (see mailroom order list --help)"],
-      [['account', 'key', 'create', '--account', 'abc'], "mailroom: error: option '--account <id>' argument 'abc' is invalid. --account must be a positive integer (see mailroom account key create --help)"],
+      [
+        ['order', 'list'],
+        "mailroom: error: required option '--account <id>' not specified (see mailroom order list --help)",
+      ],
+      [
+        ['account', 'key', 'create', '--account', 'abc'],
+        "mailroom: error: option '--account <id>' argument 'abc' is invalid. --account must be a positive integer (see mailroom account key create --help)",
+      ],
       [['no-such-command'], "mailroom: error: unknown command 'no-such-command' (see mailroom --help)"],
     ] as const) {
       const r = run(...args)
-      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }, args.join(' ')).toEqual({ status: 1, stdout: '', stderr: line + '\n' })
+      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }, args.join(' ')).toEqual({
+        status: 1,
+        stdout: '',
+        stderr: `${line}\n`,
+      })
     }
     // Refused before the data directory was opened.
     expect(existsSync(join(dataDir, 'mailroom.db'))).toBe(false)
@@ -307,17 +437,39 @@ describe('mailroom command', () => {
     // An hour between attempts: an attempt after the first is the operator's doing.
     const { base } = await serve({ MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_RETRY_SCHEDULE: '1h' })
     const headers = { 'X-API-KEY': account.apiKey }
-    const sent = await fetch(`${base}/mail/send`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ from: 'me@example.org', to: 'later@example.com', subject: 's', body: 'b' }) })
+    const sent = await fetch(`${base}/mail/send`, {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ from: 'me@example.org', to: 'later@example.com', subject: 's', body: 'b' }),
+    })
     const txid: string = (await sent.json()).text
     const list = (...args: string[]) => json('queue', 'list', ...args, '--json')
     /** Waits for the recipient's attempt `n` to be recorded as deferred. */
-    const deferredAfter = (n: number) => expect.poll(() => list().map((r: { state: string; attempts: number }) => `${r.state} ${r.attempts}`), { timeout: 10_000 }).toEqual([`deferred ${n}`])
+    const deferredAfter = (n: number) =>
+      expect
+        .poll(() => list().map((r: { state: string; attempts: number }) => `${r.state} ${r.attempts}`), {
+          timeout: 10_000,
+        })
+        .toEqual([`deferred ${n}`])
 
     await deferredAfter(1)
     const [row] = list('--account', String(account.id))
-    expect(row).toEqual({ txid, account: account.id, recipient: 'later@example.com', state: 'deferred', queued: expect.any(String), attempts: 1, code: 451, response: expect.stringContaining('4.7.1 try again later'), nextAttempt: expect.any(String), node: null })
+    expect(row).toEqual({
+      txid,
+      account: account.id,
+      recipient: 'later@example.com',
+      state: 'deferred',
+      queued: expect.any(String),
+      attempts: 1,
+      code: 451,
+      response: expect.stringContaining('4.7.1 try again later'),
+      nextAttempt: expect.any(String),
+      node: null,
+    })
     expect(Date.parse(row.nextAttempt) - Date.parse(row.queued)).toBeGreaterThan(59 * 60_000)
-    expect(run('queue', 'list').stdout).toBe(`TXID\tACCOUNT\tRECIPIENT\tSTATE\tQUEUED\tATTEMPTS\tNEXT ATTEMPT\tLAST REPLY\n${txid}\t${account.id}\tlater@example.com\tdeferred\t${row.queued}\t1\t${row.nextAttempt}\t${row.response}\n`)
+    expect(run('queue', 'list').stdout).toBe(
+      `TXID\tACCOUNT\tRECIPIENT\tSTATE\tQUEUED\tATTEMPTS\tNEXT ATTEMPT\tLAST REPLY\n${txid}\t${account.id}\tlater@example.com\tdeferred\t${row.queued}\t1\t${row.nextAttempt}\t${row.response}\n`,
+    )
     const other = json('account', 'create', '--json')
     expect(list('--account', String(other.id))).toEqual([])
 
@@ -336,12 +488,19 @@ describe('mailroom command', () => {
       [['queue', 'retry', unknown], `mailroom: no transaction ${unknown}\n`],
       [['queue', 'cancel', unknown], `mailroom: no transaction ${unknown}\n`],
       [['queue', 'retry'], 'mailroom: error: give a transaction id or --all (see mailroom queue retry --help)\n'],
-      [['queue', 'retry', txid, '--all'], 'mailroom: error: give a transaction id or --all (see mailroom queue retry --help)\n'],
+      [
+        ['queue', 'retry', txid, '--all'],
+        'mailroom: error: give a transaction id or --all (see mailroom queue retry --help)\n',
+      ],
       [['queue', 'cancel'], "mailroom: error: missing required argument 'txid' (see mailroom queue cancel --help)\n"],
       [['queue', 'list', '--account', '99'], 'mailroom: no account 99\n'],
     ] as const) {
       const r = run(...args)
-      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }, args.join(' ')).toEqual({ status: 1, stdout: '', stderr })
+      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }, args.join(' ')).toEqual({
+        status: 1,
+        stdout: '',
+        stderr,
+      })
     }
     expect(list()).toEqual(before)
 
@@ -349,11 +508,23 @@ describe('mailroom command', () => {
     expect(list()).toEqual([])
     expect(run('queue', 'list').stdout).toBe('nothing waits in the queue\n')
     const log = await (await fetch(`${base}/mail/log?mailid=${txid}`, { headers })).json()
-    expect(log.emails).toEqual([expect.objectContaining({ id: txid, to: 'later@example.com', delivered: 0, code: null, response: 'canceled by the operator', locked: 0 })])
+    expect(log.emails).toEqual([
+      expect.objectContaining({
+        id: txid,
+        to: 'later@example.com',
+        delivered: 0,
+        code: null,
+        response: 'canceled by the operator',
+        locked: 0,
+      }),
+    ])
     // Final: neither tried again nor canceled twice.
     expect(json('queue', 'retry', '--all', '--json')).toEqual({ txid: null, changed: 0, inFlight: 0 })
     const again = run('queue', 'cancel', txid)
-    expect({ status: again.status, stderr: again.stderr }).toEqual({ status: 1, stderr: `mailroom: nothing of transaction ${txid} waits in the queue: every recipient is final\n` })
+    expect({ status: again.status, stderr: again.stderr }).toEqual({
+      status: 1,
+      stderr: `mailroom: nothing of transaction ${txid} waits in the queue: every recipient is final\n`,
+    })
     expect(tries).toBe(3)
   })
 
@@ -367,7 +538,11 @@ describe('mailroom command', () => {
     let sending = true
     const sendUntilStopped = async () => {
       while (sending) {
-        const res = await fetch(`${base}/mail/send`, { method: 'POST', headers: { 'X-API-KEY': account.apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify({ from: 'me@example.org', to: 'you@example.com', subject: 's', body: 'b' }) })
+        const res = await fetch(`${base}/mail/send`, {
+          method: 'POST',
+          headers: { 'X-API-KEY': account.apiKey, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ from: 'me@example.org', to: 'you@example.com', subject: 's', body: 'b' }),
+        })
         expect(res.status).toBe(200)
         accepted.push((await res.json()).text)
       }
@@ -381,7 +556,11 @@ describe('mailroom command', () => {
     sending = false
     await Promise.all(senders)
     const secret = join(dataDir, 'secret.key')
-    expect(backup).toEqual({ status: 0, stderr: '', stdout: `database copied to ${copy}\nKeep ${secret} with it: it encrypts the order passwords, which cannot be read from the copy without it.\n` })
+    expect(backup).toEqual({
+      status: 0,
+      stderr: '',
+      stdout: `database copied to ${copy}\nKeep ${secret} with it: it encrypts the order passwords, which cannot be read from the copy without it.\n`,
+    })
     expect(statSync(copy).mode & 0o777).toBe(0o600)
 
     // Restored as the README says: the copy as mailroom.db, with the secret.key beside it.
@@ -392,7 +571,14 @@ describe('mailroom command', () => {
       const txids = new Set(restored.sqlite.prepare('SELECT txid FROM messages').pluck().all())
       expect(before.filter((t) => !txids.has(t))).toEqual([])
       // One snapshot: no message without its log row.
-      expect(restored.sqlite.prepare('SELECT COUNT(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id)').pluck().get()).toBe(0)
+      expect(
+        restored.sqlite
+          .prepare(
+            'SELECT COUNT(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id)',
+          )
+          .pluck()
+          .get(),
+      ).toBe(0)
       expect(await restored.orders.password(order.id)).toBe(order.password)
     } finally {
       await restored.close()
@@ -401,12 +587,19 @@ describe('mailroom command', () => {
     // A file that exists is never overwritten.
     const bytes = readFileSync(copy)
     const again = run('backup', copy)
-    expect({ status: again.status, stdout: again.stdout, stderr: again.stderr }).toEqual({ status: 1, stdout: '', stderr: `mailroom: ${copy} already exists: a backup never overwrites a file\n` })
+    expect({ status: again.status, stdout: again.stdout, stderr: again.stderr }).toEqual({
+      status: 1,
+      stdout: '',
+      stderr: `mailroom: ${copy} already exists: a backup never overwrites a file\n`,
+    })
     expect(readFileSync(copy).equals(bytes)).toBe(true)
   })
 
   it('stops with a message naming a bad setting', () => {
-    const r = spawnSync(process.execPath, [BIN, 'serve'], { env: { ...env(), MAILROOM_HTTP_PORT: 'http' }, encoding: 'utf8' })
+    const r = spawnSync(process.execPath, [BIN, 'serve'], {
+      env: { ...env(), MAILROOM_HTTP_PORT: 'http' },
+      encoding: 'utf8',
+    })
     expect(r.status).toBe(1)
     expect(r.stderr).toContain('MAILROOM_HTTP_PORT')
   })

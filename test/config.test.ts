@@ -41,7 +41,12 @@ describe('config', () => {
       MAILROOM_TLS_CERT: '/etc/cert.pem',
       MAILROOM_TLS_KEY: '/etc/key.pem',
     })
-    expect(c.smtp).toMatchObject({ port: 25, securePort: 2465, authRequiresTls: false, tls: { cert: '/etc/cert.pem', key: '/etc/key.pem' } })
+    expect(c.smtp).toMatchObject({
+      port: 25,
+      securePort: 2465,
+      authRequiresTls: false,
+      tls: { cert: '/etc/cert.pem', key: '/etc/key.pem' },
+    })
     expect(c.delivery).toMatchObject({
       smarthost: { host: 'relay.example.com', port: 587 },
       dnsServers: ['127.0.0.1:5353', '[::1]:53'],
@@ -49,7 +54,12 @@ describe('config', () => {
       maxQueueAge: 2 * 86_400_000,
     })
     expect(c.blockEventRetention).toBe(7 * 86_400_000)
-    expect(loadConfig({}).delivery).toMatchObject({ smarthost: null, mxPort: 25, retrySchedule: [300_000, 600_000, 1_200_000, 2_400_000, 3_600_000, 7_200_000, 14_400_000], maxQueueAge: 48 * 3_600_000 })
+    expect(loadConfig({}).delivery).toMatchObject({
+      smarthost: null,
+      mxPort: 25,
+      retrySchedule: [300_000, 600_000, 1_200_000, 2_400_000, 3_600_000, 7_200_000, 14_400_000],
+      maxQueueAge: 48 * 3_600_000,
+    })
   })
 
   it('reads the implicit-TLS submission port, or off', () => {
@@ -60,7 +70,9 @@ describe('config', () => {
 
   it('reads the SMTP connection limits, and refuses values that would lock clients out or overflow a timer', () => {
     expect(loadConfig({}).smtp).toMatchObject({ maxClientsPerAddress: 50, unauthenticatedTimeout: 30_000 })
-    expect(loadConfig({ MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: '5', MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT: '10s' }).smtp).toMatchObject({
+    expect(
+      loadConfig({ MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: '5', MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT: '10s' }).smtp,
+    ).toMatchObject({
       maxClientsPerAddress: 5,
       unauthenticatedTimeout: 10_000,
     })
@@ -77,19 +89,24 @@ describe('config', () => {
   })
 
   it('takes DNS servers as IP addresses with or without a port', () => {
-    expect(loadConfig({ MAILROOM_DNS_SERVERS: '192.0.2.53,192.0.2.54:5353,2001:db8::53,[2001:db8::54]:53' }).delivery.dnsServers).toEqual([
-      '192.0.2.53',
-      '192.0.2.54:5353',
-      '2001:db8::53',
-      '[2001:db8::54]:53',
-    ])
+    expect(
+      loadConfig({ MAILROOM_DNS_SERVERS: '192.0.2.53,192.0.2.54:5353,2001:db8::53,[2001:db8::54]:53' }).delivery
+        .dnsServers,
+    ).toEqual(['192.0.2.53', '192.0.2.54:5353', '2001:db8::53', '[2001:db8::54]:53'])
   })
 
   it('takes the trusted proxies as addresses, CIDR ranges and loopback, and none by default', () => {
     expect(loadConfig({}).trustProxy).toEqual([])
-    expect(loadConfig({ MAILROOM_TRUST_PROXY: '10.0.0.0/8, 192.0.2.1,2001:db8::/32 ,loopback' }).trustProxy).toEqual(['10.0.0.0/8', '192.0.2.1', '2001:db8::/32', 'loopback'])
+    expect(loadConfig({ MAILROOM_TRUST_PROXY: '10.0.0.0/8, 192.0.2.1,2001:db8::/32 ,loopback' }).trustProxy).toEqual([
+      '10.0.0.0/8',
+      '192.0.2.1',
+      '2001:db8::/32',
+      'loopback',
+    ])
     for (const value of ['proxy.example', '10.0.0.0/33', '2001:db8::/129', '10.0.0.0/8/8', '10.0.0.1,', 'localhost']) {
-      expect(() => loadConfig({ MAILROOM_TRUST_PROXY: value })).toThrow(`MAILROOM_TRUST_PROXY=${JSON.stringify(value)}: expected IP addresses, CIDR ranges (10.0.0.0/8) or loopback, separated by commas`)
+      expect(() => loadConfig({ MAILROOM_TRUST_PROXY: value })).toThrow(
+        `MAILROOM_TRUST_PROXY=${JSON.stringify(value)}: expected IP addresses, CIDR ranges (10.0.0.0/8) or loopback, separated by commas`,
+      )
     }
   })
 
@@ -146,7 +163,9 @@ describe('config', () => {
   it.each(Object.keys(ConfigSchema.shape))('refuses %s set to nothing instead of taking its default', (name) => {
     for (const value of ['', '  ']) {
       expect(() => loadConfig({ [name]: value })).toThrow(ConfigError)
-      expect(() => loadConfig({ [name]: value })).toThrow(`${name}=${JSON.stringify(value)}: empty; give it a value, or unset it for the default`)
+      expect(() => loadConfig({ [name]: value })).toThrow(
+        `${name}=${JSON.stringify(value)}: empty; give it a value, or unset it for the default`,
+      )
     }
   })
 })

@@ -36,7 +36,9 @@ describe('documentation', () => {
     const settings = Object.keys(ConfigSchema.shape)
     const reference = text('docs/configuration.md')
     expect(settings.filter((s) => !reference.includes(`\`${s}\``))).toEqual([])
-    const named = DOCS.flatMap((file) => [...text(file).matchAll(/\bMAILROOM_[A-Z0-9_]+/g)].map((m) => `${file}: ${m[0]}`))
+    const named = DOCS.flatMap((file) =>
+      [...text(file).matchAll(/\bMAILROOM_[A-Z0-9_]+/g)].map((m) => `${file}: ${m[0]}`),
+    )
     expect(named.filter((n) => !settings.includes(n.split(': ')[1]))).toEqual([])
   })
 })

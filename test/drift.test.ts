@@ -13,7 +13,21 @@ import { createTestEnv, type TestEnv } from './helpers.js'
 
 // One registry feeds every door and document; this fails when any of them drifts from it.
 
-const CONTRACT_TOOLS = ['pingServer', 'getMailOrders', 'getMailOrderById', 'sendMail', 'rawMail', 'sendAdvMail', 'viewMailLog', 'getStats', 'getMailBlocks', 'delistBlock', 'getRules', 'addRule', 'deleteRule']
+const CONTRACT_TOOLS = [
+  'pingServer',
+  'getMailOrders',
+  'getMailOrderById',
+  'sendMail',
+  'rawMail',
+  'sendAdvMail',
+  'viewMailLog',
+  'getStats',
+  'getMailBlocks',
+  'delistBlock',
+  'getRules',
+  'addRule',
+  'deleteRule',
+]
 
 const SERVER_JSON = JSON.parse(readFileSync(new URL('../server.json', import.meta.url), 'utf8'))
 
@@ -23,29 +37,55 @@ const SERVER_JSON = JSON.parse(readFileSync(new URL('../server.json', import.met
  * an exact version, npm packages with an exact version and a transport, typed arguments and
  * named environment variables.
  */
-const Input = z.object({ description: z.string().optional(), isRequired: z.boolean().optional(), isSecret: z.boolean().optional(), default: z.string().optional(), value: z.string().optional(), format: z.enum(['string', 'number', 'boolean', 'filepath']).optional() })
-const RegistryServerJson = z.object({
-  $schema: z.literal('https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json'),
-  name: z.string().min(3).max(200).regex(/^[a-zA-Z0-9.-]+\/[a-zA-Z0-9._-]+$/),
-  title: z.string().min(1).max(100).optional(),
-  description: z.string().min(1).max(100),
-  version: z.string().max(255).regex(/^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/),
-  packages: z
-    .array(
-      z.object({
-        registryType: z.literal('npm'),
-        identifier: z.string().min(1),
-        version: z.string().min(1).refine((v) => v !== 'latest' && !/[\^~><*x]/.test(v), 'an exact version'),
-        runtimeHint: z.string().optional(),
-        transport: z.object({ type: z.enum(['stdio', 'streamable-http', 'sse']) }),
-        packageArguments: z
-          .array(z.union([Input.extend({ type: z.literal('positional'), value: z.string() }), Input.extend({ type: z.literal('named'), name: z.string() })]))
-          .optional(),
-        environmentVariables: z.array(Input.extend({ name: z.string() })).optional(),
-      }).strict(),
-    )
-    .min(1),
-}).strict()
+const Input = z.object({
+  description: z.string().optional(),
+  isRequired: z.boolean().optional(),
+  isSecret: z.boolean().optional(),
+  default: z.string().optional(),
+  value: z.string().optional(),
+  format: z.enum(['string', 'number', 'boolean', 'filepath']).optional(),
+})
+const RegistryServerJson = z
+  .object({
+    $schema: z.literal('https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json'),
+    name: z
+      .string()
+      .min(3)
+      .max(200)
+      .regex(/^[a-zA-Z0-9.-]+\/[a-zA-Z0-9._-]+$/),
+    title: z.string().min(1).max(100).optional(),
+    description: z.string().min(1).max(100),
+    version: z
+      .string()
+      .max(255)
+      .regex(/^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/),
+    packages: z
+      .array(
+        z
+          .object({
+            registryType: z.literal('npm'),
+            identifier: z.string().min(1),
+            version: z
+              .string()
+              .min(1)
+              .refine((v) => v !== 'latest' && !/[\^~><*x]/.test(v), 'an exact version'),
+            runtimeHint: z.string().optional(),
+            transport: z.object({ type: z.enum(['stdio', 'streamable-http', 'sse']) }),
+            packageArguments: z
+              .array(
+                z.union([
+                  Input.extend({ type: z.literal('positional'), value: z.string() }),
+                  Input.extend({ type: z.literal('named'), name: z.string() }),
+                ]),
+              )
+              .optional(),
+            environmentVariables: z.array(Input.extend({ name: z.string() })).optional(),
+          })
+          .strict(),
+      )
+      .min(1),
+  })
+  .strict()
 
 describe('drift', () => {
   let env: TestEnv
@@ -66,8 +106,8 @@ describe('drift', () => {
 
   it('OpenAPI has one operation per tool', async () => {
     const doc = await (await env.app.request('/spec/openapi.json')).json()
-    const ops = Object.entries(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap(([path, item]) =>
-      Object.entries(item).map(([method, op]) => `${method.toUpperCase()} ${path} ${op.operationId}`),
+    const ops = Object.entries(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap(
+      ([path, item]) => Object.entries(item).map(([method, op]) => `${method.toUpperCase()} ${path} ${op.operationId}`),
     )
     expect(ops.sort()).toEqual(TOOLS.map((t) => `${t.http.method} ${t.http.path} ${t.name}`).sort())
   })

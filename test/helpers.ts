@@ -55,8 +55,12 @@ export async function createTestEnv(env: Record<string, string> = {}): Promise<T
 export async function dataDirToSeed(prefix: string): Promise<string> {
   const dataDir = mkdtempSync(join(tmpdir(), prefix))
   const store = openDataDir(dataDir)
-  store.sqlite.exec("INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)")
-  store.sqlite.exec("INSERT INTO mail_orders (account_id, status, password_enc, created_at) VALUES (1, 'active', 'v1:x', 0)")
+  store.sqlite.exec(
+    "INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)",
+  )
+  store.sqlite.exec(
+    "INSERT INTO mail_orders (account_id, status, password_enc, created_at) VALUES (1, 'active', 'v1:x', 0)",
+  )
   await store.close()
   return dataDir
 }
@@ -74,10 +78,12 @@ export function call(
   if (key !== null) headers['X-API-KEY'] = key
   let payload: BodyInit | undefined
   if (body !== undefined) {
-    if (typeof body === 'string' || body instanceof FormData || body instanceof URLSearchParams) payload = body as BodyInit
+    if (typeof body === 'string' || body instanceof FormData || body instanceof URLSearchParams)
+      payload = body as BodyInit
     else payload = JSON.stringify(body)
     if (options.contentType) headers['Content-Type'] = options.contentType
-    else if (!(body instanceof FormData) && !(body instanceof URLSearchParams)) headers['Content-Type'] = 'application/json'
+    else if (!(body instanceof FormData) && !(body instanceof URLSearchParams))
+      headers['Content-Type'] = 'application/json'
   }
   return env.app.request(path, { method, headers, body: payload })
 }

@@ -55,20 +55,31 @@ describe('accounts are isolated from each other', () => {
   afterEach(() => env.close())
 
   describe('mail orders', () => {
-    it('GET /mail lists only the caller\'s own orders', async () => {
-      const { order: canceled } = await env.services.store.orders.create({ accountId: a.accountId, comment: 'old', senders: [], now: NOW })
+    it("GET /mail lists only the caller's own orders", async () => {
+      const { order: canceled } = await env.services.store.orders.create({
+        accountId: a.accountId,
+        comment: 'old',
+        senders: [],
+        now: NOW,
+      })
       await env.services.store.orders.setStatus(canceled.id, 'canceled')
-      expect(await ok(await call(b, 'GET', '/mail'), 'getMailOrders')).toEqual([{ id: b.orderId, status: 'active', username: `mb${b.orderId}` }])
+      expect(await ok(await call(b, 'GET', '/mail'), 'getMailOrders')).toEqual([
+        { id: b.orderId, status: 'active', username: `mb${b.orderId}` },
+      ])
       const mine = await ok(await call(a, 'GET', '/mail'), 'getMailOrders')
       expect(mine.map((o: Json) => o.id)).toEqual([a.orderId, canceled.id])
     })
 
-    it('GET /mail/{id} of another account\'s order is a 404 like a missing one, and shows no password', async () => {
-      const body = await notFound(await call(b, 'GET', `/mail/${a.orderId}`), 'getMailOrderById', await call(b, 'GET', '/mail/999999'))
+    it("GET /mail/{id} of another account's order is a 404 like a missing one, and shows no password", async () => {
+      const body = await notFound(
+        await call(b, 'GET', `/mail/${a.orderId}`),
+        'getMailOrderById',
+        await call(b, 'GET', '/mail/999999'),
+      )
       expect(JSON.stringify(body)).not.toContain(await env.services.store.orders.password(a.orderId))
     })
 
-    it('GET /mail/{id} of another account\'s canceled order is a 404 too', async () => {
+    it("GET /mail/{id} of another account's canceled order is a 404 too", async () => {
       await env.services.store.orders.setStatus(a.orderId, 'canceled')
       await notFound(await call(b, 'GET', `/mail/${a.orderId}`), 'getMailOrderById')
     })
@@ -76,10 +87,18 @@ describe('accounts are isolated from each other', () => {
     for (const [op, path, body] of [
       ['sendMail', '/mail/send', SEND],
       ['sendAdvMail', '/mail/advsend', SEND],
-      ['rawMail', '/mail/rawsend', { raw_email: 'From: alice@example.org\r\nTo: bob@example.com\r\nSubject: x\r\n\r\nhi' }],
+      [
+        'rawMail',
+        '/mail/rawsend',
+        { raw_email: 'From: alice@example.org\r\nTo: bob@example.com\r\nSubject: x\r\n\r\nhi' },
+      ],
     ] as const) {
       it(`${op} with id = another account's order is a 404, and nothing is stored for either`, async () => {
-        await notFound(await call(b, 'POST', path, { ...body, id: a.orderId }), op, await call(b, 'POST', path, { ...body, id: 999999 }))
+        await notFound(
+          await call(b, 'POST', path, { ...body, id: a.orderId }),
+          op,
+          await call(b, 'POST', path, { ...body, id: 999999 }),
+        )
         expect((await ok(await call(a, 'GET', `/mail/log?id=${a.orderId}`), 'viewMailLog')).total).toBe(0)
         expect((await ok(await call(b, 'GET', `/mail/log?id=${b.orderId}`), 'viewMailLog')).total).toBe(0)
         expect((await ok(await call(a, 'GET', '/mail/stats?time=all'), 'getStats')).usage).toBe(0)
@@ -90,7 +109,8 @@ describe('accounts are isolated from each other', () => {
   describe('deny rules', () => {
     let ruleId: string
     beforeEach(async () => {
-      ruleId = (await ok(await call(a, 'POST', '/mail/rules', { type: 'email', data: 'alice@example.org' }), 'addRule')).text
+      ruleId = (await ok(await call(a, 'POST', '/mail/rules', { type: 'email', data: 'alice@example.org' }), 'addRule'))
+        .text
     })
 
     it('are not listed for another account', async () => {
@@ -99,30 +119,47 @@ describe('accounts are isolated from each other', () => {
     })
 
     it('cannot be deleted by another account: 404, and the rule still exists and still applies', async () => {
-      await notFound(await call(b, 'DELETE', `/mail/rules/${ruleId}`), 'deleteRule', await call(b, 'DELETE', '/mail/rules/999999'))
-      expect(await ok(await call(a, 'GET', '/mail/rules'), 'getRules')).toMatchObject([{ id: ruleId, user: `mb${a.orderId}`, data: 'alice@example.org' }])
+      await notFound(
+        await call(b, 'DELETE', `/mail/rules/${ruleId}`),
+        'deleteRule',
+        await call(b, 'DELETE', '/mail/rules/999999'),
+      )
+      expect(await ok(await call(a, 'GET', '/mail/rules'), 'getRules')).toMatchObject([
+        { id: ruleId, user: `mb${a.orderId}`, data: 'alice@example.org' },
+      ])
       const refused = await call(a, 'POST', '/mail/send', SEND)
       expect(refused.status).toBe(400)
       expect((await refused.json()).message).toContain(ruleId)
     })
 
-    it('cannot be added to another account\'s order: user or username = mb<other id> is a 404', async () => {
-      await notFound(await call(b, 'POST', '/mail/rules', { type: 'domain', data: 'example.net', user: `mb${a.orderId}` }), 'addRule', await call(b, 'POST', '/mail/rules', { type: 'domain', data: 'example.net', user: 'mb999999' }))
-      await notFound(await call(b, 'POST', '/mail/rules', { type: 'domain', data: 'example.net', username: `mb${a.orderId}` }), 'addRule')
+    it("cannot be added to another account's order: user or username = mb<other id> is a 404", async () => {
+      await notFound(
+        await call(b, 'POST', '/mail/rules', { type: 'domain', data: 'example.net', user: `mb${a.orderId}` }),
+        'addRule',
+        await call(b, 'POST', '/mail/rules', { type: 'domain', data: 'example.net', user: 'mb999999' }),
+      )
+      await notFound(
+        await call(b, 'POST', '/mail/rules', { type: 'domain', data: 'example.net', username: `mb${a.orderId}` }),
+        'addRule',
+      )
       expect(await ok(await call(a, 'GET', '/mail/rules'), 'getRules')).toHaveLength(1)
       expect(await ok(await call(b, 'GET', '/mail/rules'), 'getRules')).toEqual([])
     })
 
     it('the same rule made by another account is its own rule, with its own id', async () => {
-      const other = (await ok(await call(b, 'POST', '/mail/rules', { type: 'email', data: 'alice@example.org' }), 'addRule')).text
+      const other = (
+        await ok(await call(b, 'POST', '/mail/rules', { type: 'email', data: 'alice@example.org' }), 'addRule')
+      ).text
       expect(other).not.toBe(ruleId)
-      expect(await ok(await call(b, 'GET', '/mail/rules'), 'getRules')).toMatchObject([{ id: other, user: `mb${b.orderId}` }])
+      expect(await ok(await call(b, 'GET', '/mail/rules'), 'getRules')).toMatchObject([
+        { id: other, user: `mb${b.orderId}` },
+      ])
       // deleting its own copy leaves the first account's rule alone
       await ok(await call(b, 'DELETE', `/mail/rules/${other}`), 'deleteRule')
       expect((await ok(await call(a, 'GET', '/mail/rules'), 'getRules')).map((r: Json) => r.id)).toEqual([ruleId])
     })
 
-    it('do not apply to another account\'s mail', async () => {
+    it("do not apply to another account's mail", async () => {
       const { text } = await ok(await call(b, 'POST', '/mail/send', SEND), 'sendMail')
       expect(text).toMatch(/^[0-9a-f]{18,19}$/)
     })
@@ -134,13 +171,28 @@ describe('accounts are isolated from each other', () => {
       txid = (await ok(await call(a, 'POST', '/mail/send', SEND), 'sendMail')).text
     })
 
-    it('GET /mail/log?id=<other account\'s order> is a 404 like a missing order', async () => {
-      await notFound(await call(b, 'GET', `/mail/log?id=${a.orderId}`), 'viewMailLog', await call(b, 'GET', '/mail/log?id=999999'))
+    it("GET /mail/log?id=<other account's order> is a 404 like a missing order", async () => {
+      await notFound(
+        await call(b, 'GET', `/mail/log?id=${a.orderId}`),
+        'viewMailLog',
+        await call(b, 'GET', '/mail/log?id=999999'),
+      )
       await notFound(await call(b, 'GET', `/mail/log?id=${a.orderId}&mailid=${txid}`), 'viewMailLog')
     })
 
-    it('the other account\'s own log shows none of the first account\'s mail, whatever the filter', async () => {
-      for (const q of ['', `id=${b.orderId}`, `mailid=${txid}`, 'from=alice@example.org', 'to=bob@example.com', `subject=${encodeURIComponent(SEND.subject)}`, `messageId=${txid}`, 'groupby=message', 'origin=127.0.0.1', 'startDate=0']) {
+    it("the other account's own log shows none of the first account's mail, whatever the filter", async () => {
+      for (const q of [
+        '',
+        `id=${b.orderId}`,
+        `mailid=${txid}`,
+        'from=alice@example.org',
+        'to=bob@example.com',
+        `subject=${encodeURIComponent(SEND.subject)}`,
+        `messageId=${txid}`,
+        'groupby=message',
+        'origin=127.0.0.1',
+        'startDate=0',
+      ]) {
         const body = await ok(await call(b, 'GET', `/mail/log?${q}`), 'viewMailLog')
         expect(body, q).toMatchObject({ total: 0, emails: [] })
       }
@@ -148,61 +200,138 @@ describe('accounts are isolated from each other', () => {
       expect((await ok(await call(a, 'GET', `/mail/log?mailid=${txid}`), 'viewMailLog')).total).toBe(1)
     })
 
-    it('GET /mail/stats of the other account counts none of the first account\'s messages', async () => {
-      await ok(await call(a, 'POST', '/mail/send', { ...SEND, to: ['carol@example.net', 'dave@example.net'] }), 'sendMail')
+    it("GET /mail/stats of the other account counts none of the first account's messages", async () => {
+      await ok(
+        await call(a, 'POST', '/mail/send', { ...SEND, to: ['carol@example.net', 'dave@example.net'] }),
+        'sendMail',
+      )
       for (const time of ['all', 'billing', 'month', '7d', '24h', 'day', '1h']) {
         const theirs = await ok(await call(b, 'GET', `/mail/stats?time=${time}`), 'getStats')
-        expect(theirs, time).toMatchObject({ usage: 0, cost: 1, received: 0, sent: 0, volume: { to: {}, from: {}, ip: {} } })
+        expect(theirs, time).toMatchObject({
+          usage: 0,
+          cost: 1,
+          received: 0,
+          sent: 0,
+          volume: { to: {}, from: {}, ip: {} },
+        })
       }
-      expect(await ok(await call(a, 'GET', '/mail/stats?time=all'), 'getStats')).toMatchObject({ usage: 2, received: 2 })
+      expect(await ok(await call(a, 'GET', '/mail/stats?time=all'), 'getStats')).toMatchObject({
+        usage: 2,
+        received: 2,
+      })
     })
 
     it('the stats of each account count only its own messages', async () => {
-      await ok(await call(b, 'POST', '/mail/send', { ...SEND, from: 'zed@example.com', to: 'yan@example.com' }), 'sendMail')
+      await ok(
+        await call(b, 'POST', '/mail/send', { ...SEND, from: 'zed@example.com', to: 'yan@example.com' }),
+        'sendMail',
+      )
       const theirs = await ok(await call(b, 'GET', '/mail/stats?time=all'), 'getStats')
-      expect(theirs).toMatchObject({ usage: 1, received: 1, volume: { to: { 'yan@example.com': 1 }, from: { 'zed@example.com': 1 } } })
+      expect(theirs).toMatchObject({
+        usage: 1,
+        received: 1,
+        volume: { to: { 'yan@example.com': 1 }, from: { 'zed@example.com': 1 } },
+      })
       const mine = await ok(await call(a, 'GET', '/mail/stats?time=all'), 'getStats')
-      expect(mine).toMatchObject({ usage: 1, received: 1, volume: { to: { 'bob@example.com': 1 }, from: { 'alice@example.org': 1 } } })
+      expect(mine).toMatchObject({
+        usage: 1,
+        received: 1,
+        volume: { to: { 'bob@example.com': 1 }, from: { 'alice@example.org': 1 } },
+      })
     })
   })
 
   describe('blocks', () => {
     beforeEach(async () => {
       const { blocks } = env.services.store
-      const event = { createdAt: NOW - 3_600_000, envFrom: 'spammer@example.org', messageId: '<m1@example.org>', subject: 'socks5 list', rcptTo: 'client@example.com' }
+      const event = {
+        createdAt: NOW - 3_600_000,
+        envFrom: 'spammer@example.org',
+        messageId: '<m1@example.org>',
+        subject: 'socks5 list',
+        rcptTo: 'client@example.com',
+      }
       await blocks.addEvent(a.accountId, { rule: 'LOCAL_BL_RCPT', ...event })
       await blocks.addEvent(a.accountId, { rule: 'MBTRAP', ...event })
       for (let i = 0; i < 5; i++) await blocks.addEvent(a.accountId, { rule: 'SUBJECT', ...event })
-      await blocks.addToList({ accountId: a.accountId, source: 'internal', kind: 'sender', address: 'listed@example.org', reason: 'operator', now: NOW })
-      await blocks.addToList({ accountId: a.accountId, source: 'external', kind: 'sender', address: 'external@example.org', reason: 'feed', now: NOW })
-      await blocks.addToList({ accountId: a.accountId, source: 'internal', kind: 'recipient', address: 'suppressed@example.com', reason: '5.1.1', now: NOW })
+      await blocks.addToList({
+        accountId: a.accountId,
+        source: 'internal',
+        kind: 'sender',
+        address: 'listed@example.org',
+        reason: 'operator',
+        now: NOW,
+      })
+      await blocks.addToList({
+        accountId: a.accountId,
+        source: 'external',
+        kind: 'sender',
+        address: 'external@example.org',
+        reason: 'feed',
+        now: NOW,
+      })
+      await blocks.addToList({
+        accountId: a.accountId,
+        source: 'internal',
+        kind: 'recipient',
+        address: 'suppressed@example.com',
+        reason: '5.1.1',
+        now: NOW,
+      })
     })
 
-    it('the first account\'s block events do not show in the other\'s GET /mail/blocks', async () => {
-      expect(await ok(await call(b, 'GET', '/mail/blocks'), 'getMailBlocks')).toEqual({ local: [], mbtrap: [], subject: [] })
+    it("the first account's block events do not show in the other's GET /mail/blocks", async () => {
+      expect(await ok(await call(b, 'GET', '/mail/blocks'), 'getMailBlocks')).toEqual({
+        local: [],
+        mbtrap: [],
+        subject: [],
+      })
       const mine = await ok(await call(a, 'GET', '/mail/blocks'), 'getMailBlocks')
       expect(mine.local).toHaveLength(1)
       expect(mine.mbtrap).toHaveLength(1)
       expect(mine.subject).toEqual([{ from: 'spammer@example.org', subject: 'socks5 list' }])
     })
 
-    for (const address of ['spammer@example.org', 'listed@example.org', 'external@example.org', 'suppressed@example.com']) {
+    for (const address of [
+      'spammer@example.org',
+      'listed@example.org',
+      'external@example.org',
+      'suppressed@example.com',
+    ]) {
       it(`the other account cannot delist ${address}: 404, and the first account's entries remain`, async () => {
-        await notFound(await call(b, 'POST', '/mail/blocks/delete', { email: address }), 'delistBlock', await call(b, 'POST', '/mail/blocks/delete', { email: 'never@example.net' }))
+        await notFound(
+          await call(b, 'POST', '/mail/blocks/delete', { email: address }),
+          'delistBlock',
+          await call(b, 'POST', '/mail/blocks/delete', { email: 'never@example.net' }),
+        )
         const mine = await ok(await call(a, 'GET', '/mail/blocks'), 'getMailBlocks')
         expect(mine.local).toHaveLength(1)
         expect(mine.mbtrap).toHaveLength(1)
         expect(mine.subject).toHaveLength(1)
         // the entry is still there: the first account can delist it, once
-        expect(await ok(await call(a, 'POST', '/mail/blocks/delete', { email: address }), 'delistBlock')).toEqual({ status: 'ok', text: 'record deleted' })
+        expect(await ok(await call(a, 'POST', '/mail/blocks/delete', { email: address }), 'delistBlock')).toEqual({
+          status: 'ok',
+          text: 'record deleted',
+        })
         await notFound(await call(a, 'POST', '/mail/blocks/delete', { email: address }), 'delistBlock')
       })
     }
 
     it('delisting an address in one account leaves the same address in another account listed', async () => {
-      await env.services.store.blocks.addToList({ accountId: b.accountId, source: 'internal', kind: 'sender', address: 'listed@example.org', reason: 'operator', now: NOW })
-      expect(await ok(await call(b, 'POST', '/mail/blocks/delete', { email: 'listed@example.org' }), 'delistBlock')).toEqual({ status: 'ok', text: 'record deleted' })
-      expect(await ok(await call(a, 'POST', '/mail/blocks/delete', { email: 'listed@example.org' }), 'delistBlock')).toEqual({ status: 'ok', text: 'record deleted' })
+      await env.services.store.blocks.addToList({
+        accountId: b.accountId,
+        source: 'internal',
+        kind: 'sender',
+        address: 'listed@example.org',
+        reason: 'operator',
+        now: NOW,
+      })
+      expect(
+        await ok(await call(b, 'POST', '/mail/blocks/delete', { email: 'listed@example.org' }), 'delistBlock'),
+      ).toEqual({ status: 'ok', text: 'record deleted' })
+      expect(
+        await ok(await call(a, 'POST', '/mail/blocks/delete', { email: 'listed@example.org' }), 'delistBlock'),
+      ).toEqual({ status: 'ok', text: 'record deleted' })
     })
   })
 })

@@ -35,7 +35,8 @@ export function loadUpstream(): Document {
 export const FORMATS: Record<string, RegExp> = {
   email: /^[^\s@<>(),;:"]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$/,
   date: /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/,
-  'date-time': /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]\d\d:?\d\d)?$/i,
+  'date-time':
+    /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]\d\d:?\d\d)?$/i,
 }
 
 /** Strict RFC 3339 date-time, for reporting where our values differ from the declared format. */
@@ -51,7 +52,9 @@ function load() {
     definition.paths['/__upstream-error-message'] = {
       get: {
         operationId: ERROR_OPERATION,
-        responses: { default: { content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorMessage' } } } } },
+        responses: {
+          default: { content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorMessage' } } } },
+        },
       } as Operation,
     }
     const api = new OpenAPIBackend({
@@ -66,7 +69,9 @@ function load() {
     })
     await api.init()
     const operations = new Map<string, Operation>()
-    for (const methods of Object.values((upstream as unknown as { paths: Record<string, Record<string, Operation>> }).paths)) {
+    for (const methods of Object.values(
+      (upstream as unknown as { paths: Record<string, Record<string, Operation>> }).paths,
+    )) {
       for (const op of Object.values(methods)) if (op?.operationId) operations.set(op.operationId, op)
     }
     return { api, operations }
@@ -96,13 +101,18 @@ export async function upstreamErrors(operationId: string, status: number, body: 
     return [`the upstream document describes no application/json body for ${operationId} ${status}`]
   }
   const result = api.validateResponse(body, target, status)
-  return (result.errors ?? []).map((e) => `${e.instancePath || '(body)'} ${e.message}${e.params ? ' ' + JSON.stringify(e.params) : ''}`)
+  return (result.errors ?? []).map(
+    (e) => `${e.instancePath || '(body)'} ${e.message}${e.params ? ` ${JSON.stringify(e.params)}` : ''}`,
+  )
 }
 
 /** Asserts that a response body validates against the upstream document (see the module comment). */
 export async function expectMatchesUpstream(operationId: string, status: number, body: unknown): Promise<void> {
   const errors = await upstreamErrors(operationId, status, body)
-  expect(errors, `${operationId} ${status} ${JSON.stringify(body).slice(0, 500)} does not match the upstream document`).toEqual([])
+  expect(
+    errors,
+    `${operationId} ${status} ${JSON.stringify(body).slice(0, 500)} does not match the upstream document`,
+  ).toEqual([])
 }
 
 /** The schema errors of a body checked against `components.schemas.ErrorMessage` alone. */

@@ -15,7 +15,13 @@ describe('mailroom serve over HTTP', () => {
 
   beforeAll(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'mailroom-serve-'))
-    const config = loadConfig({ MAILROOM_DATA_DIR: dataDir, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_SMTPS_PORT: '0', MAILROOM_LOG_LEVEL: 'silent' })
+    const config = loadConfig({
+      MAILROOM_DATA_DIR: dataDir,
+      MAILROOM_HTTP_PORT: '0',
+      MAILROOM_SMTP_PORT: '0',
+      MAILROOM_SMTPS_PORT: '0',
+      MAILROOM_LOG_LEVEL: 'silent',
+    })
     server = await startServer(config, { engine: 'in-process' })
     apiKey = /API key \(shown only now\): (\S+)/.exec(server.firstStart!)![1]
   })
@@ -34,7 +40,9 @@ describe('mailroom serve over HTTP', () => {
       socket.on('close', () => {
         const [head, body] = [got.slice(0, got.indexOf('\r\n\r\n')), got.slice(got.indexOf('\r\n\r\n') + 4)]
         const [statusLine, ...lines] = head.split('\r\n')
-        const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]))
+        const headers = Object.fromEntries(
+          lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+        )
         resolve({ status: Number(statusLine.split(' ')[1]), headers, body })
       })
       socket.end(raw)
@@ -53,7 +61,9 @@ describe('mailroom serve over HTTP', () => {
   })
 
   it('answers headers over 16 KB with a JSON 431', async () => {
-    const res = await exchange(`POST /mail/send HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: ${apiKey}\r\nX-Padding: ${'a'.repeat(20_000)}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)
+    const res = await exchange(
+      `POST /mail/send HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: ${apiKey}\r\nX-Padding: ${'a'.repeat(20_000)}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+    )
     expect(res.status).toBe(431)
     expect(res.headers['content-type']).toBe('application/json')
     expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
@@ -66,10 +76,15 @@ describe('mailroom serve over HTTP', () => {
     ['two different Content-Lengths', 'Content-Length: 40\r\nContent-Length: 41'],
   ])('answers %s with a JSON 400, and queues nothing', async (_, lengths) => {
     const send = JSON.stringify({ to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' })
-    const res = await exchange(`POST /mail/send HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: ${apiKey}\r\nContent-Type: application/json\r\n${lengths}\r\n\r\n${send}`)
+    const res = await exchange(
+      `POST /mail/send HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: ${apiKey}\r\nContent-Type: application/json\r\n${lengths}\r\n\r\n${send}`,
+    )
     expect(res.status).toBe(400)
     expect(res.headers['content-type']).toBe('application/json')
-    expect(JSON.parse(res.body)).toEqual({ code: 400, message: expect.stringMatching(/^the request is not valid HTTP: .*Content-Length/) })
+    expect(JSON.parse(res.body)).toEqual({
+      code: 400,
+      message: expect.stringMatching(/^the request is not valid HTTP: .*Content-Length/),
+    })
     expect(await queued()).toBe(0)
   })
 

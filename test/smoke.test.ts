@@ -7,7 +7,12 @@ describe('smoke', () => {
   afterEach(() => env.close())
 
   it('sends and reads the log back', async () => {
-    const res = await call(env, 'POST', '/mail/send', { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' })
+    const res = await call(env, 'POST', '/mail/send', {
+      to: 'bob@example.com',
+      from: 'me@example.org',
+      subject: 's',
+      body: 'b',
+    })
     expect(res.status).toBe(200)
     const { text } = await res.json()
     const log = await (await call(env, 'GET', `/mail/log?mailid=${text}`)).json()

@@ -24,7 +24,7 @@ export const addRule = defineTool({
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     'Creates a deny rule: mail it matches is refused before it is queued. `type` says what `data` is: `email` ' +
-    'a sender address, `domain` a sender domain, `startswith` a prefix of senders\' local part (letters, ' +
+    "a sender address, `domain` a sender domain, `startswith` a prefix of senders' local part (letters, " +
     'digits, + _ . -), `destination` a recipient address; case is ignored. `user` is the mail order (default: ' +
     'the first active one). Returns `text` = the rule id (the `ruleId` of deleteRule), also for an existing ' +
     'rule.',
@@ -38,7 +38,8 @@ export const addRule = defineTool({
   handler: async (input, ctx) => {
     const rule = RULE_DATA[input.type]
     if (!rule.valid(input.data)) throw badInput(`data: "${input.data}" is not ${rule.expected} (type ${input.type})`)
-    if (input.user && input.username && input.user !== input.username) throw badInput('user: user and username name different orders')
+    if (input.user && input.username && input.user !== input.username)
+      throw badInput('user: user and username name different orders')
     const user = input.user ?? input.username
     let orderId: number
     if (user) {

@@ -9,12 +9,17 @@ import { accountOf, type ToolContext } from './define.js'
  * account, or else the account's first active order (lowest id). Other accounts' orders are
  * answered exactly like missing ones.
  */
-export async function resolveOrder(ctx: ToolContext, id: number | undefined, options: { allowCanceled?: boolean } = {}): Promise<MailOrder> {
+export async function resolveOrder(
+  ctx: ToolContext,
+  id: number | undefined,
+  options: { allowCanceled?: boolean } = {},
+): Promise<MailOrder> {
   const accountId = accountOf(ctx)
   if (id !== undefined) {
     const order = await ctx.store.orders.get(id)
     if (!order || order.accountId !== accountId) throw notFound(`id: mail order ${id} not found`)
-    if (order.status !== 'active' && !options.allowCanceled) throw notFound(`id: mail order ${id} is canceled; use an active order`)
+    if (order.status !== 'active' && !options.allowCanceled)
+      throw notFound(`id: mail order ${id} is canceled; use an active order`)
     return order
   }
   const first = (await ctx.store.orders.list(accountId)).find((o) => o.status === 'active')
@@ -28,7 +33,11 @@ export async function activeOrders(ctx: ToolContext): Promise<MailOrder[]> {
 }
 
 /** Builds an API send's MIME message and submits it through the one pipeline. */
-export async function sendComposed(ctx: ToolContext, order: MailOrder, input: Omit<ComposeInput, 'txid' | 'date'>): Promise<string> {
+export async function sendComposed(
+  ctx: ToolContext,
+  order: MailOrder,
+  input: Omit<ComposeInput, 'txid' | 'date'>,
+): Promise<string> {
   const txid = ctx.relay.newTxid()
   const composed = composeMessage({ ...input, txid, date: new Date(ctx.clock()) })
   return ctx.relay.submit({
@@ -51,7 +60,11 @@ export async function sendComposed(ctx: ToolContext, order: MailOrder, input: Om
 /** The field each recipient of a send came from: the first that names it, as the envelope keeps it. */
 function recipientFieldsOf(input: Pick<ComposeInput, 'to' | 'cc' | 'bcc'>): Map<string, string> {
   const fields = new Map<string, string>()
-  for (const [field, boxes] of [['bcc', input.bcc], ['cc', input.cc], ['to', input.to]] as const) {
+  for (const [field, boxes] of [
+    ['bcc', input.bcc],
+    ['cc', input.cc],
+    ['to', input.to],
+  ] as const) {
     for (const box of boxes ?? []) fields.set(box.address.toLowerCase(), field)
   }
   return fields

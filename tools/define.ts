@@ -54,7 +54,7 @@ export interface Tool<I extends z.ZodObject = z.ZodObject, O extends z.ZodType =
   handler: (input: z.output<I>, ctx: ToolContext) => Promise<z.input<O>>
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: the registry holds tools of every input and output type
 export type AnyTool = Tool<any, any>
 
 export function defineTool<I extends z.ZodObject, O extends z.ZodType>(tool: Tool<I, O>): Tool<I, O> {

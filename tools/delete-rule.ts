@@ -11,13 +11,16 @@ export const deleteRule = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   description:
-    '[DESTRUCTIVE] Deletes one deny rule of the account\'s active mail orders; mail it refused is accepted ' +
+    "[DESTRUCTIVE] Deletes one deny rule of the account's active mail orders; mail it refused is accepted " +
     'again. `ruleId` is a rule\'s `id` from getRules or the `text` addRule returned. Returns `text` "record ' +
     'deleted"; 404 when no such rule belongs to the account.',
   input: z.object({ ruleId: z.number().int().min(1).describe('The rule to delete.') }),
   output: GenericResponse,
   handler: async ({ ruleId }, ctx) => {
-    const deleted = await ctx.store.rules.delete(ruleId, (await activeOrders(ctx)).map((o) => o.id))
+    const deleted = await ctx.store.rules.delete(
+      ruleId,
+      (await activeOrders(ctx)).map((o) => o.id),
+    )
     if (!deleted) throw notFound(`ruleId: rule ${ruleId} not found`)
     return ok('record deleted')
   },

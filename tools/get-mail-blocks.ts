@@ -8,7 +8,13 @@ import { MailBlocks } from './schemas.js'
 /** How far back each category looks (the contract's limits). */
 export const BLOCK_WINDOWS = { local: EVENT_WINDOW_MS, mbtrap: EVENT_WINDOW_MS, subject: SUBJECT_WINDOW_MS }
 
-const toEntry = (e: BlockEvent) => ({ date: utcDate(e.createdAt), from: e.envFrom, messageId: e.messageId, subject: e.subject, to: e.rcptTo })
+const toEntry = (e: BlockEvent) => ({
+  date: utcDate(e.createdAt),
+  from: e.envFrom,
+  messageId: e.messageId,
+  subject: e.subject,
+  to: e.rcptTo,
+})
 
 export const getMailBlocks = defineTool({
   name: 'getMailBlocks',
@@ -20,7 +26,7 @@ export const getMailBlocks = defineTool({
     'Lists what the spam filter stopped for this account, newest first: `local` (mail to recipients on the ' +
     'local block list) and `mbtrap` (mail to trap addresses) of the last 5 days, and `subject` (senders that ' +
     'repeated a spam-like subject more than 4 times in 3 days). Use it when sends are refused as blocked; ' +
-    'delistBlock takes an entry\'s `from`.',
+    "delistBlock takes an entry's `from`.",
   input: z.object({}),
   output: MailBlocks,
   handler: async (_input, ctx) => {

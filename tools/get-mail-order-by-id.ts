@@ -12,7 +12,7 @@ export const getMailOrderById = defineTool({
   description:
     'Returns the mail order `id` (from getMailOrders) with its SMTP `password`. Use it to set up a mail ' +
     'program that sends through SMTP submission, logging in as `username` (mb<id>). 404 when `id` is not one ' +
-    'of the account\'s orders.',
+    "of the account's orders.",
   input: z.object({ id: z.number().int().min(1).describe('The mail order to read.') }),
   output: MailOrderDetail,
   handler: async ({ id }, ctx) => {

@@ -10,8 +10,8 @@ export const getMailOrders = defineTool({
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Lists the account\'s mail orders (sending credentials), active and canceled: `id`, `status` (only active ' +
-    'orders send), `username` (mb<id>, the SMTP login) and `comment`. An order\'s id is the `id` argument of ' +
+    "Lists the account's mail orders (sending credentials), active and canceled: `id`, `status` (only active " +
+    "orders send), `username` (mb<id>, the SMTP login) and `comment`. An order's id is the `id` argument of " +
     'sendMail, sendAdvMail, rawMail and viewMailLog (default: the first active order). getMailOrderById adds ' +
     'the SMTP password.',
   input: z.object({}),

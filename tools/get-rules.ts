@@ -12,7 +12,7 @@ export const getRules = defineTool({
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Lists the deny rules of the account\'s active mail orders: `id` (the `ruleId` of deleteRule), `user` (the ' +
+    "Lists the deny rules of the account's active mail orders: `id` (the `ruleId` of deleteRule), `user` (the " +
     'order), `type`, `data` and `created`. A rule refuses mail before it is queued: `email` from one sender, ' +
     '`domain` from any sender at the domain, `startswith` from senders whose local part starts with `data`, ' +
     '`destination` to one recipient. addRule creates rules.',
@@ -20,6 +20,12 @@ export const getRules = defineTool({
   output: z.array(DenyRuleRecord),
   handler: async (_input, ctx) => {
     const rules = await ctx.store.rules.list((await activeOrders(ctx)).map((o) => o.id))
-    return rules.map((r) => ({ id: String(r.id), user: `mb${r.orderId}`, type: r.type, data: r.data, created: sqlDateTime(r.createdAt) }))
+    return rules.map((r) => ({
+      id: String(r.id),
+      user: `mb${r.orderId}`,
+      type: r.type,
+      data: r.data,
+      created: sqlDateTime(r.createdAt),
+    }))
   },
 })

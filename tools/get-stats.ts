@@ -15,7 +15,7 @@ export const getStats = defineTool({
   errors: [400],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Statistics of the account\'s active mail orders: `received` (messages accepted), `sent` (deliveries that ' +
+    "Statistics of the account's active mail orders: `received` (messages accepted), `sent` (deliveries that " +
     'succeeded) and `volume` (top 500 recipients, senders and client IPs) in the window `time`; `usage` ' +
     '(messages) and `cost` in the current billing cycle. Use viewMailLog for single messages.',
   input: z.object({
@@ -31,7 +31,13 @@ export const getStats = defineTool({
     const cycle = billingCycle(account.billingDay, now)
     const since = windowStart(time, now, cycle.start)
     const orderIds = (await activeOrders(ctx)).map((o) => o.id)
-    const stats = await ctx.store.mail.stats({ orderIds, since, cycleStart: cycle.start, cycleEnd: cycle.end, top: VOLUME_TOP })
+    const stats = await ctx.store.mail.stats({
+      orderIds,
+      since,
+      cycleStart: cycle.start,
+      cycleEnd: cycle.end,
+      top: VOLUME_TOP,
+    })
     return {
       time,
       usage: stats.usage,

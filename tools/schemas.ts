@@ -4,23 +4,22 @@ import { EMAIL_PATTERN, isAddressLiteral, notAnEmail } from '../relay/addresses.
 // Shared schemas of the contract, named as in the upstream OpenAPI document. A schema a tool uses
 // more than once carries its name as a title: MCP writes it once, in the tool's `$defs`.
 
-export const GenericResponse = z
-  .object({
-    status: z.string().describe('Always "ok" on success.'),
-    text: z.string().describe('The transaction id of a send, the id of a new rule, or a confirmation.'),
-  })
-
+export const GenericResponse = z.object({
+  status: z.string().describe('Always "ok" on success.'),
+  text: z.string().describe('The transaction id of a send, the id of a new rule, or a confirmation.'),
+})
 
 export const OrderId = z.number().int().min(1).describe('Mail order id, from getMailOrders.')
 
-export const MailOrder = z
-  .object({
-    id: z.number().int().describe('Numeric mail order id.'),
-    status: z.enum(['active', 'canceled']).describe('Only active orders can send.'),
-    username: z.string().regex(/^mb\d+$/).describe('SMTP AUTH username, always mb<id>.'),
-    comment: z.string().optional().describe('Note on the order, present when not empty.'),
-  })
-
+export const MailOrder = z.object({
+  id: z.number().int().describe('Numeric mail order id.'),
+  status: z.enum(['active', 'canceled']).describe('Only active orders can send.'),
+  username: z
+    .string()
+    .regex(/^mb\d+$/)
+    .describe('SMTP AUTH username, always mb<id>.'),
+  comment: z.string().optional().describe('Note on the order, present when not empty.'),
+})
 
 export const MailOrderDetail = MailOrder.extend({
   password: z.string().describe('Current SMTP AUTH password of the order.'),
@@ -54,24 +53,24 @@ export const EmailAddressName = z
   })
   .meta({ title: 'EmailAddressName' })
 
-
 /** A single address: `a@b`, `Name <a@b>`, or a contact object. */
-export const EmailAddressTypes = z
-  .union([z.string().min(1).describe('An address or "Name <address>".'), EmailAddressName])
-
+export const EmailAddressTypes = z.union([
+  z.string().min(1).describe('An address or "Name <address>".'),
+  EmailAddressName,
+])
 
 /** An address list: a comma-separated RFC 822 string, or an array of contact objects. */
 export const EmailAddressesTypes = z
-  .union([z.string().min(1).describe('Comma-separated addresses, bare or "Name <address>".'), z.array(EmailAddressName).min(1)])
+  .union([
+    z.string().min(1).describe('Comma-separated addresses, bare or "Name <address>".'),
+    z.array(EmailAddressName).min(1),
+  ])
   .meta({ title: 'EmailAddressesTypes' })
 
-
-export const MailAttachment = z
-  .object({
-    filename: z.string().optional().describe('Name shown to recipients; default "attachment".'),
-    data: z.base64().describe('File content, base64-encoded.'),
-  })
-
+export const MailAttachment = z.object({
+  filename: z.string().optional().describe('Name shown to recipients; default "attachment".'),
+  data: z.base64().describe('File content, base64-encoded.'),
+})
 
 /** An epoch-seconds integer or a natural-language date (UTC). */
 export const DateOrTimestamp = z
@@ -80,74 +79,66 @@ export const DateOrTimestamp = z
 
 export const RuleType = z.enum(['domain', 'email', 'startswith', 'destination'])
 
-export const DenyRuleRecord = z
-  .object({
-    id: z.string().describe('Rule id (numeric text); the ruleId for deleteRule.'),
-    user: z.string().describe('SMTP username of the order the rule belongs to.'),
-    type: RuleType.describe('What the rule matches.'),
-    data: z.string().describe('The value matched.'),
-    created: z.string().describe('Creation time, YYYY-MM-DD HH:MM:SS UTC.'),
-  })
-
+export const DenyRuleRecord = z.object({
+  id: z.string().describe('Rule id (numeric text); the ruleId for deleteRule.'),
+  user: z.string().describe('SMTP username of the order the rule belongs to.'),
+  type: RuleType.describe('What the rule matches.'),
+  data: z.string().describe('The value matched.'),
+  created: z.string().describe('Creation time, YYYY-MM-DD HH:MM:SS UTC.'),
+})
 
 const nullable = <T extends z.ZodType>(t: T) => t.nullable()
 
-export const MailLogEntry = z
-  .object({
-    _id: z.number().int().describe('Row id; defines chronological order. Not the mailid.'),
-    id: z.string().describe('Transaction id (18-19 hex characters), the mailid filter.'),
-    from: z.string().describe('Envelope sender.'),
-    to: z.string().describe('Envelope recipient (groupby=message: all recipients, comma-separated).'),
-    subject: nullable(z.string()),
-    messageId: nullable(z.string()),
-    created: z.string().describe('YYYY-MM-DD HH:MM:SS UTC.'),
-    time: z.number().int().describe('Unix time of acceptance, seconds.'),
-    user: z.string().describe('SMTP username mb<id>.'),
-    transtype: z.string().describe('ESMTPSA, ESMTPA or HTTP.'),
-    origin: z.string().describe('Client IP address.'),
-    interface: z.string().describe('feeder (SMTP) or api.'),
-    sendingZone: nullable(z.string()),
-    bodySize: nullable(z.number().int()),
-    seq: nullable(z.number().int()),
-    delivered: nullable(z.number().int()).describe('1 delivered; 0 queued, deferred or failed.'),
-    code: nullable(z.number().int()).describe('Last SMTP reply code from the destination.'),
-    recipient: nullable(z.string()),
-    domain: nullable(z.string()),
-    locked: nullable(z.number().int()),
-    lockTime: nullable(z.string()),
-    assigned: nullable(z.string()),
-    queued: nullable(z.string()),
-    mxHostname: nullable(z.string()),
-    response: nullable(z.string()),
-  })
+export const MailLogEntry = z.object({
+  _id: z.number().int().describe('Row id; defines chronological order. Not the mailid.'),
+  id: z.string().describe('Transaction id (18-19 hex characters), the mailid filter.'),
+  from: z.string().describe('Envelope sender.'),
+  to: z.string().describe('Envelope recipient (groupby=message: all recipients, comma-separated).'),
+  subject: nullable(z.string()),
+  messageId: nullable(z.string()),
+  created: z.string().describe('YYYY-MM-DD HH:MM:SS UTC.'),
+  time: z.number().int().describe('Unix time of acceptance, seconds.'),
+  user: z.string().describe('SMTP username mb<id>.'),
+  transtype: z.string().describe('ESMTPSA, ESMTPA or HTTP.'),
+  origin: z.string().describe('Client IP address.'),
+  interface: z.string().describe('feeder (SMTP) or api.'),
+  sendingZone: nullable(z.string()),
+  bodySize: nullable(z.number().int()),
+  seq: nullable(z.number().int()),
+  delivered: nullable(z.number().int()).describe('1 delivered; 0 queued, deferred or failed.'),
+  code: nullable(z.number().int()).describe('Last SMTP reply code from the destination.'),
+  recipient: nullable(z.string()),
+  domain: nullable(z.string()),
+  locked: nullable(z.number().int()),
+  lockTime: nullable(z.string()),
+  assigned: nullable(z.string()),
+  queued: nullable(z.string()),
+  mxHostname: nullable(z.string()),
+  response: nullable(z.string()),
+})
 
-
-export const MailLog = z
-  .object({
-    total: z.number().int().describe('Rows matching the filters, after grouping.'),
-    skip: z.number().int(),
-    limit: z.number().int(),
-    emails: z.array(MailLogEntry),
-  })
-
+export const MailLog = z.object({
+  total: z.number().int().describe('Rows matching the filters, after grouping.'),
+  skip: z.number().int(),
+  limit: z.number().int(),
+  emails: z.array(MailLogEntry),
+})
 
 export const STATS_WINDOWS = ['all', 'billing', 'month', '7d', '24h', 'day', '1h'] as const
 
 const Counts = z.record(z.string(), z.number().int())
 
-export const MailStatsType = z
-  .object({
-    time: z.enum(STATS_WINDOWS).describe('The window of received, sent and volume.'),
-    usage: z.number().int().describe('Messages accepted in the current billing cycle.'),
-    currency: z.string(),
-    cost: z.number().describe('Base price plus per-message charges for the current billing cycle.'),
-    received: z.number().int(),
-    sent: z.number().int(),
-    volume: z
-      .object({ to: Counts, from: Counts, ip: Counts })
-      .describe('Top 500 recipients, envelope senders and client IPs in the window.'),
-  })
-
+export const MailStatsType = z.object({
+  time: z.enum(STATS_WINDOWS).describe('The window of received, sent and volume.'),
+  usage: z.number().int().describe('Messages accepted in the current billing cycle.'),
+  currency: z.string(),
+  cost: z.number().describe('Base price plus per-message charges for the current billing cycle.'),
+  received: z.number().int(),
+  sent: z.number().int(),
+  volume: z
+    .object({ to: Counts, from: Counts, ip: Counts })
+    .describe('Top 500 recipients, envelope senders and client IPs in the window.'),
+})
 
 export const MailBlockEvent = z
   .object({
@@ -159,13 +150,10 @@ export const MailBlockEvent = z
   })
   .meta({ title: 'MailBlockEvent' })
 
-
 export const MailBlockSubject = z.object({ from: z.string(), subject: z.string() })
 
-export const MailBlocks = z
-  .object({
-    local: z.array(MailBlockEvent).describe('LOCAL_BL_RCPT events of the last 5 days.'),
-    mbtrap: z.array(MailBlockEvent).describe('MBTRAP events of the last 5 days.'),
-    subject: z.array(MailBlockSubject).describe('Senders over the spam-subject threshold in the last 3 days.'),
-  })
-
+export const MailBlocks = z.object({
+  local: z.array(MailBlockEvent).describe('LOCAL_BL_RCPT events of the last 5 days.'),
+  mbtrap: z.array(MailBlockEvent).describe('MBTRAP events of the last 5 days.'),
+  subject: z.array(MailBlockSubject).describe('Senders over the spam-subject threshold in the last 3 days.'),
+})

@@ -10,7 +10,9 @@ const USE_ADV = 'for display names or comma-separated lists use sendAdvMail (POS
  * to send it: sendAdvMail takes both, and an agent that wrote one meant to send, not to be told no.
  */
 const bareEmail = (takes: string) =>
-  emailOf((input) => (/[<>,;]/.test(input) ? `"${input}" is not a bare address: sendMail takes ${takes}; ${USE_ADV}` : undefined))
+  emailOf((input) =>
+    /[<>,;]/.test(input) ? `"${input}" is not a bare address: sendMail takes ${takes}; ${USE_ADV}` : undefined,
+  )
 const Recipient = bareEmail('bare addresses, several as an array')
 
 export const sendMail = defineTool({

@@ -16,7 +16,7 @@ export const viewMailLog = defineTool({
     'Searches the delivery log of the mail order `id` (default: the first active one), newest first; pass the ' +
     '`text` a send returned as `mailid` to see how it went. A row is one recipient (one message with ' +
     'groupby=message): `id` is the transaction id, `delivered` 1 once delivered (0: queued, deferred or ' +
-    'failed), `code`, `response` and `mxHostname` the destination\'s last answer. Filters combine; all but ' +
+    "failed), `code`, `response` and `mxHostname` the destination's last answer. Filters combine; all but " +
     'messageId match exactly. `total` counts all matches; page with skip and limit.',
   input: z.object({
     id: OrderId.optional(),
@@ -53,7 +53,8 @@ export const viewMailLog = defineTool({
   output: MailLog,
   handler: async (input, ctx) => {
     const now = ctx.clock()
-    const startTime = input.startDate === undefined ? undefined : toEpochSeconds('startDate', input.startDate, 'start', now)
+    const startTime =
+      input.startDate === undefined ? undefined : toEpochSeconds('startDate', input.startDate, 'start', now)
     const endTime = input.endDate === undefined ? undefined : toEpochSeconds('endDate', input.endDate, 'end', now)
     // A canceled order's history stays readable.
     const order = await resolveOrder(ctx, input.id, { allowCanceled: true })
@@ -88,7 +89,8 @@ export function toEpochSeconds(field: string, value: number | string, edge: 'sta
   if (typeof value === 'number') return value
   const parsed = chrono.parse(value, { instant: new Date(now), timezone: 'UTC' }, { forwardDate: false })[0]
   // The whole text must be the date: "2024-01-15 garbage" is not silently read as the 15th.
-  if (!parsed || parsed.index !== 0 || parsed.text.length !== value.trim().length) throw badInput(`${field}: "${value}" is not a date or a Unix timestamp`)
+  if (parsed?.index !== 0 || parsed.text.length !== value.trim().length)
+    throw badInput(`${field}: "${value}" is not a date or a Unix timestamp`)
   const start = parsed.start
   const date = start.date()
   if (!start.isCertain('hour')) {

@@ -21,7 +21,9 @@ export function keyAuthenticator(services: Services): Authenticate {
     const ip = c.get('clientIp')
     const wait = Math.ceil(failures.retryAfter(ip) / 1000)
     if (wait > 0) {
-      throw new MailroomError(429, `too many wrong API keys from this address: try again in ${wait} s`, { headers: { 'Retry-After': String(wait) } })
+      throw new MailroomError(429, `too many wrong API keys from this address: try again in ${wait} s`, {
+        headers: { 'Retry-After': String(wait) },
+      })
     }
     const key = c.req.header('x-api-key')
     const accountId = key ? await store.apiKeys.authenticate(key.trim()) : undefined
@@ -33,7 +35,10 @@ export function keyAuthenticator(services: Services): Authenticate {
       if (!refusedFor) logger.warn(line, 'wrong API key')
       else {
         const within = `${config.http.maxAuthFailures} from this address within ${AUTH_FAILURE_WINDOW_MS / 60_000} minutes`
-        logger.warn({ ...line, retryAfter: refusedFor }, `wrong API key: ${within}, so its requests are refused (429) for ${refusedFor} s`)
+        logger.warn(
+          { ...line, retryAfter: refusedFor },
+          `wrong API key: ${within}, so its requests are refused (429) for ${refusedFor} s`,
+        )
       }
     }
     throw unauthorized()

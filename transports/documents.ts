@@ -82,9 +82,13 @@ export function mountDocuments(app: Hono, config: Config): void {
   app.get('/.well-known/mcp/server.json', (c) => c.json(card))
   app.get('/.well-known/mcp/server-card.json', (c) => c.json(card))
   app.get('/.well-known/oauth-protected-resource', (c) => c.json(protectedResource(config, config.publicUrl)))
-  app.get('/.well-known/oauth-protected-resource/mcp', (c) => c.json(protectedResource(config, `${config.publicUrl}/mcp`)))
+  app.get('/.well-known/oauth-protected-resource/mcp', (c) =>
+    c.json(protectedResource(config, `${config.publicUrl}/mcp`)),
+  )
   // GET and HEAD (Hono answers HEAD from the GET route, without the body).
-  app.get('/.well-known/api-catalog', (c) => c.body(JSON.stringify(apiCatalog(config)), 200, { 'Content-Type': 'application/linkset+json', Link: catalogLink }))
+  app.get('/.well-known/api-catalog', (c) =>
+    c.body(JSON.stringify(apiCatalog(config)), 200, { 'Content-Type': 'application/linkset+json', Link: catalogLink }),
+  )
 
   app.get('/docs', (c) => c.redirect('/docs/'))
   app.get('/docs/', (c) =>
@@ -102,7 +106,10 @@ export function mountDocuments(app: Hono, config: Config): void {
     const asset = c.req.param('asset')
     const type = Object.hasOwn(SWAGGER_ASSETS, asset) ? SWAGGER_ASSETS[asset] : undefined
     if (!type) return c.notFound()
-    return c.body(readFileSync(join(SWAGGER_DIR, asset)), 200, { 'Content-Type': type, 'Cache-Control': 'public, max-age=86400' })
+    return c.body(readFileSync(join(SWAGGER_DIR, asset)), 200, {
+      'Content-Type': type,
+      'Cache-Control': 'public, max-age=86400',
+    })
   })
 
   app.get('/', (c) => {

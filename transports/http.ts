@@ -76,14 +76,22 @@ export function mountHealth(app: Hono, store: Store, delivery: DeliveryState = (
   const noStore = { 'Cache-Control': 'no-store' }
   app.get('/healthz', (c) => c.json({ status: 'ok' }, 200, noStore))
   app.get('/readyz', async (c) => {
-    const reason = delivery() ?? (await store.writable().then(() => null, (err: Error) => `the database cannot be written: ${err.message}`))
+    const reason =
+      delivery() ??
+      (await store.writable().then(
+        () => null,
+        (err: Error) => `the database cannot be written: ${err.message}`,
+      ))
     if (reason) throw new MailroomError(503, reason, { headers: noStore })
     return c.json({ status: 'ok' }, 200, noStore)
   })
 }
 
 /** The whole HTTP surface in one Hono app: REST, MCP at /mcp, the documents and the health checks. */
-export function createHttpApp(services: Services, options: { delivery?: DeliveryState } = {}): Hono & { close(): Promise<void> } {
+export function createHttpApp(
+  services: Services,
+  options: { delivery?: DeliveryState } = {},
+): Hono & { close(): Promise<void> } {
   const app = new Hono()
   const { logger } = services
 
@@ -112,7 +120,14 @@ export function createHttpApp(services: Services, options: { delivery?: Delivery
     // The access log: one line per request, the path without its query, never a header's or the
     // body's content (the key, a message).
     logger[PROBES.has(c.req.path) && c.res.status === 200 ? 'debug' : 'info'](
-      { req: id, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started), ip: c.get('clientIp') },
+      {
+        req: id,
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+        ms: Math.round(performance.now() - started),
+        ip: c.get('clientIp'),
+      },
       'request',
     )
   })
@@ -143,7 +158,10 @@ export function createHttpApp(services: Services, options: { delivery?: Delivery
   app.notFound((c) => c.json({ code: 404, message: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404))
   app.onError((err, c) => {
     // Hono's own refusals (a malformed multipart body, say) keep their 4xx status.
-    const e = err instanceof HTTPException && err.status < 500 ? new MailroomError(err.status, err.message || 'invalid request') : asMailroomError(err)
+    const e =
+      err instanceof HTTPException && err.status < 500
+        ? new MailroomError(err.status, err.message || 'invalid request')
+        : asMailroomError(err)
     if (e.code === 500) logger.error({ req: c.get('requestId'), err }, 'internal error')
     for (const [k, v] of Object.entries(e.headers ?? {})) c.header(k, v)
     return c.json(e.toJSON(), e.code as ContentfulStatusCode)

@@ -15,7 +15,8 @@ function formatIssues(error: z.ZodError): string {
     .slice(0, 5)
     .map((i) => {
       const path = i.path.join('.') || 'body'
-      const message = (i.code === 'invalid_type' || i.code === 'invalid_union') && i.input === undefined ? 'is required' : i.message
+      const message =
+        (i.code === 'invalid_type' || i.code === 'invalid_union') && i.input === undefined ? 'is required' : i.message
       return `${path}: ${message}`
     })
     .join('; ')

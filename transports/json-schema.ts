@@ -4,7 +4,11 @@ import type { AnyTool } from '../tools/define.js'
 export type JsonSchema = Record<string, unknown>
 
 /** A zod schema as a self-contained JSON Schema (no $schema, no $defs), for MCP or OpenAPI 3.0. */
-export function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output', target: 'draft-2020-12' | 'openapi-3.0' = 'draft-2020-12'): JsonSchema {
+export function jsonSchemaOf(
+  schema: z.ZodType,
+  io: 'input' | 'output',
+  target: 'draft-2020-12' | 'openapi-3.0' = 'draft-2020-12',
+): JsonSchema {
   const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, target, unrepresentable: 'any' }) as JsonSchema
   return rest
 }
@@ -35,7 +39,11 @@ function shapeOf(node: unknown): unknown {
     ((k === 'description' || k === 'pattern') && typeof v === 'string') ||
     (k === 'required' && Array.isArray(v)) ||
     (k === 'additionalProperties' && v === false)
-  return Object.fromEntries(Object.entries(node).filter(([k, v]) => !dropped(k, v)).map(([k, v]) => [k, shapeOf(v)]))
+  return Object.fromEntries(
+    Object.entries(node)
+      .filter(([k, v]) => !dropped(k, v))
+      .map(([k, v]) => [k, shapeOf(v)]),
+  )
 }
 
 export const resultKey = (tool: AnyTool) => tool.resultKey ?? 'result'
@@ -128,7 +136,10 @@ function hoistTitled(schema: JsonSchema): JsonSchema {
 function sharedTitle(root: JsonSchema, defs: Record<string, JsonSchema>): string | undefined {
   const counts = new Map<string, number>()
   const count = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(count)
+    if (Array.isArray(node)) {
+      for (const n of node) count(n)
+      return
+    }
     if (!isSchemaObject(node)) return
     if (typeof node.title === 'string') counts.set(node.title, (counts.get(node.title) ?? 0) + 1)
     Object.values(node).forEach(count)

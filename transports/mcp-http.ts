@@ -47,7 +47,8 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
   const call = toolCaller(services)
 
   const sweep = setInterval(() => {
-    for (const [id, s] of sessions) if (clock() - s.lastSeen > MCP_SESSION_IDLE_MS) void s.server.close(), sessions.delete(id)
+    for (const [id, s] of sessions)
+      if (clock() - s.lastSeen > MCP_SESSION_IDLE_MS) void s.server.close(), sessions.delete(id)
   }, 60_000)
   sweep.unref()
 
@@ -55,7 +56,10 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     // DNS rebinding protection: a page on another site must not reach a loopback-bound server.
     if (loopback) {
       const origin = c.req.header('origin')
-      if (!allowedHosts.has(new URL(c.req.url).hostname) || (origin && origin !== 'null' && !allowedHosts.has(safeHostname(origin)))) {
+      if (
+        !allowedHosts.has(new URL(c.req.url).hostname) ||
+        (origin && origin !== 'null' && !allowedHosts.has(safeHostname(origin)))
+      ) {
         throw new MailroomError(403, 'this Host or Origin is not allowed to reach the MCP endpoint')
       }
     }
@@ -78,7 +82,10 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
       try {
         body = await c.req.json()
       } catch {
-        return c.json({ jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: the body is not JSON' }, id: null }, 400)
+        return c.json(
+          { jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: the body is not JSON' }, id: null },
+          400,
+        )
       }
     }
     const sessionId = c.req.header('mcp-session-id')
@@ -89,11 +96,14 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
       session.lastSeen = clock()
       return session.transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
     }
-    if (c.req.method === 'GET') return rpcError(c, 405, 'Method not allowed: open a session first (initialize), then GET with Mcp-Session-Id')
+    if (c.req.method === 'GET')
+      return rpcError(c, 405, 'Method not allowed: open a session first (initialize), then GET with Mcp-Session-Id')
     if (c.req.method !== 'POST') return rpcError(c, 400, 'Bad Request: Mcp-Session-Id header is required')
 
     // Only the method decides where the request goes; the transport validates the message itself.
-    const initializing = (Array.isArray(body) ? body : [body]).some((m) => (m as { method?: unknown } | null)?.method === 'initialize')
+    const initializing = (Array.isArray(body) ? body : [body]).some(
+      (m) => (m as { method?: unknown } | null)?.method === 'initialize',
+    )
     if (initializing) {
       const server = createMcpServer(services, callerOf)
       const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
@@ -120,7 +130,10 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     // taken from the idle ones (a server serves one transport at a time) and given back once
     // closed, after the handler has settled: closing sooner would abort the handler's signal.
     const server = idle.pop() ?? createMcpServer(services, callerOf)
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    })
     await server.connect(transport)
     const response = await transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
     setImmediate(() => void server.close().then(() => idle.length < MAX_IDLE_SERVERS && idle.push(server)))
@@ -146,10 +159,24 @@ const only = (o: Record<string, unknown>, keys: readonly string[]) => Object.key
  * transport per request costs more than most tool calls. Anything else, errors included, goes to
  * the SDK, so that the answer is always the SDK's own.
  */
-function directCall(headers: Headers, body: unknown): { id: string | number; name: unknown; args: unknown } | undefined {
-  if (!isObject(body) || body.jsonrpc !== '2.0' || body.method !== 'tools/call' || !only(body, ['jsonrpc', 'id', 'method', 'params'])) return
+function directCall(
+  headers: Headers,
+  body: unknown,
+): { id: string | number; name: unknown; args: unknown } | undefined {
+  if (
+    !isObject(body) ||
+    body.jsonrpc !== '2.0' ||
+    body.method !== 'tools/call' ||
+    !only(body, ['jsonrpc', 'id', 'method', 'params'])
+  )
+    return
   const { id, params } = body
-  if (!(typeof id === 'string' || Number.isSafeInteger(id)) || !isObject(params) || !only(params, ['name', 'arguments'])) return
+  if (
+    !(typeof id === 'string' || Number.isSafeInteger(id)) ||
+    !isObject(params) ||
+    !only(params, ['name', 'arguments'])
+  )
+    return
   const accept = headers.get('accept') ?? ''
   const version = headers.get('mcp-protocol-version')
   if (!accept.includes('application/json') || !accept.includes('text/event-stream')) return

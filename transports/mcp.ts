@@ -1,7 +1,15 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
-import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type ServerNotification, type ServerRequest, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js'
+import {
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult,
+  type ServerNotification,
+  type ServerRequest,
+  type Tool as McpTool,
+} from '@modelcontextprotocol/sdk/types.js'
 import { asMailroomError, badInput, unauthorized } from '../errors.js'
 import { PACKAGE } from '../package-info.js'
 import type { AnyTool, Services, ToolAnnotations, ToolContext } from '../tools/define.js'
@@ -54,16 +62,23 @@ export function mcpToolsOf(tools: readonly AnyTool[]): McpTool[] {
   return listed
 }
 
-export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+export const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v)
 
 /**
  * Runs a tool for MCP: its result as structured content (and JSON text), an error as `isError`
  * with `{code, message}`. `name` and `args` are taken as the client sent them, so that a name that
  * is not a string or arguments that are not an object are a 400 like any other bad argument.
  */
-export async function callTool(tool: AnyTool | undefined, name: unknown, args: unknown, ctx: ToolContext): Promise<CallToolResult> {
+export async function callTool(
+  tool: AnyTool | undefined,
+  name: unknown,
+  args: unknown,
+  ctx: ToolContext,
+): Promise<CallToolResult> {
   try {
-    if (typeof name !== 'string') throw badInput(name === undefined ? 'name: is required' : 'name: expected the name of a tool, a string')
+    if (typeof name !== 'string')
+      throw badInput(name === undefined ? 'name: is required' : 'name: expected the name of a tool, a string')
     if (!tool) throw badInput(`name: no tool named ${name}`)
     if (args !== undefined && !isObject(args)) throw badInput('arguments: expected an object of named arguments')
     refuseUnknownArguments(tool, args)
@@ -90,7 +105,9 @@ function refuseUnknownArguments(tool: AnyTool, args: unknown): void {
       const like = known.find((n) => n.toLowerCase() === k.toLowerCase())
       return like ? `${k} (did you mean ${like}?)` : k
     })
-    throw badInput(`${unknown[0]}: ${tool.name} has no argument ${names.join(', ')}; its arguments are ${known.join(', ')}`)
+    throw badInput(
+      `${unknown[0]}: ${tool.name} has no argument ${names.join(', ')}; its arguments are ${known.join(', ')}`,
+    )
   }
 }
 
@@ -104,7 +121,11 @@ export function createMcpServer(services: Services, callerOf: CallerOf, tools: r
     { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
     // One schema validator for every server: building one (an Ajv instance) per session-less
     // request cost more than the tool call itself.
-    { capabilities: { tools: { listChanged: false } }, instructions: MCP_INSTRUCTIONS, jsonSchemaValidator: (validator ??= new AjvJsonSchemaValidator()) },
+    {
+      capabilities: { tools: { listChanged: false } },
+      instructions: MCP_INSTRUCTIONS,
+      jsonSchemaValidator: (validator ??= new AjvJsonSchemaValidator()),
+    },
   )
   const listed = mcpToolsOf(tools)
   const call = toolCaller(services, tools)
@@ -122,7 +143,10 @@ export function createMcpServer(services: Services, callerOf: CallerOf, tools: r
  */
 export function answerToolCalls(
   server: Server,
-  answer: (params: Record<string, unknown>, extra: RequestHandlerExtra<ServerRequest, ServerNotification>) => Promise<CallToolResult>,
+  answer: (
+    params: Record<string, unknown>,
+    extra: RequestHandlerExtra<ServerRequest, ServerNotification>,
+  ) => Promise<CallToolResult>,
 ): void {
   server.fallbackRequestHandler = async (request, extra) => {
     if (request.method !== 'tools/call') throw new McpError(ErrorCode.MethodNotFound, 'Method not found')
@@ -131,7 +155,10 @@ export function answerToolCalls(
 }
 
 /** What answers `tools/call` for a caller: a tool other than the public ones needs an account. */
-export function toolCaller(services: Services, tools: readonly AnyTool[] = TOOLS): (name: unknown, args: unknown, caller: Caller) => Promise<CallToolResult> {
+export function toolCaller(
+  services: Services,
+  tools: readonly AnyTool[] = TOOLS,
+): (name: unknown, args: unknown, caller: Caller) => Promise<CallToolResult> {
   const byName = new Map(tools.map((t) => [t.name, t]))
   return async (name, args, caller) => {
     const tool = typeof name === 'string' ? byName.get(name) : undefined

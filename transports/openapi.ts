@@ -28,7 +28,13 @@ function operationOf(tool: AnyTool): JsonSchema {
     .map(([name, field]) => {
       const schema = jsonSchemaOf(field, 'input', 'openapi-3.0')
       const { description, ...rest } = schema
-      return { name, in: inPath.includes(name) ? 'path' : 'query', required: inPath.includes(name) || !field.safeParse(undefined).success, description, schema: rest }
+      return {
+        name,
+        in: inPath.includes(name) ? 'path' : 'query',
+        required: inPath.includes(name) || !field.safeParse(undefined).success,
+        description,
+        schema: rest,
+      }
     })
   const op: JsonSchema = {
     operationId: tool.name,
@@ -39,10 +45,18 @@ function operationOf(tool: AnyTool): JsonSchema {
   }
   if (hasBody) {
     const body = jsonSchemaOf(tool.input.omit(Object.fromEntries(inPath.map((p) => [p, true]))), 'input', 'openapi-3.0')
-    op.requestBody = { required: true, content: Object.fromEntries((tool.http.bodyTypes ?? ['application/json']).map((type) => [type, { schema: body }])) }
+    op.requestBody = {
+      required: true,
+      content: Object.fromEntries(
+        (tool.http.bodyTypes ?? ['application/json']).map((type) => [type, { schema: body }]),
+      ),
+    }
   }
   const output = jsonSchemaOf(tool.output, 'output', 'openapi-3.0')
-  const ok = output.type === 'string' ? { 'text/plain': { schema: output }, 'application/json': { schema: output } } : { 'application/json': { schema: output } }
+  const ok =
+    output.type === 'string'
+      ? { 'text/plain': { schema: output }, 'application/json': { schema: output } }
+      : { 'application/json': { schema: output } }
   const statuses = [...(tool.public ? [] : [401]), ...tool.errors, ...(hasBody ? [413, 415] : [])].sort()
   op.responses = {
     '200': { description: 'OK', content: ok },
@@ -59,7 +73,10 @@ export function openApiDocument(config: Pick<Config, 'publicUrl'>, tools: readon
   const errorMessage = {
     type: 'object',
     required: ['code', 'message'],
-    properties: { code: { type: 'integer', format: 'int32', description: 'Equals the HTTP status.' }, message: { type: 'string' } },
+    properties: {
+      code: { type: 'integer', format: 'int32', description: 'Equals the HTTP status.' },
+      message: { type: 'string' },
+    },
   }
   return {
     openapi: '3.0.3',
@@ -74,7 +91,9 @@ export function openApiDocument(config: Pick<Config, 'publicUrl'>, tools: readon
     security: [{ apiKeyAuth: [] }],
     paths,
     components: {
-      securitySchemes: { apiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'The API key of the account.' } },
+      securitySchemes: {
+        apiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'The API key of the account.' },
+      },
       schemas: { ErrorMessage: errorMessage },
       responses: Object.fromEntries(
         Object.entries(ERROR_RESPONSES).map(([code, description]) => [

@@ -15,7 +15,12 @@ export const honoPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1')
  * assembled from path, query and body, checked by the tool's schema, result rendered as JSON.
  * Static paths go first so that `/mail/log` is never read as `/mail/{id}`.
  */
-export function mountRest(app: Hono, services: Services, authenticate: Authenticate, tools: readonly AnyTool[] = TOOLS): void {
+export function mountRest(
+  app: Hono,
+  services: Services,
+  authenticate: Authenticate,
+  tools: readonly AnyTool[] = TOOLS,
+): void {
   const byPath = new Map<string, AnyTool[]>()
   for (const tool of [...tools].sort((a, b) => paramCount(a.http.path) - paramCount(b.http.path))) {
     byPath.set(tool.http.path, [...(byPath.get(tool.http.path) ?? []), tool])
@@ -40,7 +45,9 @@ export function mountRest(app: Hono, services: Services, authenticate: Authentic
     const methods = pathTools.map((t) => t.http.method)
     const allow = [...methods, ...(methods.includes('GET') ? ['HEAD'] : [])].join(', ')
     app.all(honoPath(path), (c) => {
-      throw new MailroomError(405, `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(' or ')}`, { headers: { Allow: allow } })
+      throw new MailroomError(405, `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(' or ')}`, {
+        headers: { Allow: allow },
+      })
     })
   }
 }
@@ -61,7 +68,9 @@ function queryOf(c: Context): Record<string, unknown> {
   const url = c.req.url
   const search = url.includes('?') ? new URL(url).search.slice(1) : ''
   if (!search) return {}
-  return Object.fromEntries(Object.entries(qs.parse(search, { depth: 5, arrayLimit: 1000 })).filter(([, v]) => v !== ''))
+  return Object.fromEntries(
+    Object.entries(qs.parse(search, { depth: 5, arrayLimit: 1000 })).filter(([, v]) => v !== ''),
+  )
 }
 
 /** A request body as an object: JSON, a form (bracket notation), or multipart. */
@@ -81,21 +90,36 @@ async function bodyOf(c: Context): Promise<Record<string, unknown>> {
   const text = await c.req.text()
   if (text.trim() === '') return {}
   const looksJson = /^\s*[{[]/.test(text)
-  if (type === 'application/json' || type.endsWith('+json') || (looksJson && (type === '' || type === 'application/x-www-form-urlencoded' || type === 'text/plain'))) {
+  if (
+    type === 'application/json' ||
+    type.endsWith('+json') ||
+    (looksJson && (type === '' || type === 'application/x-www-form-urlencoded' || type === 'text/plain'))
+  ) {
     let parsed: unknown
     try {
       parsed = JSON.parse(text)
     } catch {
       throw badInput('the request body is not valid JSON')
     }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw badInput('the request body must be a JSON object')
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      throw badInput('the request body must be a JSON object')
     return parsed as Record<string, unknown>
   }
   if (type === 'application/x-www-form-urlencoded' || type === '') return qs.parse(text, { depth: 5, arrayLimit: 1000 })
-  throw new MailroomError(415, `content type ${type} is not supported; send application/json, application/x-www-form-urlencoded or multipart/form-data`)
+  throw new MailroomError(
+    415,
+    `content type ${type} is not supported; send application/json, application/x-www-form-urlencoded or multipart/form-data`,
+  )
 }
 
-type JsonSchema = { type?: string | string[]; anyOf?: JsonSchema[]; oneOf?: JsonSchema[]; $ref?: string; properties?: Record<string, JsonSchema>; $defs?: Record<string, JsonSchema> }
+type JsonSchema = {
+  type?: string | string[]
+  anyOf?: JsonSchema[]
+  oneOf?: JsonSchema[]
+  $ref?: string
+  properties?: Record<string, JsonSchema>
+  $defs?: Record<string, JsonSchema>
+}
 
 /**
  * Query strings and forms carry only text. This turns the text of fields whose schema takes a

@@ -14,7 +14,10 @@ import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from '
 
 /** An MCP server for stdio with the given instructions, its tools and calls yet to be answered. */
 const stdioServer = (instructions: string) =>
-  new Server({ name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version }, { capabilities: { tools: { listChanged: false } }, instructions })
+  new Server(
+    { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
+    { capabilities: { tools: { listChanged: false } }, instructions },
+  )
 
 /**
  * Without a usable key the server still starts, so that the MCP client can show why: the
@@ -24,12 +27,16 @@ const stdioServer = (instructions: string) =>
 async function refuseEveryCall(reason: string): Promise<Server> {
   const server = stdioServer(`mailroom cannot act: ${reason}`)
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: mcpToolsOf(TOOLS) }))
-  answerToolCalls(server, async () => ({ isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 401, message: reason }) }] }))
+  answerToolCalls(server, async () => ({
+    isError: true,
+    content: [{ type: 'text', text: JSON.stringify({ code: 401, message: reason }) }],
+  }))
   await server.connect(new StdioServerTransport())
   return server
 }
 
-const KEY_HELP = "set it in the MCP client's configuration of this server to an API key of the account (`mailroom account key create --account <id>` makes one), then restart the server"
+const KEY_HELP =
+  "set it in the MCP client's configuration of this server to an API key of the account (`mailroom account key create --account <id>` makes one), then restart the server"
 
 /**
  * Serves the tools over stdin/stdout against the local data directory, as the key's account, and
@@ -52,7 +59,11 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
     return server
   }
   const { config } = rt
-  const delivery = await deliverInProcess({ ...rt, resolver: createResolver(config.delivery.dnsServers), node: `${config.nodeName}-stdio-${process.pid}` })
+  const delivery = await deliverInProcess({
+    ...rt,
+    resolver: createResolver(config.delivery.dnsServers),
+    node: `${config.nodeName}-stdio-${process.pid}`,
+  })
   const server = createMcpServer(rt, () => ({ accountId, origin: '127.0.0.1' }))
   await server.connect(new StdioServerTransport())
   let stopping: Promise<void> | undefined
@@ -76,7 +87,7 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
 /** The MCP endpoint of a mailroom base address (`https://host` or `https://host/mcp`). */
 export function mcpUrl(url: string): URL {
   const u = new URL(url)
-  if (!u.pathname.replace(/\/+$/, '').endsWith('/mcp')) u.pathname = u.pathname.replace(/\/+$/, '') + '/mcp'
+  if (!u.pathname.replace(/\/+$/, '').endsWith('/mcp')) u.pathname = `${u.pathname.replace(/\/+$/, '')}/mcp`
   return u
 }
 
@@ -89,7 +100,9 @@ export async function serveStdioRemote(url: string, apiKey: string | undefined):
   const client = new Client({ name: `${PACKAGE.name}-stdio`, version: PACKAGE.version })
   const endpoint = mcpUrl(url)
   try {
-    await client.connect(new StreamableHTTPClientTransport(endpoint, { requestInit: { headers: { 'X-API-KEY': apiKey } } }))
+    await client.connect(
+      new StreamableHTTPClientTransport(endpoint, { requestInit: { headers: { 'X-API-KEY': apiKey } } }),
+    )
   } catch (err) {
     // fetch says only "fetch failed"; its cause says why (refused, unknown host, …).
     const cause = (err as Error & { cause?: Error }).cause?.message
@@ -98,7 +111,9 @@ export async function serveStdioRemote(url: string, apiKey: string | undefined):
   const server = stdioServer(client.getInstructions() ?? MCP_INSTRUCTIONS)
   server.setRequestHandler(ListToolsRequestSchema, (request) => client.listTools(request.params))
   // Passed on as sent: the remote refuses a bad name or arguments as it refuses any bad argument.
-  answerToolCalls(server, (params) => client.request({ method: 'tools/call', params: params as CallToolRequest['params'] }, CallToolResultSchema))
+  answerToolCalls(server, (params) =>
+    client.request({ method: 'tools/call', params: params as CallToolRequest['params'] }, CallToolResultSchema),
+  )
   server.onclose = () => void client.close()
   await server.connect(new StdioServerTransport())
   return server

@@ -13,7 +13,12 @@ function processesUnder(dir: string): number[] {
   const pids: number[] = []
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     try {
-      if (readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').some((e) => e === `TMPDIR=${dir}` || e.startsWith(`TMPDIR=${dir}/`))) pids.push(Number(pid))
+      if (
+        readFileSync(`/proc/${pid}/environ`, 'latin1')
+          .split('\0')
+          .some((e) => e === `TMPDIR=${dir}` || e.startsWith(`TMPDIR=${dir}/`))
+      )
+        pids.push(Number(pid))
     } catch {
       // gone meanwhile, or not ours to read
     }
@@ -44,7 +49,10 @@ describe('bench: a run stopped halfway, or before it starts', () => {
    */
   function startRun(env: Record<string, string> = {}, figure = 'http') {
     tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-interrupt-'))
-    const run = spawn(process.execPath, [RUN, figure], { env: { ...process.env, TMPDIR: tmp, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+    const run = spawn(process.execPath, [RUN, figure], {
+      env: { ...process.env, TMPDIR: tmp, ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
     let stderr = ''
     run.stderr.on('data', (d) => (stderr += d))
     const exited = new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))
@@ -58,7 +66,10 @@ describe('bench: a run stopped halfway, or before it starts', () => {
     await waitFor(async () => processesUnder(tmp).length === 0, 5_000)
   }
 
-  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const) {
     it(`stops what it started and removes what it wrote on ${signal}`, async () => {
       const { run, exited, stderr } = startRun()
       // The sink and the server are running (or starting), with the server's database written.
@@ -70,7 +81,11 @@ describe('bench: a run stopped halfway, or before it starts', () => {
         } catch {
           return false // a directory went away while it was read
         }
-        return written.some((f) => /smtp-sink-[^/]+$/.test(f)) && written.some((f) => /http-[^/]+\/mailroom\.db$/.test(f)) && processesUnder(tmp).length >= 3
+        return (
+          written.some((f) => /smtp-sink-[^/]+$/.test(f)) &&
+          written.some((f) => /http-[^/]+\/mailroom\.db$/.test(f)) &&
+          processesUnder(tmp).length >= 3
+        )
       }, 20_000)
       run.kill(signal)
       expect(await exited).toBe(code)

@@ -11,7 +11,7 @@ describe('reply classes', () => {
     [null, 'Connection closed unexpectedly', 'deferred', false],
     [550, '550 5.1.1 <x@example.com>: Recipient address rejected: User unknown', 'failed', true],
     [550, '550 No such user here', 'failed', true],
-    [550, "550 5.1.1 The email account that you tried to reach does not exist", 'failed', true],
+    [550, '550 5.1.1 The email account that you tried to reach does not exist', 'failed', true],
     [553, '553 5.1.6 Mailbox has moved', 'failed', true],
     [550, '550 Requested action not taken: mailbox unavailable (policy)', 'failed', false],
     [554, '554 5.7.1 Message rejected as spam', 'failed', false],

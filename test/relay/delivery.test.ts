@@ -13,11 +13,21 @@ describe('delivery', () => {
     for (const f of cleanup.splice(0).reverse()) await f()
   })
 
-  async function setup(options: { resolver: (port: number) => MxResolver; port?: number; env?: Record<string, string> }) {
+  async function setup(options: {
+    resolver: (port: number) => MxResolver
+    port?: number
+    env?: Record<string, string>
+  }) {
     const sink = await startSink()
     cleanup.push(() => sink.close())
     const port = options.port ?? sink.port
-    const env: TestEnv = await createTestEnv({ MAILROOM_MX_PORT: String(port), MAILROOM_RETRY_SCHEDULE: '5m,10m', MAILROOM_MAX_QUEUE_AGE: '1h', MAILROOM_DELIVERY_TIMEOUT: '5s', ...options.env })
+    const env: TestEnv = await createTestEnv({
+      MAILROOM_MX_PORT: String(port),
+      MAILROOM_RETRY_SCHEDULE: '5m,10m',
+      MAILROOM_MAX_QUEUE_AGE: '1h',
+      MAILROOM_DELIVERY_TIMEOUT: '5s',
+      ...options.env,
+    })
     cleanup.push(() => env.close())
     // How many rows each claim leased.
     const claimed: number[] = []
@@ -33,21 +43,39 @@ describe('delivery', () => {
     await worker.start()
     const send = (to: string[], extra: Record<string, unknown> = {}) =>
       env.services.relay.submit({
-        order: { id: env.orderId, accountId: env.accountId, status: 'active', comment: null, senders: [], createdAt: 0 },
+        order: {
+          id: env.orderId,
+          accountId: env.accountId,
+          status: 'active',
+          comment: null,
+          senders: [],
+          createdAt: 0,
+        },
         envFrom: 'sender@example.org',
         recipients: to,
         headerFrom: 'sender@example.org',
         replyTo: null,
         subject: 'delivery test',
         messageId: '<t@example.org>',
-        raw: [Buffer.from(`From: sender@example.org\r\nTo: ${to.join(', ')}\r\nSubject: delivery test\r\n\r\nhello\r\n`)],
+        raw: [
+          Buffer.from(`From: sender@example.org\r\nTo: ${to.join(', ')}\r\nSubject: delivery test\r\n\r\nhello\r\n`),
+        ],
         origin: '127.0.0.1',
         transtype: 'HTTP',
         interface: 'api',
         ...extra,
       })
     const rows = async (mailid: string) =>
-      (await env.services.store.mail.log({ orderId: env.orderId, mailid, skip: 0, limit: 100, dir: 'asc', groupby: 'recipient' })).rows
+      (
+        await env.services.store.mail.log({
+          orderId: env.orderId,
+          mailid,
+          skip: 0,
+          limit: 100,
+          dir: 'asc',
+          groupby: 'recipient',
+        })
+      ).rows
     /** Waits until every row of the message has had `attempts` attempts (or is final). */
     const settled = async (mailid: string, check: (r: LogRow[]) => boolean) => {
       await expect.poll(async () => check(await rows(mailid)), { timeout: 15_000, interval: 50 }).toBe(true)
@@ -61,11 +89,17 @@ describe('delivery', () => {
     return { sink, env, worker, send, rows, settled, later, claimed }
   }
 
-  const local = (port: number, domains: string[] = ['example.com']) =>
-    stubResolver({ mx: Object.fromEntries(domains.map((d) => [d, [{ exchange: `mx.${d}`, priority: 10 }]])), a: Object.fromEntries(domains.map((d) => [`mx.${d}`, ['127.0.0.1']])) })
+  const local = (_port: number, domains: string[] = ['example.com']) =>
+    stubResolver({
+      mx: Object.fromEntries(domains.map((d) => [d, [{ exchange: `mx.${d}`, priority: 10 }]])),
+      a: Object.fromEntries(domains.map((d) => [`mx.${d}`, ['127.0.0.1']])),
+    })
 
   it('keeps the leases of rows it holds past LEASE_MS (a slow host): its own claim does not take them again', async () => {
-    const t = await setup({ resolver: (p) => local(p), env: { MAILROOM_DOMAIN_CONCURRENCY: '1', MAILROOM_DELIVERY_TIMEOUT: '60s' } })
+    const t = await setup({
+      resolver: (p) => local(p),
+      env: { MAILROOM_DOMAIN_CONCURRENCY: '1', MAILROOM_DELIVERY_TIMEOUT: '60s' },
+    })
     let answer = () => {}
     t.sink.state.hold = new Promise<void>((resolve) => (answer = resolve))
     // One message in delivery, its reply held; the next waits in memory for the one connection.
@@ -78,12 +112,18 @@ describe('delivery', () => {
     await expect.poll(() => t.claimed.length, { timeout: 10_000 }).toBeGreaterThan(claims)
     expect(t.claimed.slice(claims)).toEqual(t.claimed.slice(claims).map(() => 0))
     answer()
-    for (const txid of [first, second]) expect((await t.settled(txid, (r) => r.every((x) => x.delivered === 1))).map((r) => [r.delivered, r.code])).toEqual([[1, 250]])
+    for (const txid of [first, second])
+      expect(
+        (await t.settled(txid, (r) => r.every((x) => x.delivered === 1))).map((r) => [r.delivered, r.code]),
+      ).toEqual([[1, 250]])
     await new Promise((r) => setTimeout(r, 300))
     expect(t.sink.messages.map((m) => m.to)).toEqual([['slow1@example.com'], ['slow2@example.com']])
     // Lease times are epoch milliseconds as text, whichever way a row was leased.
     const { sqlite } = t.env.services.store as unknown as { sqlite: import('better-sqlite3').Database }
-    expect(sqlite.prepare('SELECT lock_time FROM deliveries').pluck().all()).toEqual([expect.stringMatching(/^\d+$/), expect.stringMatching(/^\d+$/)])
+    expect(sqlite.prepare('SELECT lock_time FROM deliveries').pluck().all()).toEqual([
+      expect.stringMatching(/^\d+$/),
+      expect.stringMatching(/^\d+$/),
+    ])
   })
 
   it('at stop, finishes the deliveries under way and hands the rows it had not started back to the queue, for any node', async () => {
@@ -92,7 +132,11 @@ describe('delivery', () => {
     t.sink.state.hold = new Promise<void>((resolve) => (answer = resolve))
     // The first's reply is held; the second, started once the first was out, waits for that
     // reply on the one connection; the third waits in memory for the second to be out.
-    const txids = [await t.send(['one@example.com']), await t.send(['two@example.com']), await t.send(['three@example.com'])]
+    const txids = [
+      await t.send(['one@example.com']),
+      await t.send(['two@example.com']),
+      await t.send(['three@example.com']),
+    ]
     await expect.poll(() => t.sink.state.received, { timeout: 10_000 }).toBe(1)
     const stopped = t.worker.stop()
     answer()
@@ -105,7 +149,12 @@ describe('delivery', () => {
     ])
     expect(t.sink.messages.map((m) => m.to)).toEqual([['one@example.com'], ['two@example.com']])
     // Not leased: another node's claim takes it now, not once the lease would have expired.
-    const claimed = await t.env.services.store.queue.claim({ node: 'other', now: t.env.clock(), leaseMs: LEASE_MS, limit: 10 })
+    const claimed = await t.env.services.store.queue.claim({
+      node: 'other',
+      now: t.env.clock(),
+      leaseMs: LEASE_MS,
+      limit: 10,
+    })
     expect(claimed.map((i) => i.recipient)).toEqual(['three@example.com'])
   })
 
@@ -113,7 +162,9 @@ describe('delivery', () => {
     const t = await setup({ resolver: (p) => local(p) })
     const txid = await t.send(['a@example.com'])
     const [row] = await t.settled(txid, (r) => r.every((x) => x.delivered === 1))
-    await t.env.services.store.queue.record([{ id: row._id, state: 'failed', code: 554, response: '554 5.3.0 late', mxHostname: null, nextAttemptAt: null }])
+    await t.env.services.store.queue.record([
+      { id: row._id, state: 'failed', code: 554, response: '554 5.3.0 late', mxHostname: null, nextAttemptAt: null },
+    ])
     expect((await t.rows(txid)).map((r) => [r.delivered, r.code])).toEqual([[1, 250]])
   })
 
@@ -140,7 +191,8 @@ describe('delivery', () => {
     await expect.poll(() => t.sink.messages.length, { interval: 5 }).toBe(3)
     // Stopped the moment the last message reached the MX: its outcome is committed all the same.
     await t.worker.stop()
-    for (const txid of txids) expect((await t.rows(txid)).map((r) => [r.delivered, r.code, r.locked])).toEqual([[1, 250, 0]])
+    for (const txid of txids)
+      expect((await t.rows(txid)).map((r) => [r.delivered, r.code, r.locked])).toEqual([[1, 250, 0]])
     expect(await t.env.services.store.queue.pending()).toBe(0)
   })
 
@@ -175,7 +227,10 @@ describe('delivery', () => {
 
   it('puts a recipient the MX does not know on the local block list', async () => {
     const t = await setup({ resolver: (p) => local(p) })
-    t.sink.state.rcptRule = (rcpt) => (rcpt === 'gone@example.com' ? { code: 550, message: '5.1.1 <gone@example.com>: Recipient address rejected: User unknown' } : undefined)
+    t.sink.state.rcptRule = (rcpt) =>
+      rcpt === 'gone@example.com'
+        ? { code: 550, message: '5.1.1 <gone@example.com>: Recipient address rejected: User unknown' }
+        : undefined
     const txid = await t.send(['gone@example.com', 'here@example.com'])
     const rows = await t.settled(txid, (r) => r.every((x) => x.code !== null))
     expect(rows.map((r) => [r.recipient, r.delivered, r.code])).toEqual([
@@ -185,13 +240,22 @@ describe('delivery', () => {
     expect(t.sink.messages[0].to).toEqual(['here@example.com'])
     const list = t.env.services.store as unknown as { sqlite: import('better-sqlite3').Database }
     expect(list.sqlite.prepare('SELECT address, kind, source, reason FROM block_list').all()).toEqual([
-      { address: 'gone@example.com', kind: 'recipient', source: 'internal', reason: 'an earlier message to it bounced: 550 5.1.1 <gone@example.com>: Recipient address rejected: User unknown' },
+      {
+        address: 'gone@example.com',
+        kind: 'recipient',
+        source: 'internal',
+        reason:
+          'an earlier message to it bounced: 550 5.1.1 <gone@example.com>: Recipient address rejected: User unknown',
+      },
     ])
   })
 
   it('suppresses no recipient for a "user unknown" about the sender at MAIL FROM', async () => {
     const t = await setup({ resolver: (p) => local(p) })
-    t.sink.state.mailRule = (from) => ({ code: 550, message: `5.1.0 <${from}>: Sender address rejected: User unknown in local recipient table` })
+    t.sink.state.mailRule = (from) => ({
+      code: 550,
+      message: `5.1.0 <${from}>: Sender address rejected: User unknown in local recipient table`,
+    })
     const txid = await t.send(['alice@example.com', 'bob@example.com'])
     const rows = await t.settled(txid, (r) => r.every((x) => x.code !== null))
     expect(rows.map((r) => [r.recipient, r.delivered, r.code])).toEqual([
@@ -253,7 +317,12 @@ describe('delivery', () => {
     cleanup.push(() => first.close())
     const zone = (a1: string) =>
       stubResolver({
-        mx: { 'example.com': [{ exchange: 'mx2.example.com', priority: 20 }, { exchange: 'mx1.example.com', priority: 10 }] },
+        mx: {
+          'example.com': [
+            { exchange: 'mx2.example.com', priority: 20 },
+            { exchange: 'mx1.example.com', priority: 10 },
+          ],
+        },
         a: { 'mx1.example.com': [a1], 'mx2.example.com': ['127.0.0.2'] },
       })
     const t = await setup({ resolver: () => zone('127.0.0.1'), port: second.port })
@@ -290,12 +359,42 @@ describe('delivery', () => {
     cleanup.push(() => worker.stop())
     await worker.start()
     const txid = await smart.services.relay.submit({
-      order: { id: smart.orderId, accountId: smart.accountId, status: 'active', comment: null, senders: [], createdAt: 0 },
-      envFrom: 's@example.org', recipients: ['r@unresolvable.test'], headerFrom: null, replyTo: null, subject: null, messageId: null,
-      raw: [Buffer.from('Subject: x\r\n\r\nx\r\n')], origin: '127.0.0.1', transtype: 'HTTP', interface: 'api',
+      order: {
+        id: smart.orderId,
+        accountId: smart.accountId,
+        status: 'active',
+        comment: null,
+        senders: [],
+        createdAt: 0,
+      },
+      envFrom: 's@example.org',
+      recipients: ['r@unresolvable.test'],
+      headerFrom: null,
+      replyTo: null,
+      subject: null,
+      messageId: null,
+      raw: [Buffer.from('Subject: x\r\n\r\nx\r\n')],
+      origin: '127.0.0.1',
+      transtype: 'HTTP',
+      interface: 'api',
     })
     worker.kick()
-    await expect.poll(async () => (await smart.services.store.mail.log({ orderId: smart.orderId, mailid: txid, skip: 0, limit: 1, dir: 'asc', groupby: 'recipient' })).rows[0].delivered, { timeout: 10_000 }).toBe(1)
+    await expect
+      .poll(
+        async () =>
+          (
+            await smart.services.store.mail.log({
+              orderId: smart.orderId,
+              mailid: txid,
+              skip: 0,
+              limit: 1,
+              dir: 'asc',
+              groupby: 'recipient',
+            })
+          ).rows[0].delivered,
+        { timeout: 10_000 },
+      )
+      .toBe(1)
     expect(t.sink.messages.map((m) => m.to)).toEqual([['r@unresolvable.test']])
   })
 
@@ -321,7 +420,9 @@ describe('delivery', () => {
     const txids = await Promise.all(Array.from({ length: 30 }, (_, i) => t.send([`r${i}@example.com`])))
     for (const txid of txids) await t.settled(txid, (r) => r[0].delivered === 1)
     expect(t.claimed.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(20)
-    expect(t.sink.messages.map((m) => m.to[0]).sort()).toEqual(Array.from({ length: 30 }, (_, i) => `r${i}@example.com`).sort())
+    expect(t.sink.messages.map((m) => m.to[0]).sort()).toEqual(
+      Array.from({ length: 30 }, (_, i) => `r${i}@example.com`).sort(),
+    )
   })
 
   it('sends a burst to one domain over one connection, each message once and in order, the next going out with the end of the one before', async () => {
@@ -337,7 +438,12 @@ describe('delivery', () => {
     await t.worker.stop()
     const txid = await t.send(['a@example.com'])
     // A previous process of this node leased the row and died.
-    const leased = await t.env.services.store.queue.claim({ node: t.env.config.nodeName, now: t.env.clock(), leaseMs: 60_000, limit: 10 })
+    const leased = await t.env.services.store.queue.claim({
+      node: t.env.config.nodeName,
+      now: t.env.clock(),
+      leaseMs: 60_000,
+      limit: 10,
+    })
     expect(leased).toHaveLength(1)
     const restarted = new DeliveryWorker({ ...t.env.services, resolver: local(t.sink.port) })
     cleanup.push(() => restarted.stop())
@@ -366,5 +472,9 @@ async function startSinkOn(port: number, host = '127.0.0.1') {
     },
   })
   await new Promise<void>((resolve) => server.listen(port, host, () => resolve()))
-  return { port: (server.server.address() as import('node:net').AddressInfo).port, messages, close: () => new Promise<void>((r) => server.close(() => r())) }
+  return {
+    port: (server.server.address() as import('node:net').AddressInfo).port,
+    messages,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  }
 }

@@ -46,17 +46,24 @@ describe('every door delivers', () => {
   const headers = () => ({ 'X-API-KEY': apiKey, 'Content-Type': 'application/json' })
   const delivered = async (txid: string) => {
     await expect
-      .poll(async () => {
-        const log = await (await fetch(`${base}/mail/log?mailid=${txid}`, { headers: headers() })).json()
-        return log.emails.length > 0 && log.emails.every((e: { delivered: number }) => e.delivered === 1)
-      }, { timeout: 15_000, interval: 100 })
+      .poll(
+        async () => {
+          const log = await (await fetch(`${base}/mail/log?mailid=${txid}`, { headers: headers() })).json()
+          return log.emails.length > 0 && log.emails.every((e: { delivered: number }) => e.delivered === 1)
+        },
+        { timeout: 15_000, interval: 100 },
+      )
       .toBe(true)
     return (await (await fetch(`${base}/mail/log?mailid=${txid}`, { headers: headers() })).json()).emails
   }
   const sunk = (subject: string) => sink.messages.filter((m) => m.raw.toString().includes(`Subject: ${subject}`))
 
   it('a REST send', async () => {
-    const res = await fetch(`${base}/mail/send`, { method: 'POST', headers: headers(), body: JSON.stringify({ from: 'me@example.org', to: 'bob@example.com', subject: 'via REST', body: 'hello' }) })
+    const res = await fetch(`${base}/mail/send`, {
+      method: 'POST',
+      headers: headers(),
+      body: JSON.stringify({ from: 'me@example.org', to: 'bob@example.com', subject: 'via REST', body: 'hello' }),
+    })
     const { text: txid } = await res.json()
     const rows = await delivered(txid)
     expect(rows[0]).toMatchObject({ transtype: 'HTTP', interface: 'api', code: 250, mxHostname: '127.0.0.1' })
@@ -67,15 +74,28 @@ describe('every door delivers', () => {
 
   it('a sendAdvMail over MCP: Bcc gets the mail and is in no header', async () => {
     const client = new Client({ name: 'agent', version: '1' })
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { 'X-API-KEY': apiKey } } }))
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { 'X-API-KEY': apiKey } } }),
+    )
     const result = await client.callTool({
       name: 'sendAdvMail',
-      arguments: { from: { email: 'me@example.org', name: 'Me' }, to: 'Bob <bob@example.com>', cc: [{ email: 'carol@example.net' }], bcc: 'audit@example.org', subject: 'via MCP', body: '<p>hi</p>' },
+      arguments: {
+        from: { email: 'me@example.org', name: 'Me' },
+        to: 'Bob <bob@example.com>',
+        cc: [{ email: 'carol@example.net' }],
+        bcc: 'audit@example.org',
+        subject: 'via MCP',
+        body: '<p>hi</p>',
+      },
     })
     await client.close()
     const txid = (result.structuredContent as { text: string }).text
     const rows = await delivered(txid)
-    expect(rows.map((r: { recipient: string }) => r.recipient).sort()).toEqual(['audit@example.org', 'bob@example.com', 'carol@example.net'])
+    expect(rows.map((r: { recipient: string }) => r.recipient).sort()).toEqual([
+      'audit@example.org',
+      'bob@example.com',
+      'carol@example.net',
+    ])
     const all = sunk('via MCP')
     expect(all.flatMap((m) => m.to).sort()).toEqual(['audit@example.org', 'bob@example.com', 'carol@example.net'])
     for (const m of all) {
@@ -92,7 +112,11 @@ describe('every door delivers', () => {
       'DKIM-Signature: v=1; a=rsa-sha256; d=example.org; s=sel; h=from:to:subject; bh=abc=; b=xyz=\r\n' +
       'From: Me <me@example.org>\r\nTo: bob@example.com\r\nSubject: via rawsend\r\nDate: Sun, 22 Nov 2026 10:00:00 +0000\r\n' +
       'Message-ID: <raw-1@example.org>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nUnchanged body.\r\n'
-    const res = await fetch(`${base}/mail/rawsend`, { method: 'POST', headers: headers(), body: JSON.stringify({ raw_email: raw }) })
+    const res = await fetch(`${base}/mail/rawsend`, {
+      method: 'POST',
+      headers: headers(),
+      body: JSON.stringify({ raw_email: raw }),
+    })
     const { text: txid } = await res.json()
     await delivered(txid)
     const [m] = sunk('via rawsend')
@@ -101,8 +125,21 @@ describe('every door delivers', () => {
   })
 
   it('a message from an ordinary SMTP client', async () => {
-    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: server.smtpPort, secure: false, requireTLS: true, auth: { user: smtpUser, pass: smtpPassword }, tls: { rejectUnauthorized: false } })
-    const info = await transport.sendMail({ from: 'me@example.org', to: 'bob@example.com', bcc: 'hidden@example.net', subject: 'via SMTP', text: 'hello' })
+    const transport = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: server.smtpPort,
+      secure: false,
+      requireTLS: true,
+      auth: { user: smtpUser, pass: smtpPassword },
+      tls: { rejectUnauthorized: false },
+    })
+    const info = await transport.sendMail({
+      from: 'me@example.org',
+      to: 'bob@example.com',
+      bcc: 'hidden@example.net',
+      subject: 'via SMTP',
+      text: 'hello',
+    })
     transport.close()
     const txid = /Message queued as ([0-9a-f]{18,19})/.exec(info.response)![1]
     const rows = await delivered(txid)
@@ -110,16 +147,33 @@ describe('every door delivers', () => {
       ['bob@example.com', 'ESMTPSA'],
       ['hidden@example.net', 'ESMTPSA'],
     ])
-    expect(sunk('via SMTP').flatMap((m) => m.to).sort()).toEqual(['bob@example.com', 'hidden@example.net'])
+    expect(
+      sunk('via SMTP')
+        .flatMap((m) => m.to)
+        .sort(),
+    ).toEqual(['bob@example.com', 'hidden@example.net'])
   })
 
   it('a message over implicit TLS (RFC 8314), from a client that trusts the generated certificate', async () => {
-    const certificate = /SMTP submission over TLS: 127\.0\.0\.1:(\d+) \(implicit TLS; certificate (\S+)\)/.exec(server.firstStart!)!
+    const certificate = /SMTP submission over TLS: 127\.0\.0\.1:(\d+) \(implicit TLS; certificate (\S+)\)/.exec(
+      server.firstStart!,
+    )!
     expect(Number(certificate[1])).toBe(server.smtpsPort)
     expect(certificate[2]).toBe(join(dataDir, 'smtp-cert.pem'))
     // Verified as a client verifies any server: the certificate names 127.0.0.1, and is its own CA.
-    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: server.smtpsPort!, secure: true, auth: { user: smtpUser, pass: smtpPassword }, tls: { ca: readFileSync(certificate[2]) } })
-    const info = await transport.sendMail({ from: 'me@example.org', to: 'bob@example.com', subject: 'via SMTPS', text: 'hello' })
+    const transport = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: server.smtpsPort!,
+      secure: true,
+      auth: { user: smtpUser, pass: smtpPassword },
+      tls: { ca: readFileSync(certificate[2]) },
+    })
+    const info = await transport.sendMail({
+      from: 'me@example.org',
+      to: 'bob@example.com',
+      subject: 'via SMTPS',
+      text: 'hello',
+    })
     transport.close()
     const txid = /Message queued as ([0-9a-f]{18,19})/.exec(info.response)![1]
     const rows = await delivered(txid)

@@ -25,7 +25,9 @@ describe('MxClient: connection reuse', () => {
     cleanup.push(() => client.close())
     const hosts: MxHost[] = [{ name: 'mx.example.com', port: sink.port, addresses: ['127.0.0.1'] }]
     const deliver = (n: number, to = [`r${n}@example.com`]) =>
-      client.deliver(hosts, { from: 's@example.org', to }, async () => Buffer.from(`Subject: m${n}\r\n\r\nbody ${n}\r\n`))
+      client.deliver(hosts, { from: 's@example.org', to }, async () =>
+        Buffer.from(`Subject: m${n}\r\n\r\nbody ${n}\r\n`),
+      )
     return { sink, deliver, hosts, client }
   }
 
@@ -52,8 +54,15 @@ describe('MxClient: connection reuse', () => {
 
   it('answers 554 without sending when the body is gone from the queue, and keeps the connection', async () => {
     const { sink, deliver, hosts, client } = await setup()
-    const attempt = await client.deliver(hosts, { from: 's@example.org', to: ['gone@example.com'] }, async () => undefined)
-    expect(attempt.replies.get('gone@example.com')).toEqual({ code: 554, response: '5.3.0 the message body is missing from the queue' })
+    const attempt = await client.deliver(
+      hosts,
+      { from: 's@example.org', to: ['gone@example.com'] },
+      async () => undefined,
+    )
+    expect(attempt.replies.get('gone@example.com')).toEqual({
+      code: 554,
+      response: '5.3.0 the message body is missing from the queue',
+    })
     expect((await deliver(2)).replies.get('r2@example.com')).toMatchObject({ code: 250 })
     expect(sink.messages.map((m) => m.to)).toEqual([['r2@example.com']])
     expect(sink.state.connections).toBe(1)
@@ -64,7 +73,11 @@ describe('MxClient: connection reuse', () => {
     await deliver(1)
     sink.dropConnections()
     let loads = 0
-    const attempt = await client.deliver(hosts, { from: 's@example.org', to: ['r2@example.com'] }, async () => (loads++, Buffer.from('Subject: m2\r\n\r\nbody 2\r\n')))
+    const attempt = await client.deliver(
+      hosts,
+      { from: 's@example.org', to: ['r2@example.com'] },
+      async () => (loads++, Buffer.from('Subject: m2\r\n\r\nbody 2\r\n')),
+    )
     expect(attempt.replies.get('r2@example.com')).toMatchObject({ code: 250 })
     expect(loads).toBe(1)
   })
@@ -123,7 +136,9 @@ describe('MxClient: connection reuse', () => {
     cleanup.push(() => new Promise((resolve) => mx.close(resolve)))
     const client = new MxClient({ heloName: 'test.example', timeout: 3_000 })
     cleanup.push(() => client.close())
-    const hosts: MxHost[] = [{ name: 'mx.example.com', port: (mx.address() as AddressInfo).port, addresses: ['127.0.0.1'] }]
+    const hosts: MxHost[] = [
+      { name: 'mx.example.com', port: (mx.address() as AddressInfo).port, addresses: ['127.0.0.1'] },
+    ]
     const message = (n: number) => async () => Buffer.from(`Subject: m${n}\r\n\r\nbody ${n}\r\n`)
     let second: ReturnType<MxClient['deliver']> | undefined
     const first = await client.deliver(hosts, { from: 's@example.org', to: ['r1@example.com'] }, message(1), () => {
@@ -132,8 +147,14 @@ describe('MxClient: connection reuse', () => {
     expect(first.replies.get('r1@example.com')).toEqual({ code: 250, response: '250 2.0.0 first queued' })
     expect((await second!).replies.get('r2@example.com')).toEqual({ code: 250, response: '250 2.0.0 second queued' })
     expect(seen.filter((l) => !/^EHLO/.test(l))).toEqual([
-      'MAIL FROM:<s@example.org>', 'RCPT TO:<r1@example.com>', 'DATA', 'message: m1',
-      'MAIL FROM:<s@example.org>', 'RCPT TO:<r2@example.com>', 'DATA', 'message: m2',
+      'MAIL FROM:<s@example.org>',
+      'RCPT TO:<r1@example.com>',
+      'DATA',
+      'message: m1',
+      'MAIL FROM:<s@example.org>',
+      'RCPT TO:<r2@example.com>',
+      'DATA',
+      'message: m2',
     ])
   })
 })
@@ -150,16 +171,22 @@ describe('MxClient: the SMTP session', () => {
     const client = new MxClient({ heloName: 'test.example', timeout: 5_000 })
     cleanup.push(() => client.close())
     const hosts: MxHost[] = [{ name: 'localhost', port: sink.port, addresses: ['127.0.0.1'] }]
-    const deliver = (to: string[], raw: Buffer | string = 'Subject: hi\r\n\r\nbody\r\n') => client.deliver(hosts, { from: 's@example.org', to }, async () => Buffer.from(raw))
+    const deliver = (to: string[], raw: Buffer | string = 'Subject: hi\r\n\r\nbody\r\n') =>
+      client.deliver(hosts, { from: 's@example.org', to }, async () => Buffer.from(raw))
     return { sink, deliver }
   }
 
   it('upgrades to TLS when the MX offers STARTTLS, and keeps the TLS connection for the next message', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mailroom-mx-tls-'))
     cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-    const tls = await loadTls({ smtp: loadConfig({ MAILROOM_DATA_DIR: dir }).smtp, dataDir: dir, nodeName: 'localhost' })
+    const tls = await loadTls({
+      smtp: loadConfig({ MAILROOM_DATA_DIR: dir }).smtp,
+      dataDir: dir,
+      nodeName: 'localhost',
+    })
     const { sink, deliver } = await setup({ tls })
-    for (const n of [1, 2]) expect((await deliver([`r${n}@example.com`])).replies.get(`r${n}@example.com`)).toMatchObject({ code: 250 })
+    for (const n of [1, 2])
+      expect((await deliver([`r${n}@example.com`])).replies.get(`r${n}@example.com`)).toMatchObject({ code: 250 })
     expect(sink.messages.map((m) => [m.to, m.secure])).toEqual([
       [['r1@example.com'], true],
       [['r2@example.com'], true],
@@ -175,8 +202,15 @@ describe('MxClient: the SMTP session', () => {
     sink.state.rcptRule = (rcpt) => (rcpt.startsWith('gone') ? { code: 550, message: '5.1.1 no such user' } : undefined)
     const mixed = await deliver(['gone@example.com', 'here@example.com'])
     // A refusal at RCPT TO is marked as this recipient's own; the message's reply is not.
-    expect(mixed.replies.get('gone@example.com')).toEqual({ code: 550, response: '550 5.1.1 no such user', toRcpt: true })
-    expect(mixed.replies.get('here@example.com')).toMatchObject({ code: 250, response: expect.stringMatching(/^250 2\.0\.0 Ok: queued as SINK1/) })
+    expect(mixed.replies.get('gone@example.com')).toEqual({
+      code: 550,
+      response: '550 5.1.1 no such user',
+      toRcpt: true,
+    })
+    expect(mixed.replies.get('here@example.com')).toMatchObject({
+      code: 250,
+      response: expect.stringMatching(/^250 2\.0\.0 Ok: queued as SINK1/),
+    })
     // Every recipient refused: nothing is sent, and the transaction is ended before the next.
     const none = await deliver(['gone1@example.com', 'gone2@example.com'])
     expect([...none.replies.values()].map((r) => r.code)).toEqual([550, 550])
@@ -184,7 +218,10 @@ describe('MxClient: the SMTP session', () => {
     // The message itself refused: its end also ended the transaction (RFC 5321 §4.1.1.4), so the
     // next one follows without an RSET.
     sink.state.dataRule = () => ({ code: 552, message: '5.3.4 too big for us' })
-    expect((await deliver(['here@example.com'])).replies.get('here@example.com')).toEqual({ code: 552, response: '552 5.3.4 too big for us' })
+    expect((await deliver(['here@example.com'])).replies.get('here@example.com')).toEqual({
+      code: 552,
+      response: '552 5.3.4 too big for us',
+    })
     sink.state.dataRule = undefined
     expect((await deliver(['here@example.com'])).replies.get('here@example.com')).toMatchObject({ code: 250 })
     expect(sink.state.rsets).toBe(1)
@@ -193,7 +230,8 @@ describe('MxClient: the SMTP session', () => {
   })
 
   it('declares 8-bit content with BODY=8BITMIME to an MX that offers it, and sends it as it is to one that does not', async () => {
-    const eightBit = 'Subject: =?UTF-8?Q?Gr=C3=BC=C3=9Fe?=\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\nGrüße\r\n'
+    const eightBit =
+      'Subject: =?UTF-8?Q?Gr=C3=BC=C3=9Fe?=\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\nGrüße\r\n'
     const offered = await setup()
     await offered.deliver(['a@example.com'], eightBit)
     await offered.deliver(['b@example.com'], 'Subject: ascii\r\n\r\nplain\r\n')
@@ -208,9 +246,12 @@ describe('MxClient: the SMTP session', () => {
 
   it('sends the message dot-stuffed with CRLF line ends: the MX gets it back line for line', async () => {
     const { sink, deliver } = await setup()
-    const raw = 'Subject: dots\r\n\r\n.starts with a dot\r\n..two dots\r\n.\r\nbare LF\nbare CR\r.after bare CR\r\nno final line break'
+    const raw =
+      'Subject: dots\r\n\r\n.starts with a dot\r\n..two dots\r\n.\r\nbare LF\nbare CR\r.after bare CR\r\nno final line break'
     expect((await deliver(['r@example.com'], raw)).replies.get('r@example.com')).toMatchObject({ code: 250 })
-    expect(sink.messages[0].raw.toString()).toBe('Subject: dots\r\n\r\n.starts with a dot\r\n..two dots\r\n.\r\nbare LF\r\nbare CR\r\n.after bare CR\r\nno final line break\r\n')
+    expect(sink.messages[0].raw.toString()).toBe(
+      'Subject: dots\r\n\r\n.starts with a dot\r\n..two dots\r\n.\r\nbare LF\r\nbare CR\r\n.after bare CR\r\nno final line break\r\n',
+    )
   })
 
   it('reports a server that refuses to talk, and one that never answers, with its host', async () => {
@@ -222,9 +263,20 @@ describe('MxClient: the SMTP session', () => {
     }
     const client = new MxClient({ heloName: 'test.example', timeout: 300 })
     cleanup.push(() => client.close())
-    const attempt = (server: Server) => client.deliver([{ name: 'mx.example.com', port: (server.address() as AddressInfo).port, addresses: ['127.0.0.1'] }], { from: 's@example.org', to: ['r@example.com'] }, async () => Buffer.from('x\r\n'))
-    expect((await attempt(refusing)).replies.get('r@example.com')).toEqual({ code: 554, response: expect.stringMatching(/^mx\.example\.com \[127\.0\.0\.1\]:\d+: 554-not here\n554 go away$/) })
-    expect((await attempt(silent)).replies.get('r@example.com')).toEqual({ code: null, response: expect.stringMatching(/^mx\.example\.com \[127\.0\.0\.1\]:\d+: connection timed out after 300 ms$/) })
+    const attempt = (server: Server) =>
+      client.deliver(
+        [{ name: 'mx.example.com', port: (server.address() as AddressInfo).port, addresses: ['127.0.0.1'] }],
+        { from: 's@example.org', to: ['r@example.com'] },
+        async () => Buffer.from('x\r\n'),
+      )
+    expect((await attempt(refusing)).replies.get('r@example.com')).toEqual({
+      code: 554,
+      response: expect.stringMatching(/^mx\.example\.com \[127\.0\.0\.1\]:\d+: 554-not here\n554 go away$/),
+    })
+    expect((await attempt(silent)).replies.get('r@example.com')).toEqual({
+      code: null,
+      response: expect.stringMatching(/^mx\.example\.com \[127\.0\.0\.1\]:\d+: connection timed out after 300 ms$/),
+    })
   })
 })
 
@@ -251,12 +303,16 @@ async function scriptedServer(answer: (line: string) => string | undefined) {
         }
         const reply = answer(line)
         if (reply?.startsWith('354')) inData = true
-        if (reply) socket.write(reply + '\r\n')
+        if (reply) socket.write(`${reply}\r\n`)
       }
     })
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
-  const host: MxHost = { name: 'scripted.example', port: (server.address() as AddressInfo).port, addresses: ['127.0.0.1'] }
+  const host: MxHost = {
+    name: 'scripted.example',
+    port: (server.address() as AddressInfo).port,
+    addresses: ['127.0.0.1'],
+  }
   return { server, host, lines, close: () => new Promise((r) => server.close(r)) }
 }
 
@@ -267,24 +323,45 @@ describe('MxClient: servers of another kind', () => {
   })
 
   it('says HELO to a server that refuses EHLO, and then sends one command at a time', async () => {
-    const s = await scriptedServer((line) => (line.startsWith('EHLO') ? '502 5.5.2 EHLO not implemented' : line === 'DATA' ? '354 go on' : '250 ok'))
+    const s = await scriptedServer((line) =>
+      line.startsWith('EHLO') ? '502 5.5.2 EHLO not implemented' : line === 'DATA' ? '354 go on' : '250 ok',
+    )
     cleanup.push(() => s.close())
     const client = new MxClient({ heloName: 'test.example', timeout: 5_000 })
     cleanup.push(() => client.close())
-    const attempt = await client.deliver([s.host], { from: 's@example.org', to: ['a@example.com', 'b@example.com'] }, async () => Buffer.from('Subject: hi\r\n\r\nbody\r\n'))
+    const attempt = await client.deliver(
+      [s.host],
+      { from: 's@example.org', to: ['a@example.com', 'b@example.com'] },
+      async () => Buffer.from('Subject: hi\r\n\r\nbody\r\n'),
+    )
     expect([...attempt.replies.values()]).toEqual([
       { code: 250, response: '250 2.0.0 stored' },
       { code: 250, response: '250 2.0.0 stored' },
     ])
-    expect(s.lines.slice(0, 7)).toEqual(['EHLO test.example', 'HELO test.example', 'MAIL FROM:<s@example.org>', 'RCPT TO:<a@example.com>', 'RCPT TO:<b@example.com>', 'DATA', 'Subject: hi'])
+    expect(s.lines.slice(0, 7)).toEqual([
+      'EHLO test.example',
+      'HELO test.example',
+      'MAIL FROM:<s@example.org>',
+      'RCPT TO:<a@example.com>',
+      'RCPT TO:<b@example.com>',
+      'DATA',
+      'Subject: hi',
+    ])
   })
 
   it('gives every recipient no reply (code null) when the server stops answering mid-transaction, and does not reuse it', async () => {
-    const s = await scriptedServer((line) => (line.startsWith('EHLO') ? '250-scripted.example\r\n250 PIPELINING' : line.startsWith('MAIL') ? undefined : '250 ok'))
+    const s = await scriptedServer((line) =>
+      line.startsWith('EHLO')
+        ? '250-scripted.example\r\n250 PIPELINING'
+        : line.startsWith('MAIL')
+          ? undefined
+          : '250 ok',
+    )
     cleanup.push(() => s.close())
     const client = new MxClient({ heloName: 'test.example', timeout: 300 })
     cleanup.push(() => client.close())
-    const deliver = () => client.deliver([s.host], { from: 's@example.org', to: ['a@example.com'] }, async () => Buffer.from('x\r\n'))
+    const deliver = () =>
+      client.deliver([s.host], { from: 's@example.org', to: ['a@example.com'] }, async () => Buffer.from('x\r\n'))
     expect((await deliver()).replies.get('a@example.com')).toEqual({ code: null, response: 'no reply within 300 ms' })
     await deliver()
     expect(s.lines.filter((l) => l.startsWith('EHLO'))).toHaveLength(2)
@@ -320,8 +397,14 @@ describe('MxClient: hostile servers', () => {
     cleanup.push(() => new Promise((r) => server.close(r)))
     const client = new MxClient({ heloName: 'test.example', timeout })
     cleanup.push(() => client.close())
-    const host: MxHost = { name: 'evil.example', port: (server.address() as AddressInfo).port, addresses: ['127.0.0.1'] }
-    const attempt = await client.deliver([host], { from: 's@example.org', to: ['r@example.com'] }, async () => Buffer.from('Subject: hi\r\n\r\nbody\r\n'))
+    const host: MxHost = {
+      name: 'evil.example',
+      port: (server.address() as AddressInfo).port,
+      addresses: ['127.0.0.1'],
+    }
+    const attempt = await client.deliver([host], { from: 's@example.org', to: ['r@example.com'] }, async () =>
+      Buffer.from('Subject: hi\r\n\r\nbody\r\n'),
+    )
     return attempt.replies.get('r@example.com')!
   }
   // Each flood is 20 MB at most, so that a client without bounds would hold it all and then time out.
@@ -332,12 +415,31 @@ describe('MxClient: hostile servers', () => {
   }
 
   it.each([
-    ['an endless multi-line EHLO reply', (s: Socket) => flood(s, '250-' + 'x'.repeat(60) + '\r\n', MB20), `${MAX_REPLY_LINES} lines`],
-    ['an EHLO reply line without end', (s: Socket) => flood(s, '250-' + 'x'.repeat(8192), MB20), `${MAX_REPLY_LENGTH} bytes`],
-    ['a 10 MB reply line', (s: Socket) => flood(s, `250 ${'x'.repeat(10 * 1024 * 1024)}\r\n`, 10 * 1024 * 1024 + 6), `${MAX_REPLY_LENGTH} bytes`],
+    [
+      'an endless multi-line EHLO reply',
+      (s: Socket) => flood(s, `250-${'x'.repeat(60)}\r\n`, MB20),
+      `${MAX_REPLY_LINES} lines`,
+    ],
+    [
+      'an EHLO reply line without end',
+      (s: Socket) => flood(s, `250-${'x'.repeat(8192)}`, MB20),
+      `${MAX_REPLY_LENGTH} bytes`,
+    ],
+    [
+      'a 10 MB reply line',
+      (s: Socket) => flood(s, `250 ${'x'.repeat(10 * 1024 * 1024)}\r\n`, 10 * 1024 * 1024 + 6),
+      `${MAX_REPLY_LENGTH} bytes`,
+    ],
   ])('drops the connection on %s, and the attempt is a temporary failure saying why', async (_label, reply, bound) => {
     const got = await attemptAgainst((socket) => greetThenEhlo(socket, () => reply(socket)))
-    expect(got).toEqual({ code: null, response: expect.stringMatching(new RegExp(`^evil\\.example \\[127\\.0\\.0\\.1\\]:\\d+: the server's reply ran past ${bound}; connection dropped$`)) })
+    expect(got).toEqual({
+      code: null,
+      response: expect.stringMatching(
+        new RegExp(
+          `^evil\\.example \\[127\\.0\\.0\\.1\\]:\\d+: the server's reply ran past ${bound}; connection dropped$`,
+        ),
+      ),
+    })
   })
 
   it('keeps the first 1000 characters of a long reply line and reads the reply to its end', async () => {

@@ -14,7 +14,12 @@ describe('routes', () => {
       'null.test': [{ exchange: '', priority: 0 }],
       'dangling.test': [{ exchange: 'nowhere.test', priority: 10 }],
     },
-    a: { 'mx1.two.test': ['127.0.0.1'], 'mx2.two.test': ['127.0.0.2'], 'implicit.test': ['127.0.0.3'], 'relay.test': ['127.0.0.4'] },
+    a: {
+      'mx1.two.test': ['127.0.0.1'],
+      'mx2.two.test': ['127.0.0.2'],
+      'implicit.test': ['127.0.0.3'],
+      'relay.test': ['127.0.0.4'],
+    },
   })
 
   it('orders MX hosts by preference', async () => {
@@ -27,11 +32,15 @@ describe('routes', () => {
   })
 
   it('uses the A record when there is no MX (implicit MX)', async () => {
-    expect(await resolveRoute(resolver, 'implicit.test', OPTS)).toEqual({ hosts: [{ name: 'implicit.test', addresses: ['127.0.0.3'], port: 2525 }] })
+    expect(await resolveRoute(resolver, 'implicit.test', OPTS)).toEqual({
+      hosts: [{ name: 'implicit.test', addresses: ['127.0.0.3'], port: 2525 }],
+    })
   })
 
   it('fails permanently on a null MX', async () => {
-    expect(await resolveRoute(resolver, 'null.test', OPTS)).toEqual({ error: { code: 556, response: expect.stringContaining('null MX'), permanent: true } })
+    expect(await resolveRoute(resolver, 'null.test', OPTS)).toEqual({
+      error: { code: 556, response: expect.stringContaining('null MX'), permanent: true },
+    })
   })
 
   it('fails permanently for a domain with neither MX nor address', async () => {
@@ -39,16 +48,25 @@ describe('routes', () => {
   })
 
   it('defers when the MX hosts have no address, or DNS fails', async () => {
-    expect(await resolveRoute(resolver, 'dangling.test', OPTS)).toMatchObject({ error: { code: 451, permanent: false } })
-    const broken = { ...resolver, resolveMx: async () => Promise.reject(Object.assign(new Error('timeout'), { code: 'ETIMEOUT' })) }
+    expect(await resolveRoute(resolver, 'dangling.test', OPTS)).toMatchObject({
+      error: { code: 451, permanent: false },
+    })
+    const broken = {
+      ...resolver,
+      resolveMx: async () => Promise.reject(Object.assign(new Error('timeout'), { code: 'ETIMEOUT' })),
+    }
     expect(await resolveRoute(broken, 'two.test', OPTS)).toMatchObject({ error: { code: 451, permanent: false } })
   })
 
   it('sends everything to the smarthost when one is set', async () => {
-    expect(await resolveRoute(resolver, 'two.test', { mxPort: 25, smarthost: { host: 'relay.test', port: 587 } })).toEqual({
+    expect(
+      await resolveRoute(resolver, 'two.test', { mxPort: 25, smarthost: { host: 'relay.test', port: 587 } }),
+    ).toEqual({
       hosts: [{ name: 'relay.test', addresses: ['127.0.0.4'], port: 587 }],
     })
-    expect(await resolveRoute(resolver, 'x.test', { mxPort: 25, smarthost: { host: '127.0.0.9', port: 2526 } })).toEqual({
+    expect(
+      await resolveRoute(resolver, 'x.test', { mxPort: 25, smarthost: { host: '127.0.0.9', port: 2526 } }),
+    ).toEqual({
       hosts: [{ name: '127.0.0.9', addresses: ['127.0.0.9'], port: 2526 }],
     })
   })

@@ -19,7 +19,13 @@ export type SinkRule = (rcpt: string) => { code: number; message: string } | und
  * accepted message; `rcptRule` and `dataRule` make it refuse, and `dropDuringData` makes it
  * hang up in the middle of DATA. `connections` and `rsets` count what clients did.
  */
-export async function startSink(options: { tls?: { key: string | Buffer; cert: string | Buffer }; hidePipelining?: boolean; hide8BitMime?: boolean } = {}) {
+export async function startSink(
+  options: {
+    tls?: { key: string | Buffer; cert: string | Buffer }
+    hidePipelining?: boolean
+    hide8BitMime?: boolean
+  } = {},
+) {
   const messages: SunkMessage[] = []
   const state = {
     /** How the sink answers MAIL FROM (given the sender); undefined = accept. */
@@ -98,13 +104,18 @@ export async function startSink(options: { tls?: { key: string | Buffer; cert: s
     messages,
     state,
     /** Hangs up every open connection without a word, as a server that restarted would. */
-    dropConnections: () => sockets.forEach((s) => s.destroy()),
+    dropConnections: () => {
+      for (const s of sockets) s.destroy()
+    },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   }
 }
 
 /** A resolver stub: MX records and addresses of test domains, NXDOMAIN for everything else. */
-export function stubResolver(zone: { mx?: Record<string, { exchange: string; priority: number }[]>; a?: Record<string, string[]> }): MxResolver {
+export function stubResolver(zone: {
+  mx?: Record<string, { exchange: string; priority: number }[]>
+  a?: Record<string, string[]>
+}): MxResolver {
   const nx = (name: string) => Object.assign(new Error(`queryMx ENOTFOUND ${name}`), { code: 'ENOTFOUND' })
   return {
     resolveMx: async (d) => {

@@ -99,7 +99,13 @@ export async function startHarness(tls: { key: Buffer; cert: Buffer }) {
   }
 
   async function viaRest(account: Account, mail: Mail): Promise<Outcome> {
-    const res = await call(rest(account), 'POST', '/mail/send', { to: mail.to.length === 1 ? mail.to[0] : mail.to, from: mail.from, subject: mail.subject, body: mail.body ?? 'Hello there.', id: mail.orderId })
+    const res = await call(rest(account), 'POST', '/mail/send', {
+      to: mail.to.length === 1 ? mail.to[0] : mail.to,
+      from: mail.from,
+      subject: mail.subject,
+      body: mail.body ?? 'Hello there.',
+      id: mail.orderId,
+    })
     const body = await res.json()
     if (res.status === 200) {
       expect(body).toEqual({ status: 'ok', text: expect.stringMatching(/^[0-9a-f]{18,19}$/) })
@@ -113,7 +119,13 @@ export async function startHarness(tls: { key: Buffer; cert: Buffer }) {
     const client = await mcp(account)
     const args =
       tool === 'sendMail'
-        ? { to: mail.to.length === 1 ? mail.to[0] : mail.to, from: mail.from, subject: mail.subject, body: mail.body ?? 'Hello there.', id: mail.orderId }
+        ? {
+            to: mail.to.length === 1 ? mail.to[0] : mail.to,
+            from: mail.from,
+            subject: mail.subject,
+            body: mail.body ?? 'Hello there.',
+            id: mail.orderId,
+          }
         : {
             from: { email: mail.from, name: 'Sender' },
             to: mail.to.map((email) => ({ email })),
@@ -156,7 +168,7 @@ export async function startHarness(tls: { key: Buffer; cert: Buffer }) {
       if (refusedRcpts.length === recipients.length) return refused('RCPT TO', refusedRcpts[0][1])
       expect(await c.cmd('DATA')).toMatch(/^354 /)
       // The message ends with CRLF; cmd() adds the CRLF after the terminating dot.
-      const end = await c.cmd(smtpMessage(mail) + '.')
+      const end = await c.cmd(`${smtpMessage(mail)}.`)
       if (!end.startsWith('250')) return refused('DATA', end)
       const txid = /^250 Message queued as ([0-9a-f]{18,19})$/.exec(end)?.[1]
       expect(txid, end).toBeDefined()
@@ -214,12 +226,29 @@ export async function startHarness(tls: { key: Buffer; cert: Buffer }) {
       const res = await call(rest(account), 'POST', '/mail/blocks/delete', { email })
       return { status: res.status, body: await res.json() }
     },
-    blockSender(address: string, options: { source?: 'external' | 'internal'; reason?: string; account?: Account } = {}) {
+    blockSender(
+      address: string,
+      options: { source?: 'external' | 'internal'; reason?: string; account?: Account } = {},
+    ) {
       const { source = 'internal', reason = 'blocked by the operator', account = main } = options
-      return store.blocks.addToList({ accountId: account.accountId, source, kind: 'sender', address, reason, now: clock() })
+      return store.blocks.addToList({
+        accountId: account.accountId,
+        source,
+        kind: 'sender',
+        address,
+        reason,
+        now: clock(),
+      })
     },
     suppress(address: string, account: Account = main) {
-      return store.blocks.addToList({ accountId: account.accountId, source: 'internal', kind: 'recipient', address, reason: 'an earlier message to it bounced: 550 5.1.1 user unknown', now: clock() })
+      return store.blocks.addToList({
+        accountId: account.accountId,
+        source: 'internal',
+        kind: 'recipient',
+        address,
+        reason: 'an earlier message to it bounced: 550 5.1.1 user unknown',
+        now: clock(),
+      })
     },
     async close() {
       for (const c of mcpClients.values()) await c.close().catch(() => undefined)

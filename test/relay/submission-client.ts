@@ -47,11 +47,15 @@ export class SmtpClient {
   }
 
   login(user: string, pass: string, method: 'PLAIN' | 'LOGIN' = 'PLAIN'): Promise<void> {
-    return new Promise((resolve, reject) => this.conn.login({ user, pass, method }, (err) => (err ? reject(err) : resolve())))
+    return new Promise((resolve, reject) =>
+      this.conn.login({ user, pass, method }, (err) => (err ? reject(err) : resolve())),
+    )
   }
 
   send(envelope: { from: string; to: string[] }, message: string | Buffer): Promise<SendInfo> {
-    return new Promise((resolve, reject) => this.conn.send(envelope, message, (err, info) => (err ? reject(err) : resolve(info!))))
+    return new Promise((resolve, reject) =>
+      this.conn.send(envelope, message, (err, info) => (err ? reject(err) : resolve(info!))),
+    )
   }
 
   /** RSET: ends a transaction the server left open (e.g. every RCPT refused after MAIL was accepted). */
@@ -100,7 +104,9 @@ export class RawSmtp {
   static open(port: number, host = '127.0.0.1', localAddress?: string, implicitTls = false): Promise<RawSmtp> {
     return new Promise((resolve, reject) => {
       const plain = netConnect({ host, port, localAddress })
-      const socket = implicitTls ? tlsConnect({ socket: plain, rejectUnauthorized: false, servername: 'localhost' }) : plain
+      const socket = implicitTls
+        ? tlsConnect({ socket: plain, rejectUnauthorized: false, servername: 'localhost' })
+        : plain
       socket.once('error', reject)
       socket.once(implicitTls ? 'secureConnect' : 'connect', () => {
         socket.removeListener('error', reject)
@@ -140,13 +146,13 @@ export class RawSmtp {
 
   /** Sends one command line and resolves with the reply. */
   cmd(line: string): Promise<string> {
-    this.socket.write(line + '\r\n')
+    this.socket.write(`${line}\r\n`)
     return this.next()
   }
 
   /** Several command lines in one write (PIPELINING, RFC 2920); resolves with their replies in order. */
   pipeline(lines: string[]): Promise<string[]> {
-    this.socket.write(lines.map((line) => line + '\r\n').join(''))
+    this.socket.write(lines.map((line) => `${line}\r\n`).join(''))
     return Promise.all(lines.map(() => this.next()))
   }
 
@@ -175,7 +181,7 @@ export class RawSmtp {
 
   /** AUTH PLAIN in one line (RFC 4616: authzid NUL authcid NUL password). */
   authPlain(user: string, pass: string): Promise<string> {
-    return this.cmd('AUTH PLAIN ' + Buffer.from(`\0${user}\0${pass}`).toString('base64'))
+    return this.cmd(`AUTH PLAIN ${Buffer.from(`\0${user}\0${pass}`).toString('base64')}`)
   }
 
   /** Resolves once the connection is closed (by the server, say). */

@@ -102,7 +102,8 @@ async function start(overrides: Record<string, string> = {}) {
       await c.cmd(`EHLO ${name}`)
       expect(await c.starttls()).toMatch(/^220 /)
       const ehlo = await c.cmd(`EHLO ${name}`)
-      if (options.auth ?? true) expect(await c.authPlain(`mb${e.orderId}`, await store.orders.password(e.orderId))).toMatch(/^235 /)
+      if (options.auth ?? true)
+        expect(await c.authPlain(`mb${e.orderId}`, await store.orders.password(e.orderId))).toMatch(/^235 /)
       return { raw: c, ehlo }
     },
     /** Delivery-log rows of an order, one per recipient, in seq order. */
@@ -111,7 +112,9 @@ async function start(overrides: Record<string, string> = {}) {
       return rows.sort((a, b) => a._id - b._id)
     },
     body(txid: string): Buffer | undefined {
-      const row = sqlite.prepare('SELECT b.raw FROM message_bodies b JOIN messages m ON m.id = b.message_id WHERE m.txid = ?').get(txid) as { raw: Buffer } | undefined
+      const row = sqlite
+        .prepare('SELECT b.raw FROM message_bodies b JOIN messages m ON m.id = b.message_id WHERE m.txid = ?')
+        .get(txid) as { raw: Buffer } | undefined
       return row?.raw
     },
     /** The queued message as the client sent it: the bytes after this server's Received line (RFC 5321 §4.4), which must be first. */
@@ -121,7 +124,9 @@ async function start(overrides: Record<string, string> = {}) {
       const [line] = /^Received:.*\r\n(?:[ \t].*\r\n)*/.exec(queued) ?? ['']
       const by = e.services.config.nodeName.replace(/\./g, '\\.')
       expect(line.replace(/\r\n(?=[ \t])/g, '')).toMatch(
-        new RegExp(`^Received: from client\\.example \\(\\[127\\.0\\.0\\.1\\]\\) by ${by} \\(mailroom\\) with ESMTPS?A id ${txid}; \\w{3}, \\d{2} \\w{3} \\d{4} \\d{2}:\\d{2}:\\d{2} \\+0000\\r\\n$`),
+        new RegExp(
+          `^Received: from client\\.example \\(\\[127\\.0\\.0\\.1\\]\\) by ${by} \\(mailroom\\) with ESMTPS?A id ${txid}; \\w{3}, \\d{2} \\w{3} \\d{4} \\d{2}:\\d{2}:\\d{2} \\+0000\\r\\n$`,
+        ),
       )
       return queued.slice(line.length)
     },
@@ -175,45 +180,55 @@ function structuredWords(value: string): string[] {
 }
 
 describe('SMTP submission: AUTH and acceptance', () => {
-  it.each(['PLAIN', 'LOGIN'] as const)('accepts a message after STARTTLS and AUTH %s, and queues the bytes sent after its Received line', async (method) => {
-    const t = await start()
-    const c = await authed(t, method)
-    expect(c.secure).toBe(true)
-    const raw = message()
-    const info = await c.send({ from: 'alice@example.org', to: ['bob@example.net', 'carol@example.com'] }, raw)
-    const txid = txidOf(info.response)
-    expect(info.accepted).toEqual(['bob@example.net', 'carol@example.com'])
-    expect(info.rejected).toEqual([])
+  it.each(['PLAIN', 'LOGIN'] as const)(
+    'accepts a message after STARTTLS and AUTH %s, and queues the bytes sent after its Received line',
+    async (method) => {
+      const t = await start()
+      const c = await authed(t, method)
+      expect(c.secure).toBe(true)
+      const raw = message()
+      const info = await c.send({ from: 'alice@example.org', to: ['bob@example.net', 'carol@example.com'] }, raw)
+      const txid = txidOf(info.response)
+      expect(info.accepted).toEqual(['bob@example.net', 'carol@example.com'])
+      expect(info.rejected).toEqual([])
 
-    const rows = await t.log()
-    expect(rows).toHaveLength(2)
-    for (const row of rows) {
-      expect(row).toMatchObject({
-        id: txid,
-        from: 'alice@example.org',
-        user: t.user,
-        transtype: 'ESMTPSA',
-        interface: 'feeder',
-        origin: '127.0.0.1',
-        subject: 'hello there',
-        messageId: '<m1.submission@example.org>',
-        bodySize: t.body(txid)!.length,
-        delivered: 0,
-      })
-    }
-    expect(rows.map((r) => [r.seq, r.recipient])).toEqual([
-      [1, 'bob@example.net'],
-      [2, 'carol@example.com'],
-    ])
-    expect(t.sent(txid)).toBe(raw)
-    expect(t.stored()).toEqual({ messages: 1, bodies: 1, deliveries: 2 })
-  })
+      const rows = await t.log()
+      expect(rows).toHaveLength(2)
+      for (const row of rows) {
+        expect(row).toMatchObject({
+          id: txid,
+          from: 'alice@example.org',
+          user: t.user,
+          transtype: 'ESMTPSA',
+          interface: 'feeder',
+          origin: '127.0.0.1',
+          subject: 'hello there',
+          messageId: '<m1.submission@example.org>',
+          bodySize: t.body(txid)!.length,
+          delivered: 0,
+        })
+      }
+      expect(rows.map((r) => [r.seq, r.recipient])).toEqual([
+        [1, 'bob@example.net'],
+        [2, 'carol@example.com'],
+      ])
+      expect(t.sent(txid)).toBe(raw)
+      expect(t.stored()).toEqual({ messages: 1, bodies: 1, deliveries: 2 })
+    },
+  )
 
   it('gives each message of one authenticated connection its own transaction id', async () => {
     const t = await start()
     const c = await authed(t)
     const first = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
-    const second = txidOf((await c.send({ from: 'alice@example.org', to: ['carol@example.com'] }, message('alice@example.org', 'carol@example.com', 'Second.'))).response)
+    const second = txidOf(
+      (
+        await c.send(
+          { from: 'alice@example.org', to: ['carol@example.com'] },
+          message('alice@example.org', 'carol@example.com', 'Second.'),
+        )
+      ).response,
+    )
     expect(second).not.toBe(first)
     const rows = await t.log()
     expect(rows.map((r) => [r.id, r.recipient])).toEqual([
@@ -244,7 +259,13 @@ describe('SMTP submission: AUTH and acceptance', () => {
     const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
     const rows = await t.log()
     expect(rows).toHaveLength(1)
-    expect(rows[0]).toMatchObject({ id: txid, transtype: 'ESMTPA', interface: 'feeder', origin: '127.0.0.1', recipient: 'bob@example.net' })
+    expect(rows[0]).toMatchObject({
+      id: txid,
+      transtype: 'ESMTPA',
+      interface: 'feeder',
+      origin: '127.0.0.1',
+      recipient: 'bob@example.net',
+    })
   })
 
   it('still records ESMTPSA when TLS is optional but was used', async () => {
@@ -265,7 +286,16 @@ describe('SMTP submission: the Received line', () => {
     const txid = txidOf(await raw.data(dataOf(message())))
     const [received] = /^Received:.*\r\n(?:[ \t].*\r\n)*/.exec(t.body(txid)!.toString('utf8'))!
     const words = structuredWords(received.slice('Received:'.length).replace(/\r\n(?=[ \t])/g, ''))
-    expect(words.slice(0, words.indexOf(';'))).toEqual(['from', '"x])_by_evil.example_(spoof"', 'by', t.env.services.config.nodeName, 'with', 'ESMTPSA', 'id', txid])
+    expect(words.slice(0, words.indexOf(';'))).toEqual([
+      'from',
+      '"x])_by_evil.example_(spoof"',
+      'by',
+      t.env.services.config.nodeName,
+      'with',
+      'ESMTPSA',
+      'id',
+      txid,
+    ])
   })
 })
 
@@ -273,7 +303,7 @@ describe('SMTP submission: refused credentials', () => {
   it('answers 535 to a wrong password, and the session cannot send', async () => {
     const t = await start()
     const c = await t.client()
-    const err = await refusal(c.login(t.user, t.password + 'x'))
+    const err = await refusal(c.login(t.user, `${t.password}x`))
     expect(err.responseCode).toBe(535)
     expect(err.response).toBe('535 5.7.8 Authentication credentials invalid')
     const mail = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
@@ -334,13 +364,17 @@ describe('SMTP submission: refused credentials', () => {
 
   it('refuses the message (550 5.7.1) when the order is canceled between RCPT TO and the end of DATA', async () => {
     const t = await start()
-    expect(await changedBeforeData(t, () => t.env.services.store.orders.setStatus(t.env.orderId, 'canceled'))).toMatch(/^550 5\.7\.1 .*mb\d+ is canceled/i)
+    expect(await changedBeforeData(t, () => t.env.services.store.orders.setStatus(t.env.orderId, 'canceled'))).toMatch(
+      /^550 5\.7\.1 .*mb\d+ is canceled/i,
+    )
     expect(t.stored()).toEqual(NOTHING)
   })
 
   it('refuses the message (553 5.7.1) when the sender stops being authorized before the end of DATA', async () => {
     const t = await start()
-    expect(await changedBeforeData(t, () => t.env.services.store.orders.addSender(t.env.orderId, '@other.example'))).toMatch(/^553 5\.7\.1 .*alice@example\.org is not an authorized sender/)
+    expect(
+      await changedBeforeData(t, () => t.env.services.store.orders.addSender(t.env.orderId, '@other.example')),
+    ).toMatch(/^553 5\.7\.1 .*alice@example\.org is not an authorized sender/)
     expect(t.stored()).toEqual(NOTHING)
   })
 
@@ -348,7 +382,8 @@ describe('SMTP submission: refused credentials', () => {
     const t = await start()
     const other = await t.env.newAccount()
     const { raw } = await t.rawSession({ auth: false })
-    const plain = (authzid: string, authcid: string) => raw.cmd('AUTH PLAIN ' + Buffer.from(`${authzid}\0${authcid}\0${t.password}`).toString('base64'))
+    const plain = (authzid: string, authcid: string) =>
+      raw.cmd(`AUTH PLAIN ${Buffer.from(`${authzid}\0${authcid}\0${t.password}`).toString('base64')}`)
     expect(await plain(`mb${other.orderId}`, t.user)).toBe(`535 5.7.8 ${t.user} may not act as mb${other.orderId}`)
     expect(await plain(t.user, t.user)).toMatch(/^235 /)
   })
@@ -372,7 +407,9 @@ describe('SMTP submission: refused credentials', () => {
     // The other order's own password works, and the message is logged under that order only.
     const c = await t.client()
     await c.login(`mb${other.orderId}`, otherPassword)
-    const txid = txidOf((await c.send({ from: 'dave@example.org', to: ['bob@example.net'] }, message('dave@example.org'))).response)
+    const txid = txidOf(
+      (await c.send({ from: 'dave@example.org', to: ['bob@example.net'] }, message('dave@example.org'))).response,
+    )
     expect((await t.log(other.orderId)).map((r) => [r.id, r.user])).toEqual([[txid, `mb${other.orderId}`]])
     expect(await t.log()).toEqual([])
   })
@@ -432,7 +469,8 @@ describe('SMTP submission: failed-AUTH throttling', () => {
 
   it('allows the attempts below the limit', async () => {
     const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
-    for (let i = 0; i < 2; i++) expect((await refusal((await t.client()).login(t.user, 'wrong'))).responseCode).toBe(535)
+    for (let i = 0; i < 2; i++)
+      expect((await refusal((await t.client()).login(t.user, 'wrong'))).responseCode).toBe(535)
     const c = await authed(t)
     txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
   })
@@ -440,14 +478,22 @@ describe('SMTP submission: failed-AUTH throttling', () => {
   it('counts failures across usernames: one address cannot spread guesses over orders', async () => {
     const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
     const other = await t.env.newAccount()
-    for (const user of [t.user, `mb${other.orderId}`, 'mb999999']) expect((await refusal((await t.client()).login(user, 'wrong'))).responseCode).toBe(535)
-    expect((await refusal((await t.client()).login(`mb${other.orderId}`, await t.env.services.store.orders.password(other.orderId)))).responseCode).toBe(454)
+    for (const user of [t.user, `mb${other.orderId}`, 'mb999999'])
+      expect((await refusal((await t.client()).login(user, 'wrong'))).responseCode).toBe(535)
+    expect(
+      (
+        await refusal(
+          (await t.client()).login(`mb${other.orderId}`, await t.env.services.store.orders.password(other.orderId)),
+        )
+      ).responseCode,
+    ).toBe(454)
   })
 
   it('counts a username that is not written as mb<id> as a failure, even with the right password', async () => {
     const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
     const id = t.env.orderId
-    for (const user of [`mb0${id}`, `mb00${id}`, `mb000${id}`]) expect((await refusal((await t.client()).login(user, t.password))).responseCode, user).toBe(535)
+    for (const user of [`mb0${id}`, `mb00${id}`, `mb000${id}`])
+      expect((await refusal((await t.client()).login(user, t.password))).responseCode, user).toBe(535)
     expect((await refusal((await t.client()).login(t.user, t.password))).responseCode).toBe(454)
     expect(t.stored()).toEqual(NOTHING)
   })
@@ -457,7 +503,8 @@ describe('SMTP submission: failed-AUTH throttling', () => {
     const t = await start({ MAILROOM_SMTP_MAX_AUTH_FAILURES: '3' })
     const other = await t.env.newAccount()
     const victim = `mb${other.orderId}`
-    for (let i = 0; i < 2; i++) expect((await refusal((await t.client()).login(victim, `guess-${i}`))).responseCode).toBe(535)
+    for (let i = 0; i < 2; i++)
+      expect((await refusal((await t.client()).login(victim, `guess-${i}`))).responseCode).toBe(535)
     await authed(t) // the attacker's own, valid login
     expect((await refusal((await t.client()).login(victim, 'guess-2'))).responseCode).toBe(535)
     // Three failures from this address in the window: the fourth attempt must be throttled.
@@ -539,8 +586,14 @@ describe('SMTP submission: limits', () => {
     const sent = t.sent(txid)
     expect(sent.endsWith(bare)).toBe(true)
     const messageId = `<${txid}.`
-    expect(sent.slice(0, -bare.length)).toMatch(new RegExp(`^Message-ID: ${messageId.replace('.', '\\.')}[0-9a-f]{12}@example\\.org>\r\nDate: Sun, 22 Nov 2026 12:00:00 \\+0000\r\n$`))
-    expect((await t.log())[0].messageId).toMatch(new RegExp(`^${messageId.replace('.', '\\.')}[0-9a-f]{12}@example\\.org>$`))
+    expect(sent.slice(0, -bare.length)).toMatch(
+      new RegExp(
+        `^Message-ID: ${messageId.replace('.', '\\.')}[0-9a-f]{12}@example\\.org>\r\nDate: Sun, 22 Nov 2026 12:00:00 \\+0000\r\n$`,
+      ),
+    )
+    expect((await t.log())[0].messageId).toMatch(
+      new RegExp(`^${messageId.replace('.', '\\.')}[0-9a-f]{12}@example\\.org>$`),
+    )
   })
 
   it('takes a message of exactly the limit: its Received line and added headers are not counted against it', async () => {
@@ -548,7 +601,7 @@ describe('SMTP submission: limits', () => {
     const c = await authed(t)
     // Without Date and Message-ID, which are added.
     const head = 'From: Alice <alice@example.org>\r\nTo: bob@example.net\r\nSubject: at the limit\r\n\r\n'
-    const exact = head + 'x'.repeat(2048 - Buffer.byteLength(head) - 2) + '\r\n'
+    const exact = `${head + 'x'.repeat(2048 - Buffer.byteLength(head) - 2)}\r\n`
     expect(Buffer.byteLength(exact)).toBe(2048)
     const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, exact)).response)
     expect(t.sent(txid)).toMatch(/^Message-ID: .*\r\nDate: .*\r\nFrom: Alice/)
@@ -571,11 +624,16 @@ describe('SMTP submission: limits', () => {
     clients.push(third)
     expect(await third.greeting).toMatch(/^421 .*Too many connected clients/)
     first.close()
-    await expect.poll(async () => {
-      const next = await RawSmtp.open(t.port)
-      clients.push(next)
-      return next.greeting
-    }, { timeout: 5000 }).toMatch(/^220 /)
+    await expect
+      .poll(
+        async () => {
+          const next = await RawSmtp.open(t.port)
+          clients.push(next)
+          return next.greeting
+        },
+        { timeout: 5000 },
+      )
+      .toMatch(/^220 /)
   })
 
   it('holds at most 50 connections from one address (MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS): of 1,000 from one, the rest get 421 and are closed, and another address is still greeted', async () => {
@@ -583,7 +641,9 @@ describe('SMTP submission: limits', () => {
     const flood = await Promise.all(Array.from({ length: 1000 }, () => t.open('127.0.0.50')))
     const greetings = await Promise.all(flood.map((c) => c.greeting))
     expect(greetings.filter((g) => g.startsWith('220 '))).toHaveLength(50)
-    expect(new Set(greetings.filter((g) => !g.startsWith('220 ')))).toEqual(new Set(['421 4.7.0 Too many connections from 127.0.0.50; try again later']))
+    expect(new Set(greetings.filter((g) => !g.startsWith('220 ')))).toEqual(
+      new Set(['421 4.7.0 Too many connections from 127.0.0.50; try again later']),
+    )
     await Promise.all(flood.filter((_, i) => !greetings[i].startsWith('220 ')).map((c) => c.closed()))
 
     const other = await t.open('127.0.0.51')
@@ -598,7 +658,8 @@ describe('SMTP submission: limits', () => {
   it('counts a connection down when it closes, and never a refused one: one address gets its connections again round after round', async () => {
     const t = await start({ MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: '2' })
     // The server learns of a close only when the socket's end reaches it: the next one may come a little before.
-    const admitted = () => expect.poll(async () => (await t.open('127.0.0.60')).greeting, { timeout: 5000 }).toMatch(/^220 /)
+    const admitted = () =>
+      expect.poll(async () => (await t.open('127.0.0.60')).greeting, { timeout: 5000 }).toMatch(/^220 /)
     for (let round = 0; round < 5; round++) {
       await admitted()
       await admitted()
@@ -611,7 +672,10 @@ describe('SMTP submission: limits', () => {
   it('counts a client once across the STARTTLS and the implicit-TLS servers: the implicit-TLS one refuses a connection past the limit', async () => {
     const t = await start({ MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: '1' })
     const { store, relay, config, logger, clock } = t.env.services
-    const secure = createSubmissionServer({ store, relay, config, logger, clock, tls, limits: t.limits }, { secure: true })
+    const secure = createSubmissionServer(
+      { store, relay, config, logger, clock, tls, limits: t.limits },
+      { secure: true },
+    )
     await new Promise<void>((resolve) => secure.listen(0, '127.0.0.1', () => resolve()))
     after.push(() => new Promise<void>((resolve) => secure.close(() => resolve())))
     const securePort = (secure.server.address() as AddressInfo).port
@@ -647,7 +711,10 @@ describe('SMTP submission: limits', () => {
   it('refuses the third RCPT with 452 when MAILROOM_MAX_RECIPIENTS=2, and queues for the first two', async () => {
     const t = await start({ MAILROOM_MAX_RECIPIENTS: '2' })
     const c = await authed(t)
-    const info = await c.send({ from: 'alice@example.org', to: ['one@example.net', 'two@example.net', 'three@example.net'] }, message())
+    const info = await c.send(
+      { from: 'alice@example.org', to: ['one@example.net', 'two@example.net', 'three@example.net'] },
+      message(),
+    )
     const txid = txidOf(info.response)
     expect(info.accepted).toEqual(['one@example.net', 'two@example.net'])
     expect(info.rejected).toEqual(['three@example.net'])
@@ -689,21 +756,36 @@ describe('SMTP submission: senders and deny rules', () => {
   it("does not apply another order's deny rules", async () => {
     const t = await start()
     const other = await t.env.newAccount()
-    await t.env.services.store.rules.create({ orderId: other.orderId, type: 'domain', data: 'example.org', now: t.env.clock() })
+    await t.env.services.store.rules.create({
+      orderId: other.orderId,
+      type: 'domain',
+      data: 'example.org',
+      now: t.env.clock(),
+    })
     const c = await authed(t)
     txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
   })
 
   it('refuses only the RCPT a destination rule names, and queues the message for the others', async () => {
     const t = await start()
-    const rule = await t.env.services.store.rules.create({ orderId: t.env.orderId, type: 'destination', data: 'blocked@example.net', now: t.env.clock() })
+    const rule = await t.env.services.store.rules.create({
+      orderId: t.env.orderId,
+      type: 'destination',
+      data: 'blocked@example.net',
+      now: t.env.clock(),
+    })
     const c = await authed(t)
-    const info = await c.send({ from: 'alice@example.org', to: ['ok1@example.net', 'Blocked@Example.net', 'ok2@example.net'] }, message())
+    const info = await c.send(
+      { from: 'alice@example.org', to: ['ok1@example.net', 'Blocked@Example.net', 'ok2@example.net'] },
+      message(),
+    )
     const txid = txidOf(info.response)
     expect(info.accepted).toEqual(['ok1@example.net', 'ok2@example.net'])
     expect(info.rejected).toEqual(['Blocked@Example.net'])
     expect(info.rejectedErrors?.[0].responseCode).toBe(550)
-    expect(info.rejectedErrors?.[0].response).toBe(`550 5.7.1 to: recipient Blocked@Example.net is rejected by deny rule ${rule.id} (destination blocked@example.net)`)
+    expect(info.rejectedErrors?.[0].response).toBe(
+      `550 5.7.1 to: recipient Blocked@Example.net is rejected by deny rule ${rule.id} (destination blocked@example.net)`,
+    )
     expect((await t.log()).map((r) => [r.id, r.seq, r.recipient])).toEqual([
       [txid, 1, 'ok1@example.net'],
       [txid, 2, 'ok2@example.net'],
@@ -713,7 +795,12 @@ describe('SMTP submission: senders and deny rules', () => {
 
   it('stores nothing when a destination rule refuses the only recipient', async () => {
     const t = await start()
-    await t.env.services.store.rules.create({ orderId: t.env.orderId, type: 'destination', data: 'blocked@example.net', now: t.env.clock() })
+    await t.env.services.store.rules.create({
+      orderId: t.env.orderId,
+      type: 'destination',
+      data: 'blocked@example.net',
+      now: t.env.clock(),
+    })
     const c = await authed(t)
     const err = await refusal(c.send({ from: 'alice@example.org', to: ['blocked@example.net'] }, message()))
     expect(err.responseCode).toBe(550)
@@ -723,10 +810,17 @@ describe('SMTP submission: senders and deny rules', () => {
 
   it('takes a quoted local part that needs no quotes as the bare address: a deny rule on it applies', async () => {
     const t = await start()
-    const rule = await t.env.services.store.rules.create({ orderId: t.env.orderId, type: 'destination', data: 'blocked@example.net', now: t.env.clock() })
+    const rule = await t.env.services.store.rules.create({
+      orderId: t.env.orderId,
+      type: 'destination',
+      data: 'blocked@example.net',
+      now: t.env.clock(),
+    })
     const { raw } = await t.rawSession()
     expect(await raw.cmd('MAIL FROM:<"alice"@example.org>')).toMatch(/^250 /)
-    expect(await raw.cmd('RCPT TO:<"blocked"@example.net>')).toBe(`550 5.7.1 to: recipient blocked@example.net is rejected by deny rule ${rule.id} (destination blocked@example.net)`)
+    expect(await raw.cmd('RCPT TO:<"blocked"@example.net>')).toBe(
+      `550 5.7.1 to: recipient blocked@example.net is rejected by deny rule ${rule.id} (destination blocked@example.net)`,
+    )
     expect(await raw.cmd('RCPT TO:<"bob"@example.net>')).toMatch(/^250 /)
     expect(await raw.cmd('DATA')).toMatch(/^354 /)
     const txid = txidOf(await raw.data(dataOf(message())))
@@ -739,9 +833,13 @@ describe('SMTP submission: senders and deny rules', () => {
     const t = await start()
     await t.env.services.store.orders.addSender(t.env.orderId, '@example.org')
     const c = await authed(t)
-    const err = await refusal(c.send({ from: 'alice@example.com', to: ['bob@example.net'] }, message('alice@example.com')))
+    const err = await refusal(
+      c.send({ from: 'alice@example.com', to: ['bob@example.net'] }, message('alice@example.com')),
+    )
     expect(err.responseCode).toBe(553)
-    expect(err.response).toBe(`553 5.7.1 from: alice@example.com is not an authorized sender of mail order ${t.user} (allowed: @example.org)`)
+    expect(err.response).toBe(
+      `553 5.7.1 from: alice@example.com is not an authorized sender of mail order ${t.user} (allowed: @example.org)`,
+    )
     expect(t.stored()).toEqual(NOTHING)
 
     // An authorized sender, in any case, is accepted.
@@ -757,7 +855,14 @@ describe('SMTP submission: senders and deny rules', () => {
     const txid = txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, raw)).response)
     const rows = await t.log()
     expect(rows.map((r) => [r.id, r.from])).toEqual([[txid, 'alice@example.org']])
-    const byHeader = await t.env.services.store.mail.log({ orderId: t.env.orderId, headerfrom: 'mallory@elsewhere.example', skip: 0, limit: 10, dir: 'desc', groupby: 'message' })
+    const byHeader = await t.env.services.store.mail.log({
+      orderId: t.env.orderId,
+      headerfrom: 'mallory@elsewhere.example',
+      skip: 0,
+      limit: 10,
+      dir: 'desc',
+      groupby: 'message',
+    })
     expect(byHeader.rows.map((r) => r.id)).toEqual([txid])
     expect(t.sent(txid)).toBe(raw)
   })
@@ -778,27 +883,34 @@ describe('SMTP submission: senders and deny rules', () => {
     ])
   })
 
-  it.each(ESCAPED_RECIPIENTS)('refuses RCPT TO behind $block spelled with quoted-pairs ($escaped) as the plain one, storing nothing', async ({ plain, escaped, refusal }) => {
-    const t = await start()
-    await blockRecipients(t.env)
-    const { raw } = await t.rawSession()
-    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
-    const reply = await raw.cmd(`RCPT TO:<${escaped}>`)
-    expect(reply).toMatch(new RegExp(`^550 5\\.7\\.1 to: ${refusal.source}`))
-    expect(await raw.cmd('DATA')).toMatch(/^503 /)
-    expect(t.stored()).toEqual(NOTHING)
-    // The plain spelling, from a sender a trap hit has not blocked, gets the same reply.
-    expect(await raw.cmd('RSET')).toMatch(/^250 /)
-    expect(await raw.cmd('MAIL FROM:<carol@example.org>')).toMatch(/^250 /)
-    expect(await raw.cmd(`RCPT TO:<${plain}>`)).toBe(reply.replace(/alice@example\.org/g, 'carol@example.org'))
-  })
+  it.each(ESCAPED_RECIPIENTS)(
+    'refuses RCPT TO behind $block spelled with quoted-pairs ($escaped) as the plain one, storing nothing',
+    async ({ plain, escaped, refusal }) => {
+      const t = await start()
+      await blockRecipients(t.env)
+      const { raw } = await t.rawSession()
+      expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+      const reply = await raw.cmd(`RCPT TO:<${escaped}>`)
+      expect(reply).toMatch(new RegExp(`^550 5\\.7\\.1 to: ${refusal.source}`))
+      expect(await raw.cmd('DATA')).toMatch(/^503 /)
+      expect(t.stored()).toEqual(NOTHING)
+      // The plain spelling, from a sender a trap hit has not blocked, gets the same reply.
+      expect(await raw.cmd('RSET')).toMatch(/^250 /)
+      expect(await raw.cmd('MAIL FROM:<carol@example.org>')).toMatch(/^250 /)
+      expect(await raw.cmd(`RCPT TO:<${plain}>`)).toBe(reply.replace(/alice@example\.org/g, 'carol@example.org'))
+    },
+  )
 
   it('refuses an address literal at MAIL FROM and RCPT TO with 553, saying so', async () => {
     const t = await start()
     const { raw } = await t.rawSession()
-    expect(await raw.cmd('MAIL FROM:<alice@[192.0.2.1]>')).toBe('553 5.1.7 alice@[192.0.2.1] is an address literal; mail goes only to addresses at a domain name')
+    expect(await raw.cmd('MAIL FROM:<alice@[192.0.2.1]>')).toBe(
+      '553 5.1.7 alice@[192.0.2.1] is an address literal; mail goes only to addresses at a domain name',
+    )
     expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
-    expect(await raw.cmd('RCPT TO:<u@[127.0.0.1]>')).toBe('553 5.1.3 u@[127.0.0.1] is an address literal; mail goes only to addresses at a domain name')
+    expect(await raw.cmd('RCPT TO:<u@[127.0.0.1]>')).toBe(
+      '553 5.1.3 u@[127.0.0.1] is an address literal; mail goes only to addresses at a domain name',
+    )
     expect(await raw.cmd('DATA')).toMatch(/^503 /)
     expect(t.stored()).toEqual(NOTHING)
   })
@@ -811,8 +923,12 @@ describe('SMTP submission: senders and deny rules', () => {
     expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
     expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
     expect(await raw.cmd('DATA')).toMatch(/^354 /)
-    const forged = Buffer.from('From: Alice <alice@example.org>\r\nX-A: 1\rFrom: ceo@bank.example\r\r\nTo: bob@example.net\r\n\r\nbody\r\n.\r\n')
-    expect(await raw.data(forged)).toBe('550 5.6.0 message: line 2 of the header has a bare CR; RFC 5322 §2.2 requires CRLF')
+    const forged = Buffer.from(
+      'From: Alice <alice@example.org>\r\nX-A: 1\rFrom: ceo@bank.example\r\r\nTo: bob@example.net\r\n\r\nbody\r\n.\r\n',
+    )
+    expect(await raw.data(forged)).toBe(
+      '550 5.6.0 message: line 2 of the header has a bare CR; RFC 5322 §2.2 requires CRLF',
+    )
     expect(t.stored()).toEqual(NOTHING)
   })
 
@@ -831,9 +947,18 @@ describe('SMTP submission: senders and deny rules', () => {
 describe('SMTP submission: spam filter', () => {
   it('refuses a blocked sender at MAIL FROM with 550 5.7.1, storing nothing', async () => {
     const t = await start()
-    await t.env.services.store.blocks.addToList({ accountId: t.env.accountId, source: 'internal', kind: 'sender', address: 'spammer@example.org', reason: 'test', now: t.env.clock() })
+    await t.env.services.store.blocks.addToList({
+      accountId: t.env.accountId,
+      source: 'internal',
+      kind: 'sender',
+      address: 'spammer@example.org',
+      reason: 'test',
+      now: t.env.clock(),
+    })
     const c = await authed(t)
-    const err = await refusal(c.send({ from: 'Spammer@Example.org', to: ['bob@example.net'] }, message('spammer@example.org')))
+    const err = await refusal(
+      c.send({ from: 'Spammer@Example.org', to: ['bob@example.net'] }, message('spammer@example.org')),
+    )
     expect(err.responseCode).toBe(550)
     expect(err.response).toMatch(/^550 5\.7\.1 from: sender Spammer@Example\.org is blocked/)
     expect(t.stored()).toEqual(NOTHING)
@@ -842,7 +967,14 @@ describe('SMTP submission: spam filter', () => {
   it("does not apply another account's block list", async () => {
     const t = await start()
     const other = await t.env.newAccount()
-    await t.env.services.store.blocks.addToList({ accountId: other.accountId, source: 'internal', kind: 'sender', address: 'alice@example.org', reason: 'test', now: t.env.clock() })
+    await t.env.services.store.blocks.addToList({
+      accountId: other.accountId,
+      source: 'internal',
+      kind: 'sender',
+      address: 'alice@example.org',
+      reason: 'test',
+      now: t.env.clock(),
+    })
     const c = await authed(t)
     txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
   })
@@ -850,13 +982,22 @@ describe('SMTP submission: spam filter', () => {
   it('refuses a recipient on the local block list at its RCPT TO, records a LOCAL_BL_RCPT event, and queues for the others', async () => {
     const t = await start()
     const { store } = t.env.services
-    await store.blocks.addToList({ accountId: t.env.accountId, source: 'internal', kind: 'recipient', address: 'gone@example.net', reason: '550 5.1.1 user unknown', now: t.env.clock() })
+    await store.blocks.addToList({
+      accountId: t.env.accountId,
+      source: 'internal',
+      kind: 'recipient',
+      address: 'gone@example.net',
+      reason: '550 5.1.1 user unknown',
+      now: t.env.clock(),
+    })
     const c = await authed(t)
     const info = await c.send({ from: 'alice@example.org', to: ['bob@example.net', 'gone@example.net'] }, message())
     const txid = txidOf(info.response)
     expect(info.rejected).toEqual(['gone@example.net'])
     expect(info.rejectedErrors?.[0].responseCode).toBe(550)
-    expect(info.rejectedErrors?.[0].response).toMatch(/^550 5\.7\.1 to: recipient gone@example\.net is on this account's local block list/)
+    expect(info.rejectedErrors?.[0].response).toMatch(
+      /^550 5\.7\.1 to: recipient gone@example\.net is on this account's local block list/,
+    )
     expect((await t.log()).map((r) => [r.id, r.recipient])).toEqual([[txid, 'bob@example.net']])
     const events = await store.blocks.events(t.env.accountId, 'LOCAL_BL_RCPT', 0)
     expect(events).toMatchObject([{ rule: 'LOCAL_BL_RCPT', envFrom: 'alice@example.org', rcptTo: 'gone@example.net' }])
@@ -865,7 +1006,14 @@ describe('SMTP submission: spam filter', () => {
   it('closes a connection with 421 past MAILROOM_MAX_RECIPIENTS refused recipients without a message accepted', async () => {
     const t = await start({ MAILROOM_MAX_RECIPIENTS: '3' })
     const { store } = t.env.services
-    await store.blocks.addToList({ accountId: t.env.accountId, source: 'internal', kind: 'recipient', address: 'gone@example.net', reason: '550 5.1.1 user unknown', now: t.env.clock() })
+    await store.blocks.addToList({
+      accountId: t.env.accountId,
+      source: 'internal',
+      kind: 'recipient',
+      address: 'gone@example.net',
+      reason: '550 5.1.1 user unknown',
+      now: t.env.clock(),
+    })
     const { raw } = await t.rawSession()
     expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
     // Two refused, then a message accepted: the count starts again.
@@ -876,7 +1024,9 @@ describe('SMTP submission: spam filter', () => {
     expect(await raw.data(dataOf(message()))).toMatch(/^250 /)
     expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
     for (let i = 0; i < 3; i++) expect(await raw.cmd('RCPT TO:<gone@example.net>')).toMatch(/^550 5\.7\.1 /)
-    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toBe('421 4.7.0 3 recipients refused without a message accepted; closing the connection')
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toBe(
+      '421 4.7.0 3 recipients refused without a message accepted; closing the connection',
+    )
     await raw.closed()
     // Each refusal by the block list was recorded, and none after the limit.
     expect(await store.blocks.events(t.env.accountId, 'LOCAL_BL_RCPT', 0)).toHaveLength(4)
@@ -891,7 +1041,9 @@ describe('SMTP submission: spam filter', () => {
     expect(err.responseCode).toBe(550)
     expect(err.response).toMatch(/^550 5\.7\.1 to: recipient trap@example\.net is a spam trap/)
     expect(t.stored()).toEqual(NOTHING)
-    expect(await store.blocks.events(t.env.accountId, 'MBTRAP', 0)).toMatchObject([{ envFrom: 'alice@example.org', rcptTo: 'trap@example.net' }])
+    expect(await store.blocks.events(t.env.accountId, 'MBTRAP', 0)).toMatchObject([
+      { envFrom: 'alice@example.org', rcptTo: 'trap@example.net' },
+    ])
 
     await c.reset() // MAIL was accepted; only the RCPT was refused
     const next = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
@@ -904,7 +1056,8 @@ describe('SMTP submission: spam filter', () => {
     const t = await start()
     const c = await authed(t)
     const spammy = message().replace('Subject: hello there', 'Subject: fast SMTP relay for sale')
-    for (let i = 0; i < 5; i++) txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, spammy)).response)
+    for (let i = 0; i < 5; i++)
+      txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, spammy)).response)
     expect(t.stored().messages).toBe(5)
     const err = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, spammy))
     expect(err.responseCode).toBe(550)

@@ -9,7 +9,7 @@ describe('transaction ids', () => {
     const id = next(NOW)
     expect(id).toMatch(/^[0-9a-f]{18}$/)
     expect(id.endsWith('beef')).toBe(true)
-    expect(BigInt('0x' + id.slice(0, -4)) / 0x1000n).toBe(BigInt(NOW))
+    expect(BigInt(`0x${id.slice(0, -4)}`) / 0x1000n).toBe(BigInt(NOW))
   })
 
   it('never repeat, even past 4096 in one millisecond', () => {

@@ -35,7 +35,13 @@ describe('storage: group commit beside another writer', () => {
       await new Promise((resolve) => writer.stdout.once('data', resolve))
       const results = { taken: 0, failed: [] as string[] }
       for (const end = Date.now() + 1000; Date.now() < end; ) {
-        const event = { createdAt: Date.now(), envFrom: 'a@example.org', messageId: null, subject: `smtp ${results.taken}`, rcptTo: 'r@example.com' }
+        const event = {
+          createdAt: Date.now(),
+          envFrom: 'a@example.org',
+          messageId: null,
+          subject: `smtp ${results.taken}`,
+          rcptTo: 'r@example.com',
+        }
         await store.blocks.takeSubject(1, event, 0, 4).then(
           () => results.taken++,
           (err: Error) => results.failed.push(err.message),

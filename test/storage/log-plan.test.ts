@@ -9,8 +9,15 @@ const base: LogQuery = { orderId: 1, skip: 0, limit: 100, dir: 'desc', groupby: 
 /** The steps of the plan of a log query's total, total after a mark, or page. */
 function planOf(store: SqliteStore, q: LogQuery, which: 'count' | 'countAbove' | 'rows'): string[] {
   const built = buildLogQuery(q, q.startTime !== undefined ? [1, 2] : undefined)
-  const params = which === 'rows' ? [...built.params, q.limit, q.skip] : which === 'count' ? built.countParams : [...built.countParams, 1]
-  return (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${built[which]}`).all(...params) as { detail: string }[]).map((r) => r.detail)
+  const params =
+    which === 'rows'
+      ? [...built.params, q.limit, q.skip]
+      : which === 'count'
+        ? built.countParams
+        : [...built.countParams, 1]
+  return (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${built[which]}`).all(...params) as { detail: string }[]).map(
+    (r) => r.detail,
+  )
 }
 
 // Every log filter must be answered from an index, also at millions of rows: no query plan may
@@ -39,13 +46,24 @@ describe('log query plans', () => {
         for (const which of ['count', 'countAbove', 'rows'] as const) {
           const steps = plan({ ...base, ...f, groupby }, which)
           // "SCAN m" / "SCAN d" / "SCAN x" would be a full table scan; index searches say SEARCH.
-          expect(steps.filter((s) => /^SCAN (m|d|x|messages|deliveries)\b/.test(s)), steps.join(' | ')).toEqual([])
+          expect(
+            steps.filter((s) => /^SCAN (m|d|x|messages|deliveries)\b/.test(s)),
+            steps.join(' | '),
+          ).toEqual([])
           expect(steps.some((s) => /USING (COVERING )?INDEX|INTEGER PRIMARY KEY|VIRTUAL TABLE/.test(s))).toBe(true)
           // Nor, filtered, may it walk every message of the order, testing each.
-          if (Object.keys(f).length) expect(steps.filter((s) => /INDEX messages_order \(order_id=\?\)$/.test(s)), steps.join(' | ')).toEqual([])
+          if (Object.keys(f).length)
+            expect(
+              steps.filter((s) => /INDEX messages_order \(order_id=\?\)$/.test(s)),
+              steps.join(' | '),
+            ).toEqual([])
           // A kept total (of exact filters only) counts the messages after its mark from a seek,
           // not from the start; a transaction id matches one message at most.
-          if (which === 'countAbove' && !('startTime' in f || 'messageId' in f || 'mailid' in f)) expect(steps.some((s) => /(id|rowid)>\?/.test(s)), steps.join(' | ')).toBe(true)
+          if (which === 'countAbove' && !('startTime' in f || 'messageId' in f || 'mailid' in f))
+            expect(
+              steps.some((s) => /(id|rowid)>\?/.test(s)),
+              steps.join(' | '),
+            ).toBe(true)
         }
       })
     }
@@ -83,14 +101,24 @@ describe('statistics (and windowed log totals) query plans, with the statistics 
           ip: windowed ? [1, 5] : [5],
         }
         for (const [name, text] of Object.entries(sql) as [keyof typeof sql, string][]) {
-          const steps = (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${text}`).all(...ids, ...params[name]) as { detail: string }[]).map((r) => r.detail)
-          expect(steps.filter((s) => /^SCAN /.test(s)), `${name}: ${steps.join(' | ')}`).toEqual([])
+          const steps = (
+            store.sqlite.prepare(`EXPLAIN QUERY PLAN ${text}`).all(...ids, ...params[name]) as { detail: string }[]
+          ).map((r) => r.detail)
+          expect(
+            steps.filter((s) => /^SCAN /.test(s)),
+            `${name}: ${steps.join(' | ')}`,
+          ).toEqual([])
           // The messages of a window come from the time index; over all time, only covering indexes
           // (but for the few messages after a kept usage).
-          if (windowed && !name.startsWith('usage')) expect(steps[0], name).toMatch(/messages_order_time \(order_id=\? AND time>\?\)/)
+          if (windowed && !name.startsWith('usage'))
+            expect(steps[0], name).toMatch(/messages_order_time \(order_id=\? AND time>\?\)/)
           // The usage kept from an earlier count adds the messages after it, from a seek.
           if (name === 'usageAbove') expect(steps.join(' | ')).toMatch(/rowid>\?/)
-          if (!windowed && name !== 'usageAbove') expect(steps.filter((s) => /SEARCH (m|d) USING INDEX/.test(s)), `${name}: ${steps.join(' | ')}`).toEqual([])
+          if (!windowed && name !== 'usageAbove')
+            expect(
+              steps.filter((s) => /SEARCH (m|d) USING INDEX/.test(s)),
+              `${name}: ${steps.join(' | ')}`,
+            ).toEqual([])
         }
       })
     }
@@ -98,11 +126,22 @@ describe('statistics (and windowed log totals) query plans, with the statistics 
 
   // A filter within a window: the total walks the filter's index over the window's ids (or the
   // Message-IDs found), as the page does, not the window's index testing each message in it.
-  for (const f of [{ from: 'a@example.com' }, { subject: 'hello' }, { origin: '192.0.2.1' }, { messageId: 'abcdef' }] as Partial<LogQuery>[]) {
+  for (const f of [
+    { from: 'a@example.com' },
+    { subject: 'hello' },
+    { origin: '192.0.2.1' },
+    { messageId: 'abcdef' },
+  ] as Partial<LogQuery>[]) {
     it(`the total of ${JSON.stringify(f)} within a window`, () => {
       const steps = planOf(store, { ...base, ...f, startTime: 1, endTime: 2 }, 'count')
-      expect(steps.filter((s) => /messages_order_time/.test(s)), steps.join(' | ')).toEqual([])
-      expect(steps.some((s) => /(id|rowid)>\? AND (id|rowid)<\?|messages_fts VIRTUAL TABLE/.test(s)), steps.join(' | ')).toBe(true)
+      expect(
+        steps.filter((s) => /messages_order_time/.test(s)),
+        steps.join(' | '),
+      ).toEqual([])
+      expect(
+        steps.some((s) => /(id|rowid)>\? AND (id|rowid)<\?|messages_fts VIRTUAL TABLE/.test(s)),
+        steps.join(' | '),
+      ).toBe(true)
     })
   }
 })

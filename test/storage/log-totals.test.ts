@@ -12,8 +12,12 @@ describe('log totals kept between queries', () => {
   let now = Date.now()
   beforeEach(() => {
     store = openSqliteStore({ file: ':memory:', secret: randomBytes(32) })
-    store.sqlite.exec("INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)")
-    store.sqlite.exec("INSERT INTO mail_orders (account_id, status, password_enc, created_at) VALUES (1, 'active', 'v1:x', 0)")
+    store.sqlite.exec(
+      "INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)",
+    )
+    store.sqlite.exec(
+      "INSERT INTO mail_orders (account_id, status, password_enc, created_at) VALUES (1, 'active', 'v1:x', 0)",
+    )
   })
   afterEach(() => store.close())
 
@@ -21,9 +25,21 @@ describe('log totals kept between queries', () => {
   const enqueue = async (n: number, time = now) => {
     for (let i = 0; i < n; i++) {
       await store.mail.enqueue({
-        txid: randomBytes(9).toString('hex'), accountId: 1, orderId: 1, envFrom: i % 3 ? 'many@example.org' : 'few@example.org',
-        recipients: i % 3 ? ['r@a.example'] : ['r@a.example', 'r@b.example'], headerFrom: null, replyTo: null, subject: `s${i % 2}`,
-        messageId: null, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api', sendingZone: 'default', raw: [Buffer.from('x\r\n')], time,
+        txid: randomBytes(9).toString('hex'),
+        accountId: 1,
+        orderId: 1,
+        envFrom: i % 3 ? 'many@example.org' : 'few@example.org',
+        recipients: i % 3 ? ['r@a.example'] : ['r@a.example', 'r@b.example'],
+        headerFrom: null,
+        replyTo: null,
+        subject: `s${i % 2}`,
+        messageId: null,
+        origin: '127.0.0.1',
+        transtype: 'HTTP',
+        interface: 'api',
+        sendingZone: 'default',
+        raw: [Buffer.from('x\r\n')],
+        time,
       })
     }
   }
@@ -34,7 +50,13 @@ describe('log totals kept between queries', () => {
     await store.queue.record(
       items.map((item, k) => {
         const o = outcome(k)
-        return { id: item.id, ...o, code: o.state === 'delivered' ? 250 : 451, response: 'r', nextAttemptAt: o.state === 'deferred' ? now : null }
+        return {
+          id: item.id,
+          ...o,
+          code: o.state === 'delivered' ? 250 : 451,
+          response: 'r',
+          nextAttemptAt: o.state === 'deferred' ? now : null,
+        }
       }),
     )
   }
@@ -66,18 +88,24 @@ describe('log totals kept between queries', () => {
     await enqueue(1500)
     await check()
     await check()
-    await attempt(1200, (k) => (k < 900 ? { state: 'delivered', mxHostname: 'mx-a' } : { state: 'deferred', mxHostname: 'mx-b' }))
+    await attempt(1200, (k) =>
+      k < 900 ? { state: 'delivered', mxHostname: 'mx-a' } : { state: 'deferred', mxHostname: 'mx-b' },
+    )
     await check()
     await enqueue(400)
     await check()
-    await attempt(800, (k) => (k % 4 === 0 ? { state: 'failed', mxHostname: 'mx-a' } : { state: 'delivered', mxHostname: 'mx-b' }))
+    await attempt(800, (k) =>
+      k % 4 === 0 ? { state: 'failed', mxHostname: 'mx-a' } : { state: 'delivered', mxHostname: 'mx-b' },
+    )
     await check()
     await attempt(5000, () => ({ state: 'delivered', mxHostname: 'mx-a' }))
     await check()
     await enqueue(1200)
     await check()
     // Some totals are large enough to keep.
-    expect((await store.mail.log({ orderId: 1, skip: 0, limit: 1, dir: 'desc', groupby: 'recipient', delivered: 1 })).total).toBeGreaterThan(2000)
+    expect(
+      (await store.mail.log({ orderId: 1, skip: 0, limit: 1, dir: 'desc', groupby: 'recipient', delivered: 1 })).total,
+    ).toBeGreaterThan(2000)
   })
 
   it('count the rows up to where they were kept only once', async () => {
@@ -94,7 +122,8 @@ describe('log totals kept between queries', () => {
 
   it("keep the billing cycle's usage the same way, and count the messages since in the cycle only", async () => {
     const cycle = { cycleStart: now - 86_400_000, cycleEnd: now + 86_400_000 }
-    const usage = async () => (await store.mail.stats({ orderIds: [1], since: now - 3_600_000, ...cycle, top: 3 })).usage
+    const usage = async () =>
+      (await store.mail.stats({ orderIds: [1], since: now - 3_600_000, ...cycle, top: 3 })).usage
     await enqueue(1200)
     expect(await usage()).toBe(1200)
     // Kept: a change the product never makes to a counted message is not seen again.

@@ -9,8 +9,12 @@ describe('the Message-ID index, brought up to date in batches', () => {
   beforeEach(() => {
     vi.useFakeTimers({ toFake: ['setTimeout'] })
     store = openSqliteStore({ file: ':memory:', secret: randomBytes(32) })
-    store.sqlite.exec("INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)")
-    store.sqlite.exec("INSERT INTO mail_orders (account_id, status, password_enc, created_at) VALUES (1, 'active', 'v1:x', 0)")
+    store.sqlite.exec(
+      "INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)",
+    )
+    store.sqlite.exec(
+      "INSERT INTO mail_orders (account_id, status, password_enc, created_at) VALUES (1, 'active', 'v1:x', 0)",
+    )
   })
   afterEach(() => {
     store.close()
@@ -19,13 +23,27 @@ describe('the Message-ID index, brought up to date in batches', () => {
 
   const enqueue = (messageId: string | null) =>
     store.mail.enqueue({
-      txid: randomBytes(9).toString('hex'), accountId: 1, orderId: 1, envFrom: 'a@example.org', recipients: ['b@example.com'],
-      headerFrom: null, replyTo: null, subject: null, messageId, origin: '127.0.0.1', transtype: 'HTTP', interface: 'api',
-      sendingZone: 'default', raw: [Buffer.from('Subject: x\r\n\r\nx\r\n')], time: Date.now(),
+      txid: randomBytes(9).toString('hex'),
+      accountId: 1,
+      orderId: 1,
+      envFrom: 'a@example.org',
+      recipients: ['b@example.com'],
+      headerFrom: null,
+      replyTo: null,
+      subject: null,
+      messageId,
+      origin: '127.0.0.1',
+      transtype: 'HTTP',
+      interface: 'api',
+      sendingZone: 'default',
+      raw: [Buffer.from('Subject: x\r\n\r\nx\r\n')],
+      time: Date.now(),
     })
   const indexed = () => store.sqlite.prepare('SELECT COUNT(*) FROM messages_fts_docsize').pluck().get() as number
   const search = async (messageId: string) =>
-    (await store.mail.log({ orderId: 1, messageId, skip: 0, limit: 100, dir: 'asc', groupby: 'message' })).rows.map((r) => r.messageId)
+    (await store.mail.log({ orderId: 1, messageId, skip: 0, limit: 100, dir: 'asc', groupby: 'message' })).rows.map(
+      (r) => r.messageId,
+    )
 
   it('indexes nothing in the transaction of a message, then every queued message in one batch a second later', async () => {
     await enqueue('<one@example.org>')
@@ -54,7 +72,9 @@ describe('the Message-ID index, brought up to date in batches', () => {
     expect(await search('example.org')).toEqual([])
     await enqueue('<later@example.org>')
     expect(await search('example.org')).toEqual(['<later@example.org>'])
-    expect(store.sqlite.prepare("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')").run().changes).toBeGreaterThanOrEqual(0)
+    expect(
+      store.sqlite.prepare("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')").run().changes,
+    ).toBeGreaterThanOrEqual(0)
   })
 
   it('does not run the batch on a closed database', async () => {

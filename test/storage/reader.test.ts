@@ -9,7 +9,9 @@ import { dataDirToSeed } from '../helpers.js'
 // The built store: its statistics thread loads JavaScript only.
 const built = (path: string) => new URL(`../../dist/${path}`, import.meta.url).href
 const { openDataDir } = (await import(built('storage/sqlite.js'))) as typeof import('../../storage/sqlite.js')
-const { createMailStore } = (await import(built('storage/sqlite-mail.js'))) as typeof import('../../storage/sqlite-mail.js')
+const { createMailStore } = (await import(
+  built('storage/sqlite-mail.js')
+)) as typeof import('../../storage/sqlite-mail.js')
 const { seedLog } = (await import(built('bench/seed.js'))) as typeof import('../../bench/seed.js')
 
 const DAY = 86_400_000
@@ -34,7 +36,13 @@ describe("storage: the log's reader thread", () => {
   let store: ReturnType<typeof openDataDir>
   const query = (since: number | null): StatsQuery => {
     const now = Date.now()
-    return { orderIds: [1], since: since === null ? null : now - since, cycleStart: now - 30 * DAY, cycleEnd: now + DAY, top: 500 }
+    return {
+      orderIds: [1],
+      since: since === null ? null : now - since,
+      cycleStart: now - 30 * DAY,
+      cycleEnd: now + DAY,
+      top: 500,
+    }
   }
 
   beforeAll(async () => {
@@ -80,7 +88,14 @@ describe("storage: the log's reader thread", () => {
 
   it("keeps this thread's event loop running while a month is counted or every Message-ID searched", async () => {
     const month = query(30 * DAY)
-    const everyMessage: LogQuery = { orderId: 1, skip: 0, limit: 100, dir: 'desc', groupby: 'recipient', messageId: 'bench' }
+    const everyMessage: LogQuery = {
+      orderId: 1,
+      skip: 0,
+      limit: 100,
+      dir: 'desc',
+      groupby: 'recipient',
+      messageId: 'bench',
+    }
     await store.mail.stats(month)
     // On this thread's own connection, the same work holds every timer back until it is done.
     const direct = createMailStore(store.sqlite)
@@ -91,7 +106,9 @@ describe("storage: the log's reader thread", () => {
   })
 
   it('reports a failed query to its caller, and answers the next one', async () => {
-    await expect(store.mail.stats({ ...query(null), top: 'many' as unknown as number })).rejects.toThrow(/datatype mismatch/)
+    await expect(store.mail.stats({ ...query(null), top: 'many' as unknown as number })).rejects.toThrow(
+      /datatype mismatch/,
+    )
     expect((await store.mail.stats(query(null))).received).toBe(ROWS)
   })
 
@@ -135,7 +152,14 @@ describe("storage: the log's reader thread", () => {
       time: Date.now(),
     }
     await store.mail.enqueue(message)
-    const found = await store.mail.log({ orderId: 1, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient', messageId: 'FRESH.reader' })
+    const found = await store.mail.log({
+      orderId: 1,
+      skip: 0,
+      limit: 10,
+      dir: 'desc',
+      groupby: 'recipient',
+      messageId: 'FRESH.reader',
+    })
     expect(found.rows.map((r) => [r.id, r.messageId])).toEqual([['reader0000000001', '<fresh.reader@bench.example>']])
   })
 })

@@ -21,7 +21,16 @@ describe('settings cache', () => {
     dir = mkdtempSync(join(tmpdir(), 'mailroom-settings-'))
     server = openDataDir(dir)
     other = openDataDir(dir)
-    accountId = (await server.accounts.create({ name: 'a', currency: 'USD', priceBase: 1, pricePerMessage: 0.0002, billingDay: 1, createdAt: 0 })).id
+    accountId = (
+      await server.accounts.create({
+        name: 'a',
+        currency: 'USD',
+        priceBase: 1,
+        pricePerMessage: 0.0002,
+        billingDay: 1,
+        createdAt: 0,
+      })
+    ).id
     apiKey = (await server.apiKeys.create(accountId, 0)).key
     orderId = (await server.orders.create({ accountId, comment: null, senders: ['@a.example'], now: 0 })).order.id
   })
@@ -44,7 +53,14 @@ describe('settings cache', () => {
 
   it("sees another connection's changes from the next turn on", async () => {
     const before = await reads()
-    expect(before).toMatchObject({ key: accountId, orders: [`${orderId} active @a.example`], rules: [], blockedSender: undefined, suppressed: false, trap: undefined })
+    expect(before).toMatchObject({
+      key: accountId,
+      orders: [`${orderId} active @a.example`],
+      rules: [],
+      blockedSender: undefined,
+      suppressed: false,
+      trap: undefined,
+    })
     await nextTurn()
 
     const keyId = (await other.apiKeys.list(accountId))[0].id
@@ -52,8 +68,22 @@ describe('settings cache', () => {
     await other.orders.addSender(orderId, 'boss@b.example')
     await other.orders.setStatus(orderId, 'canceled')
     await other.rules.create({ orderId, type: 'domain', data: 'c.example', now: 1 })
-    await other.blocks.addToList({ accountId, source: 'internal', kind: 'sender', address: 'spam@a.example', reason: 'trap hit', now: 1 })
-    await other.blocks.addToList({ accountId, source: 'internal', kind: 'recipient', address: 'gone@b.example', reason: 'bounced', now: 1 })
+    await other.blocks.addToList({
+      accountId,
+      source: 'internal',
+      kind: 'sender',
+      address: 'spam@a.example',
+      reason: 'trap hit',
+      now: 1,
+    })
+    await other.blocks.addToList({
+      accountId,
+      source: 'internal',
+      kind: 'recipient',
+      address: 'gone@b.example',
+      reason: 'bounced',
+      now: 1,
+    })
     await other.traps.add('@trap.example', 1)
     await nextTurn()
 
@@ -74,17 +104,36 @@ describe('settings cache', () => {
     await other.traps.remove('@trap.example')
     await other.orders.removeSender(orderId, 'boss@b.example')
     await nextTurn()
-    expect(await reads()).toMatchObject({ orders: [`${orderId} canceled @a.example`], rules: [], blockedSender: undefined, suppressed: false, trap: undefined })
+    expect(await reads()).toMatchObject({
+      orders: [`${orderId} canceled @a.example`],
+      rules: [],
+      blockedSender: undefined,
+      suppressed: false,
+      trap: undefined,
+    })
   })
 
   it("sees its own connection's changes at once, in the same turn", async () => {
     await reads()
     await server.rules.create({ orderId, type: 'email', data: 'x@c.example', now: 1 })
     await server.traps.add('anyone@trap.example', 1)
-    await server.blocks.addToList({ accountId, source: 'internal', kind: 'recipient', address: 'gone@b.example', reason: 'bounced', now: 1 })
+    await server.blocks.addToList({
+      accountId,
+      source: 'internal',
+      kind: 'recipient',
+      address: 'gone@b.example',
+      reason: 'bounced',
+      now: 1,
+    })
     await server.orders.setStatus(orderId, 'canceled')
     await server.apiKeys.revoke((await server.apiKeys.list(accountId))[0].id, 1)
-    expect(await reads()).toMatchObject({ key: undefined, order: { status: 'canceled' }, rules: ['email x@c.example'], suppressed: true, trap: 'anyone@trap.example' })
+    expect(await reads()).toMatchObject({
+      key: undefined,
+      order: { status: 'canceled' },
+      rules: ['email x@c.example'],
+      suppressed: true,
+      trap: 'anyone@trap.example',
+    })
   })
 
   it('hands out values no caller can change for the others', async () => {
@@ -96,7 +145,14 @@ describe('settings cache', () => {
   })
 
   it('answers right past the number of entries it keeps', async () => {
-    await server.blocks.addToList({ accountId, source: 'internal', kind: 'recipient', address: 'r7@b.example', reason: 'bounced', now: 1 })
+    await server.blocks.addToList({
+      accountId,
+      source: 'internal',
+      kind: 'recipient',
+      address: 'r7@b.example',
+      reason: 'bounced',
+      now: 1,
+    })
     for (let i = 0; i < 12_000; i++) {
       expect((await server.blocks.suppressed(accountId, `r${i}@b.example`)) !== undefined).toBe(i === 7)
     }

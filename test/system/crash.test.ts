@@ -18,10 +18,16 @@ describe('system: crash and restart', () => {
     cleanup.push(() => sink.stop())
     const dataDir = mkdtempSync(join(tmpdir(), 'mailroom-crash-'))
     cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }))
-    const env = { MAILROOM_DATA_DIR: dataDir, MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_NODE_NAME: 'crash-node' }
+    const env = {
+      MAILROOM_DATA_DIR: dataDir,
+      MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
+      MAILROOM_NODE_NAME: 'crash-node',
+    }
 
     const first = await startMailroom(env)
-    const apiKey = /API key \(shown only now\): (\S+)/.exec(await waitFor(async () => /Try it/.test(first.output()) && first.output()))![1]
+    const apiKey = /API key \(shown only now\): (\S+)/.exec(
+      await waitFor(async () => /Try it/.test(first.output()) && first.output()),
+    )![1]
     const base = (port: number) => `http://127.0.0.1:${port}`
     const accepted: string[] = []
     for (let i = 0; i < 20; i++) {
@@ -41,12 +47,17 @@ describe('system: crash and restart', () => {
     const second = await startMailroom(env)
     cleanup.push(() => second.child.kill('SIGKILL'))
     await waitFor(async () => {
-      const log = await (await fetch(`${base(second.httpPort)}/mail/log?delivered=0`, { headers: { 'X-API-KEY': apiKey } })).json()
+      const log = await (
+        await fetch(`${base(second.httpPort)}/mail/log?delivered=0`, { headers: { 'X-API-KEY': apiKey } })
+      ).json()
       return log.total === 0
     }, 60_000)
     const received = new Set(sink.messages().map((m) => /^Subject: (crash \d+)/m.exec(m.text)?.[1]))
-    for (let i = 0; i < accepted.length; i++) expect(received.has(`crash ${i}`), `crash ${i} (${accepted[i]})`).toBe(true)
-    const log = await (await fetch(`${base(second.httpPort)}/mail/log?limit=100`, { headers: { 'X-API-KEY': apiKey } })).json()
+    for (let i = 0; i < accepted.length; i++)
+      expect(received.has(`crash ${i}`), `crash ${i} (${accepted[i]})`).toBe(true)
+    const log = await (
+      await fetch(`${base(second.httpPort)}/mail/log?limit=100`, { headers: { 'X-API-KEY': apiKey } })
+    ).json()
     expect(log.total).toBe(accepted.length)
     expect(new Set(log.emails.map((e: { id: string }) => e.id))).toEqual(new Set(accepted))
   })

@@ -51,9 +51,15 @@ describe('system: a hostile destination MX', () => {
     cleanup.push(() => new Promise((r) => mx.close(r)))
     const dataDir = mkdtempSync(join(tmpdir(), 'mailroom-hostile-'))
     cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }))
-    const server = await startMailroom({ MAILROOM_DATA_DIR: dataDir, MAILROOM_SMARTHOST: `127.0.0.1:${(mx.address() as AddressInfo).port}`, MAILROOM_DELIVERY_TIMEOUT: '10s' })
+    const server = await startMailroom({
+      MAILROOM_DATA_DIR: dataDir,
+      MAILROOM_SMARTHOST: `127.0.0.1:${(mx.address() as AddressInfo).port}`,
+      MAILROOM_DELIVERY_TIMEOUT: '10s',
+    })
     cleanup.push(() => server.child.kill('SIGKILL'))
-    const apiKey = /API key \(shown only now\): (\S+)/.exec(await waitFor(async () => /Try it/.test(server.output()) && server.output()))![1]
+    const apiKey = /API key \(shown only now\): (\S+)/.exec(
+      await waitFor(async () => /Try it/.test(server.output()) && server.output()),
+    )![1]
     const api = (path: string, body?: object) =>
       fetch(`http://127.0.0.1:${server.httpPort}${path}`, {
         method: body ? 'POST' : 'GET',
@@ -63,13 +69,18 @@ describe('system: a hostile destination MX', () => {
     /** Sends one message and waits for its first attempt, sampling the server's memory and its answers meanwhile. */
     const attempt = async (m: Mode) => {
       mode = m
-      const txid = (await (await api('/mail/send', { from: 'me@example.org', to: 'r@example.com', subject: m, body: 'x' })).json()).text as string
+      const txid = (
+        await (await api('/mail/send', { from: 'me@example.org', to: 'r@example.com', subject: m, body: 'x' })).json()
+      ).text as string
       let peak = 0
       const pings: number[] = []
       const row = await waitFor(async () => {
         peak = Math.max(peak, rss(server.child.pid!))
         pings.push((await api('/ping')).status)
-        const rows = (await (await api(`/mail/log?mailid=${txid}`)).json()).emails as { code: number | null; response: string | null }[]
+        const rows = (await (await api(`/mail/log?mailid=${txid}`)).json()).emails as {
+          code: number | null
+          response: string | null
+        }[]
         return rows[0]?.response ? rows[0] : undefined
       }, 60_000)
       return { row, peak, pings }
@@ -92,7 +103,9 @@ describe('system: a hostile destination MX', () => {
     // A reply within the bounds is kept in the log up to MAX_STORED_RESPONSE characters.
     const { row } = await attempt('long reply')
     expect(row.code).toBe(451)
-    expect(row.response).toBe(`${`451-4.3.0 ${'y'.repeat(900)}\n`.repeat(60)}451 4.3.0 try again later`.slice(0, MAX_STORED_RESPONSE) + ' [cut]')
+    expect(row.response).toBe(
+      `${`${`451-4.3.0 ${'y'.repeat(900)}\n`.repeat(60)}451 4.3.0 try again later`.slice(0, MAX_STORED_RESPONSE)} [cut]`,
+    )
     expect(server.child.exitCode).toBeNull()
   })
 })

@@ -1,5 +1,16 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { chmodSync, closeSync, existsSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync } from 'node:fs'
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  fstatSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  rmSync,
+} from 'node:fs'
 import { createServer, Socket, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -56,10 +67,14 @@ export async function startSmtpSink(extraArgs: string[] = [], { dump = true } = 
   const asRoot = process.getuid?.() === 0 ? ['-u', 'nobody'] : []
   const counters = join(dir, 'counters')
   const out = dump ? 'ignore' : openSync(counters, 'w')
-  const child = spawn(SMTP_SINK, [...asRoot, ...extraArgs, ...(dump ? ['-d', `${dir}/%M.`] : ['-c']), `127.0.0.1:${port}`, '256'], {
-    env: { ...process.env, LD_LIBRARY_PATH: join(POSTFIX, 'usr/lib/postfix') },
-    stdio: ['ignore', out, 'pipe'],
-  })
+  const child = spawn(
+    SMTP_SINK,
+    [...asRoot, ...extraArgs, ...(dump ? ['-d', `${dir}/%M.`] : ['-c']), `127.0.0.1:${port}`, '256'],
+    {
+      env: { ...process.env, LD_LIBRARY_PATH: join(POSTFIX, 'usr/lib/postfix') },
+      stdio: ['ignore', out, 'pipe'],
+    },
+  )
   if (typeof out === 'number') closeSync(out)
   let stderr = ''
   child.stderr!.on('data', (d) => (stderr += d))
@@ -106,10 +121,20 @@ export async function startSmtpSink(extraArgs: string[] = [], { dump = true } = 
  * is collected in memory, or with `logFile` written to that file (the bench: reading a log of
  * millions of lines would load its machine).
  */
-export async function startMailroom(env: Record<string, string>, options: { logFile?: string } = {}): Promise<{ child: ChildProcess; httpPort: number; smtpPort: number; output: () => string }> {
+export async function startMailroom(
+  env: Record<string, string>,
+  options: { logFile?: string } = {},
+): Promise<{ child: ChildProcess; httpPort: number; smtpPort: number; output: () => string }> {
   const log = options.logFile === undefined ? 'pipe' : openSync(options.logFile, 'w')
   const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: { ...process.env, MAILROOM_HTTP_PORT: '0', MAILROOM_SMTP_PORT: '0', MAILROOM_SMTPS_PORT: '0', MAILROOM_LOG_LEVEL: 'info', ...env },
+    env: {
+      ...process.env,
+      MAILROOM_HTTP_PORT: '0',
+      MAILROOM_SMTP_PORT: '0',
+      MAILROOM_SMTPS_PORT: '0',
+      MAILROOM_LOG_LEVEL: 'info',
+      ...env,
+    },
     stdio: ['ignore', log, log],
   })
   let out = ''

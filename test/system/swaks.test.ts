@@ -31,8 +31,25 @@ describe('system: swaks → mailroom serve → smtp-sink', () => {
 
     const transcript = execFileSync(
       'swaks',
-      ['--server', `127.0.0.1:${server.smtpPort}`, '--tls', '--auth', 'PLAIN', '--auth-user', user, '--auth-password', password,
-        '--from', 'sender@example.org', '--to', 'rcpt@example.com', '--header', 'Subject: from swaks', '--body', 'Hello from swaks'],
+      [
+        '--server',
+        `127.0.0.1:${server.smtpPort}`,
+        '--tls',
+        '--auth',
+        'PLAIN',
+        '--auth-user',
+        user,
+        '--auth-password',
+        password,
+        '--from',
+        'sender@example.org',
+        '--to',
+        'rcpt@example.com',
+        '--header',
+        'Subject: from swaks',
+        '--body',
+        'Hello from swaks',
+      ],
       { encoding: 'utf8' },
     )
     expect(transcript).toMatch(/<~ +250 .*STARTTLS|<- +220 .*(TLS|Ready)/i)
@@ -44,7 +61,15 @@ describe('system: swaks → mailroom serve → smtp-sink', () => {
       const log = await (await fetch(`${base}/mail/log?mailid=${txid}`, { headers: { 'X-API-KEY': apiKey } })).json()
       return log.emails[0]?.delivered === 1 && log.emails[0]
     })
-    expect(row).toMatchObject({ id: txid, from: 'sender@example.org', to: 'rcpt@example.com', transtype: 'ESMTPSA', interface: 'feeder', code: 250, subject: 'from swaks' })
+    expect(row).toMatchObject({
+      id: txid,
+      from: 'sender@example.org',
+      to: 'rcpt@example.com',
+      transtype: 'ESMTPSA',
+      interface: 'feeder',
+      code: 250,
+      subject: 'from swaks',
+    })
     const [message] = sink.messages().filter((m) => m.text.includes('Subject: from swaks'))
     expect(message).toMatchObject({ from: 'sender@example.org', to: ['rcpt@example.com'] })
     expect(message.text).toContain('Hello from swaks')
@@ -52,12 +77,32 @@ describe('system: swaks → mailroom serve → smtp-sink', () => {
 
   it('delivers a message submitted by swaks over implicit TLS, verifying the certificate as the README says', async () => {
     const banner = await waitFor(async () => /SMTP password: +(\S+)/.test(server.output()) && server.output())
-    const [, port, certificate] = /SMTP submission over TLS: 127\.0\.0\.1:(\d+) \(implicit TLS; certificate (\S+)\)/.exec(banner)!
+    const [, port, certificate] =
+      /SMTP submission over TLS: 127\.0\.0\.1:(\d+) \(implicit TLS; certificate (\S+)\)/.exec(banner)!
     const transcript = execFileSync(
       'swaks',
-      ['--server', `127.0.0.1:${port}`, '--tls-on-connect', '--tls-verify', '--tls-ca-path', certificate, '--auth', 'PLAIN',
-        '--auth-user', /SMTP username: +(\S+)/.exec(banner)![1], '--auth-password', /SMTP password: +(\S+)/.exec(banner)![1],
-        '--from', 'sender@example.org', '--to', 'rcpt@example.com', '--header', 'Subject: from swaks over TLS', '--body', 'Hello'],
+      [
+        '--server',
+        `127.0.0.1:${port}`,
+        '--tls-on-connect',
+        '--tls-verify',
+        '--tls-ca-path',
+        certificate,
+        '--auth',
+        'PLAIN',
+        '--auth-user',
+        /SMTP username: +(\S+)/.exec(banner)![1],
+        '--auth-password',
+        /SMTP password: +(\S+)/.exec(banner)![1],
+        '--from',
+        'sender@example.org',
+        '--to',
+        'rcpt@example.com',
+        '--header',
+        'Subject: from swaks over TLS',
+        '--body',
+        'Hello',
+      ],
       { encoding: 'utf8' },
     )
     expect(transcript).toMatch(/=== TLS started/)
@@ -68,7 +113,11 @@ describe('system: swaks → mailroom serve → smtp-sink', () => {
   it('refuses swaks without AUTH: never an open relay', () => {
     let out = ''
     try {
-      execFileSync('swaks', ['--server', `127.0.0.1:${server.smtpPort}`, '--from', 'x@example.org', '--to', 'y@example.com'], { encoding: 'utf8' })
+      execFileSync(
+        'swaks',
+        ['--server', `127.0.0.1:${server.smtpPort}`, '--from', 'x@example.org', '--to', 'y@example.com'],
+        { encoding: 'utf8' },
+      )
     } catch (err) {
       out = (err as { stdout: string }).stdout
     }

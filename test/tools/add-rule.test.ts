@@ -10,7 +10,14 @@ import { addOrder, expectRefused, expectSchemaRefusal, run } from './support.js'
 const DATA: Record<RuleType, { valid: string[]; invalid: string[] }> = {
   email: {
     valid: ['spam@example.com', 'First.Last+tag@Sub.Example.co.uk'],
-    invalid: ['spam', 'spam@example', '@example.com', 'spam@@example.com', 'spam@example.com, other@example.com', 'Spam <spam@example.com>'],
+    invalid: [
+      'spam',
+      'spam@example',
+      '@example.com',
+      'spam@@example.com',
+      'spam@example.com, other@example.com',
+      'Spam <spam@example.com>',
+    ],
   },
   destination: {
     valid: ['bob@example.com', 'BOB@EXAMPLE.COM'],
@@ -26,7 +33,9 @@ const DATA: Record<RuleType, { valid: string[]; invalid: string[] }> = {
   },
 }
 const cases = (kind: 'valid' | 'invalid') =>
-  (Object.entries(DATA) as [RuleType, (typeof DATA)[RuleType]][]).flatMap(([type, d]) => d[kind].map((data) => [type, data] as const))
+  (Object.entries(DATA) as [RuleType, (typeof DATA)[RuleType]][]).flatMap(([type, d]) =>
+    d[kind].map((data) => [type, data] as const),
+  )
 
 describe('RULE_DATA', () => {
   it.each(cases('valid'))('%s accepts %j', (type, data) => {
@@ -45,16 +54,23 @@ describe('addRule', () => {
   const add = (input: Record<string, unknown>, ctx = env.ctx) => run(addRule, input, ctx)
   const allRules = () => env.services.store.rules.list([env.orderId])
 
-  it.each(cases('valid'))('creates a %s rule for %j, stored lower case in the first active order', async (type, data) => {
-    const result = await add({ type, data })
-    const rules = await allRules()
-    expect(rules).toHaveLength(1)
-    expect(result).toEqual({ status: 'ok', text: String(rules[0].id) })
-    expect(rules[0]).toMatchObject({ orderId: env.orderId, type, data: data.toLowerCase(), createdAt: env.clock() })
-  })
+  it.each(cases('valid'))(
+    'creates a %s rule for %j, stored lower case in the first active order',
+    async (type, data) => {
+      const result = await add({ type, data })
+      const rules = await allRules()
+      expect(rules).toHaveLength(1)
+      expect(result).toEqual({ status: 'ok', text: String(rules[0].id) })
+      expect(rules[0]).toMatchObject({ orderId: env.orderId, type, data: data.toLowerCase(), createdAt: env.clock() })
+    },
+  )
 
   it.each(cases('invalid'))('refuses %s data %j with 400 naming data and creates nothing', async (type, data) => {
-    await expectRefused(add({ type, data }), 400, new RegExp(`^data: .* is not ${RULE_DATA[type].expected.replace(/[.+]/g, '\\$&')} \\(type ${type}\\)`))
+    await expectRefused(
+      add({ type, data }),
+      400,
+      new RegExp(`^data: .* is not ${RULE_DATA[type].expected.replace(/[.+]/g, '\\$&')} \\(type ${type}\\)`),
+    )
     expect(await allRules()).toEqual([])
   })
 
@@ -68,12 +84,23 @@ describe('addRule', () => {
     ['destination', '"de\\ny"@dest.test', 'deny@dest.test'],
     ['email', '"Spam"@example.com', 'spam@example.com'],
     ['destination', '"a\\ b"@example.com', '"a b"@example.com'],
-  ] as const)('keeps a %s address spelled %s as %s, and it matches that mailbox however it is written', async (type, data, stored) => {
-    const { text } = await add({ type, data })
-    expect((await allRules()).map((r) => r.data)).toEqual([stored])
-    const field = type === 'email' ? 'from' : 'to'
-    await expectRefused(run(sendMail, { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b', [field]: data }, env.ctx), 400, `deny rule ${text}`)
-  })
+  ] as const)(
+    'keeps a %s address spelled %s as %s, and it matches that mailbox however it is written',
+    async (type, data, stored) => {
+      const { text } = await add({ type, data })
+      expect((await allRules()).map((r) => r.data)).toEqual([stored])
+      const field = type === 'email' ? 'from' : 'to'
+      await expectRefused(
+        run(
+          sendMail,
+          { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b', [field]: data },
+          env.ctx,
+        ),
+        400,
+        `deny rule ${text}`,
+      )
+    },
+  )
 
   it('returns the existing id when the same rule is created again, in any case', async () => {
     const first = await add({ type: 'email', data: 'spam@example.com' })
@@ -89,7 +116,11 @@ describe('addRule', () => {
     expect(await run(getRules, {}, env.ctx)).toEqual([
       { id: text, user: `mb${env.orderId}`, type: 'domain', data: 'example.org', created: '2026-11-22 12:00:00' },
     ])
-    await expectRefused(run(sendMail, { to: 'bob@example.com', from: 'me@Example.org', subject: 's', body: 'b' }, env.ctx), 400, `deny rule ${text}`)
+    await expectRefused(
+      run(sendMail, { to: 'bob@example.com', from: 'me@Example.org', subject: 's', body: 'b' }, env.ctx),
+      400,
+      `deny rule ${text}`,
+    )
   })
 
   describe('choosing the order', () => {
@@ -108,7 +139,11 @@ describe('addRule', () => {
 
     it('refuses user and username naming different orders (400)', async () => {
       const { order: second } = await addOrder(env)
-      await expectRefused(add({ type: 'domain', data: 'example.net', user: `mb${env.orderId}`, username: `mb${second.id}` }), 400, /^user: /)
+      await expectRefused(
+        add({ type: 'domain', data: 'example.net', user: `mb${env.orderId}`, username: `mb${second.id}` }),
+        400,
+        /^user: /,
+      )
       expect(await env.services.store.rules.list([env.orderId, second.id])).toEqual([])
     })
 
@@ -132,7 +167,11 @@ describe('addRule', () => {
       ],
     ])('refuses %s as user with 404 and creates nothing', async (_label, userOf) => {
       const user = await userOf(env)
-      await expectRefused(add({ type: 'domain', data: 'example.net', user }), 404, new RegExp(`^user: ${user} is not an active mail order`))
+      await expectRefused(
+        add({ type: 'domain', data: 'example.net', user }),
+        404,
+        new RegExp(`^user: ${user} is not an active mail order`),
+      )
       await expectRefused(add({ type: 'domain', data: 'example.net', username: user }), 404, /^user: /)
       const all = (await env.services.store.orders.list(env.accountId)).map((o) => o.id)
       expect(await env.services.store.rules.list([...all, Number(user.slice(2))])).toEqual([])

@@ -10,7 +10,8 @@ describe('deleteRule', () => {
   beforeEach(async () => (env = await createTestEnv()))
   afterEach(() => env.close())
 
-  const rule = (orderId: number, data = 'example.org') => env.services.store.rules.create({ orderId, type: 'domain', data, now: env.clock() })
+  const rule = (orderId: number, data = 'example.org') =>
+    env.services.store.rules.create({ orderId, type: 'domain', data, now: env.clock() })
   const ruleIds = async (orderIds: number[]) => (await env.services.store.rules.list(orderIds)).map((r) => r.id)
 
   it('deletes a rule: "record deleted", and it is gone from getRules', async () => {

@@ -13,18 +13,45 @@ describe('delistBlock', () => {
   afterEach(() => env.close())
 
   const event = (rule: BlockRule, envFrom: string, accountId = env.accountId) =>
-    env.services.store.blocks.addEvent(accountId, { rule, createdAt: env.clock() - HOUR, envFrom, messageId: null, subject: 'smtp offer', rcptTo: 'rcpt@example.com' })
-  const list = (source: 'external' | 'internal', kind: 'sender' | 'recipient', address: string, accountId = env.accountId) =>
-    env.services.store.blocks.addToList({ accountId, source, kind, address, reason: 'test', now: env.clock() })
+    env.services.store.blocks.addEvent(accountId, {
+      rule,
+      createdAt: env.clock() - HOUR,
+      envFrom,
+      messageId: null,
+      subject: 'smtp offer',
+      rcptTo: 'rcpt@example.com',
+    })
+  const list = (
+    source: 'external' | 'internal',
+    kind: 'sender' | 'recipient',
+    address: string,
+    accountId = env.accountId,
+  ) => env.services.store.blocks.addToList({ accountId, source, kind, address, reason: 'test', now: env.clock() })
   /** What is left for an address in the three stores of an account. */
   const remaining = (address: string, accountId = env.accountId) => ({
-    events: (sql(env).prepare('SELECT COUNT(*) AS n FROM block_events WHERE account_id = ? AND lower(env_from) = lower(?)').get(accountId, address) as { n: number }).n,
-    list: (sql(env).prepare('SELECT source, kind FROM block_list WHERE account_id = ? AND address = lower(?) ORDER BY source, kind').all(accountId, address) as { source: string; kind: string }[]).map((r) => `${r.source}/${r.kind}`),
+    events: (
+      sql(env)
+        .prepare('SELECT COUNT(*) AS n FROM block_events WHERE account_id = ? AND lower(env_from) = lower(?)')
+        .get(accountId, address) as { n: number }
+    ).n,
+    list: (
+      sql(env)
+        .prepare(
+          'SELECT source, kind FROM block_list WHERE account_id = ? AND address = lower(?) ORDER BY source, kind',
+        )
+        .all(accountId, address) as { source: string; kind: string }[]
+    ).map((r) => `${r.source}/${r.kind}`),
   })
   const delist = (email: string, ctx = env.ctx) => run(delistBlock, { email }, ctx)
 
   it.each<[string, () => Promise<void>]>([
-    ['spam-filter events (as sender)', () => Promise.all([event('MBTRAP', 'spammer@example.org'), event('LOCAL_BL_RCPT', 'spammer@example.org')]).then(() => undefined)],
+    [
+      'spam-filter events (as sender)',
+      () =>
+        Promise.all([event('MBTRAP', 'spammer@example.org'), event('LOCAL_BL_RCPT', 'spammer@example.org')]).then(
+          () => undefined,
+        ),
+    ],
     ['the external block list', () => list('external', 'sender', 'spammer@example.org')],
     ['the internal block list as a sender', () => list('internal', 'sender', 'spammer@example.org')],
     ['the internal block list as a suppressed recipient', () => list('internal', 'recipient', 'spammer@example.org')],

@@ -34,19 +34,38 @@ describe('getMailBlocks', () => {
   it.each([
     ['local', 'LOCAL_BL_RCPT'],
     ['mbtrap', 'MBTRAP'],
-  ] as const)('lists %s (%s) events of the last 5 days, newest first, as {date, from, messageId, subject, to}', async (key, rule) => {
-    await event(rule, 2 * DAY, { envFrom: 'two-days@example.org', rcptTo: 'a@example.com', messageId: '<2@x>', subject: 'Two' })
-    await event(rule, 1 * HOUR, { envFrom: 'an-hour@example.org', rcptTo: 'b@example.com', messageId: null, subject: 'One' })
-    await event(rule, 5 * DAY, { envFrom: 'five-days@example.org' })
-    await event(rule, 5 * DAY + 1, { envFrom: 'too-old@example.org' })
-    const result = await blocks()
-    expect(result[key]).toEqual([
-      { date: '2026-11-22', from: 'an-hour@example.org', messageId: null, subject: 'One', to: 'b@example.com' },
-      { date: '2026-11-20', from: 'two-days@example.org', messageId: '<2@x>', subject: 'Two', to: 'a@example.com' },
-      { date: '2026-11-17', from: 'five-days@example.org', messageId: '<m@example.org>', subject: 'Hello', to: 'rcpt@example.com' },
-    ])
-    expect(getMailBlocks.output.parse(result)).toEqual(result)
-  })
+  ] as const)(
+    'lists %s (%s) events of the last 5 days, newest first, as {date, from, messageId, subject, to}',
+    async (key, rule) => {
+      await event(rule, 2 * DAY, {
+        envFrom: 'two-days@example.org',
+        rcptTo: 'a@example.com',
+        messageId: '<2@x>',
+        subject: 'Two',
+      })
+      await event(rule, 1 * HOUR, {
+        envFrom: 'an-hour@example.org',
+        rcptTo: 'b@example.com',
+        messageId: null,
+        subject: 'One',
+      })
+      await event(rule, 5 * DAY, { envFrom: 'five-days@example.org' })
+      await event(rule, 5 * DAY + 1, { envFrom: 'too-old@example.org' })
+      const result = await blocks()
+      expect(result[key]).toEqual([
+        { date: '2026-11-22', from: 'an-hour@example.org', messageId: null, subject: 'One', to: 'b@example.com' },
+        { date: '2026-11-20', from: 'two-days@example.org', messageId: '<2@x>', subject: 'Two', to: 'a@example.com' },
+        {
+          date: '2026-11-17',
+          from: 'five-days@example.org',
+          messageId: '<m@example.org>',
+          subject: 'Hello',
+          to: 'rcpt@example.com',
+        },
+      ])
+      expect(getMailBlocks.output.parse(result)).toEqual(result)
+    },
+  )
 
   it('keeps the three categories apart', async () => {
     await event('LOCAL_BL_RCPT', HOUR, { envFrom: 'local@example.org' })
@@ -61,12 +80,35 @@ describe('getMailBlocks', () => {
   describe('subject category (more than 4 identical subjects from one sender in 3 days)', () => {
     it.each<[string, [string, string, number][], { from: string; subject: string }[]]>([
       ['4 identical events are not enough', [['s@example.org', 'socks5 list', 4]], []],
-      ['5 identical events are listed', [['s@example.org', 'socks5 list', 5]], [{ from: 's@example.org', subject: 'socks5 list' }]],
-      ['12 identical events are listed once', [['s@example.org', 'socks5 list', 12]], [{ from: 's@example.org', subject: 'socks5 list' }]],
-      ['5 events over two subjects are not', [['s@example.org', 'socks5 list', 3], ['s@example.org', 'socks4 list', 2]], []],
-      ['5 events of one subject from two senders are not', [['s@example.org', 'smtp', 3], ['t@example.org', 'smtp', 2]], []],
+      [
+        '5 identical events are listed',
+        [['s@example.org', 'socks5 list', 5]],
+        [{ from: 's@example.org', subject: 'socks5 list' }],
+      ],
+      [
+        '12 identical events are listed once',
+        [['s@example.org', 'socks5 list', 12]],
+        [{ from: 's@example.org', subject: 'socks5 list' }],
+      ],
+      [
+        '5 events over two subjects are not',
+        [
+          ['s@example.org', 'socks5 list', 3],
+          ['s@example.org', 'socks4 list', 2],
+        ],
+        [],
+      ],
+      [
+        '5 events of one subject from two senders are not',
+        [
+          ['s@example.org', 'smtp', 3],
+          ['t@example.org', 'smtp', 2],
+        ],
+        [],
+      ],
     ])('%s', async (_label, groups, expected) => {
-      for (const [envFrom, subject, count] of groups) for (let i = 0; i < count; i++) await event('SUBJECT', i * HOUR, { envFrom, subject })
+      for (const [envFrom, subject, count] of groups)
+        for (let i = 0; i < count; i++) await event('SUBJECT', i * HOUR, { envFrom, subject })
       expect((await blocks()).subject).toEqual(expected)
     })
 
@@ -79,8 +121,10 @@ describe('getMailBlocks', () => {
     })
 
     it('lists the most recently active pair first', async () => {
-      for (let i = 0; i < 5; i++) await event('SUBJECT', DAY + i * HOUR, { envFrom: 'older@example.org', subject: 'smtp relay' })
-      for (let i = 0; i < 5; i++) await event('SUBJECT', 2 * HOUR + i * HOUR, { envFrom: 'newer@example.org', subject: 'smtp relay' })
+      for (let i = 0; i < 5; i++)
+        await event('SUBJECT', DAY + i * HOUR, { envFrom: 'older@example.org', subject: 'smtp relay' })
+      for (let i = 0; i < 5; i++)
+        await event('SUBJECT', 2 * HOUR + i * HOUR, { envFrom: 'newer@example.org', subject: 'smtp relay' })
       expect((await blocks()).subject.map((p) => p.from)).toEqual(['newer@example.org', 'older@example.org'])
     })
   })
@@ -97,7 +141,8 @@ describe('getMailBlocks', () => {
     const other = await env.newAccount()
     await event('LOCAL_BL_RCPT', HOUR, { envFrom: 'theirs@example.org' }, other.accountId)
     await event('MBTRAP', HOUR, { envFrom: 'theirs@example.org' }, other.accountId)
-    for (let i = 0; i < 5; i++) await event('SUBJECT', HOUR, { envFrom: 'theirs@example.org', subject: 'smtp' }, other.accountId)
+    for (let i = 0; i < 5; i++)
+      await event('SUBJECT', HOUR, { envFrom: 'theirs@example.org', subject: 'smtp' }, other.accountId)
     expect(await blocks()).toEqual({ local: [], mbtrap: [], subject: [] })
     expect((await blocks(other.ctx)).local).toHaveLength(1)
   })

@@ -11,7 +11,13 @@ describe('getMailOrderById', () => {
   it('returns the order with its current SMTP password', async () => {
     const { order, password } = await addOrder(env, { comment: 'transactional' })
     const result = await run(getMailOrderById, { id: order.id }, env.ctx)
-    expect(result).toEqual({ id: order.id, status: 'active', username: `mb${order.id}`, comment: 'transactional', password })
+    expect(result).toEqual({
+      id: order.id,
+      status: 'active',
+      username: `mb${order.id}`,
+      comment: 'transactional',
+      password,
+    })
     expect(password.length).toBeGreaterThanOrEqual(20)
     expect(getMailOrderById.output.parse(result)).toEqual(result)
   })
@@ -19,12 +25,20 @@ describe('getMailOrderById', () => {
   it('leaves out the comment when the order has none', async () => {
     const result = await run(getMailOrderById, { id: env.orderId }, env.ctx)
     expect(result).not.toHaveProperty('comment')
-    expect(result).toMatchObject({ id: env.orderId, status: 'active', username: `mb${env.orderId}`, password: expect.any(String) })
+    expect(result).toMatchObject({
+      id: env.orderId,
+      status: 'active',
+      username: `mb${env.orderId}`,
+      password: expect.any(String),
+    })
   })
 
   it('still shows a canceled order of the account (it is listed by getMailOrders too)', async () => {
     await env.services.store.orders.setStatus(env.orderId, 'canceled')
-    expect(await run(getMailOrderById, { id: env.orderId }, env.ctx)).toMatchObject({ id: env.orderId, status: 'canceled' })
+    expect(await run(getMailOrderById, { id: env.orderId }, env.ctx)).toMatchObject({
+      id: env.orderId,
+      status: 'canceled',
+    })
   })
 
   it("answers another account's order exactly like a missing one (404)", async () => {

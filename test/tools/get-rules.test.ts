@@ -21,8 +21,20 @@ describe('getRules', () => {
     const b = await rule(env.orderId, 'email', 'Bad@Example.org')
     const result = await run(getRules, {}, env.ctx)
     expect(result).toEqual([
-      { id: String(a.id), user: `mb${env.orderId}`, type: 'domain', data: 'spam.example', created: '2026-11-22 12:00:00' },
-      { id: String(b.id), user: `mb${env.orderId}`, type: 'email', data: 'bad@example.org', created: '2026-12-01 08:05:09' },
+      {
+        id: String(a.id),
+        user: `mb${env.orderId}`,
+        type: 'domain',
+        data: 'spam.example',
+        created: '2026-11-22 12:00:00',
+      },
+      {
+        id: String(b.id),
+        user: `mb${env.orderId}`,
+        type: 'email',
+        data: 'bad@example.org',
+        created: '2026-12-01 08:05:09',
+      },
     ])
     expect(getRules.output.parse(result)).toEqual(result)
   })

@@ -15,11 +15,21 @@ describe('getStats', () => {
   afterEach(() => env.close())
 
   /** Sends one message at `time` (the clock is put back to NOW afterwards). */
-  const sendAt = async (time: number, input: { from?: string; to?: string; origin?: string; id?: number } = {}, ctx: ToolContext = env.ctx) => {
+  const sendAt = async (
+    time: number,
+    input: { from?: string; to?: string; origin?: string; id?: number } = {},
+    ctx: ToolContext = env.ctx,
+  ) => {
     env.clock.set(time)
     try {
       const { origin = ctx.origin, ...rest } = input
-      return (await run(sendAdvMail, { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b', ...rest }, { ...ctx, origin })).text
+      return (
+        await run(
+          sendAdvMail,
+          { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b', ...rest },
+          { ...ctx, origin },
+        )
+      ).text
     } finally {
       env.clock.set(NOW)
     }
@@ -28,7 +38,15 @@ describe('getStats', () => {
 
   it('reports zeros and the base price for an account that sent nothing', async () => {
     const result = await stats()
-    expect(result).toEqual({ time: '1h', usage: 0, currency: 'USD', cost: 1, received: 0, sent: 0, volume: { to: {}, from: {}, ip: {} } })
+    expect(result).toEqual({
+      time: '1h',
+      usage: 0,
+      currency: 'USD',
+      cost: 1,
+      received: 0,
+      sent: 0,
+      volume: { to: {}, from: {}, ip: {} },
+    })
     expect(getStats.output.parse(result)).toEqual(result)
   })
 
@@ -92,7 +110,12 @@ describe('getStats', () => {
     const b = await sendAt(at('2026-11-22T11:20:00Z'), { to: 'dave@example.com' })
     setDelivery(env, a, 'bob@example.com', { delivered: 1, mx: 'mx.example.com' })
     setDelivery(env, a, 'carol@example.net', { delivered: 1, mx: 'mx.example.net' })
-    setDelivery(env, b, 'dave@example.com', { delivered: 0, mx: 'mx.example.com', code: 550, response: '550 5.1.1 user unknown' })
+    setDelivery(env, b, 'dave@example.com', {
+      delivered: 0,
+      mx: 'mx.example.com',
+      code: 550,
+      response: '550 5.1.1 user unknown',
+    })
     setDelivery(env, old, 'erin@example.com', { delivered: 1, mx: 'mx.example.com' })
     expect(await stats('1h')).toMatchObject({ received: 2, sent: 2 })
     expect(await stats('all')).toMatchObject({ received: 3, sent: 3 })
@@ -141,9 +164,14 @@ describe('getStats', () => {
   })
 
   it("prices with the account's own currency, base and per-message price", async () => {
-    const priced = await createTestEnv({ MAILROOM_CURRENCY: 'EUR', MAILROOM_PRICE_BASE: '5', MAILROOM_PRICE_PER_MESSAGE: '0.013' })
+    const priced = await createTestEnv({
+      MAILROOM_CURRENCY: 'EUR',
+      MAILROOM_PRICE_BASE: '5',
+      MAILROOM_PRICE_PER_MESSAGE: '0.013',
+    })
     try {
-      for (let i = 0; i < 3; i++) await run(sendAdvMail, { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b' }, priced.ctx)
+      for (let i = 0; i < 3; i++)
+        await run(sendAdvMail, { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b' }, priced.ctx)
       // 5 + ceil(3 × 0.013 × 100) / 100 = 5 + ceil(3.9) / 100
       expect(await run(getStats, {}, priced.ctx)).toMatchObject({ currency: 'EUR', usage: 3, cost: 5.04 })
     } finally {

@@ -3,7 +3,20 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { sendAdvMail } from '../../tools/send-adv-mail.js'
 import { viewMailLog } from '../../tools/view-mail-log.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
-import { addOrder, blockRecipients, ESCAPED_RECIPIENTS, expectNothingQueued, expectRefused, expectSchemaRefusal, headerBlock, headerValues, logRows, run, storedRaw, TXID } from './support.js'
+import {
+  addOrder,
+  blockRecipients,
+  ESCAPED_RECIPIENTS,
+  expectNothingQueued,
+  expectRefused,
+  expectSchemaRefusal,
+  headerBlock,
+  headerValues,
+  logRows,
+  run,
+  storedRaw,
+  TXID,
+} from './support.js'
 
 const MAIL = { from: 'me@example.org', to: 'bob@example.com', subject: 'Hello', body: 'Hi Bob.' }
 const b64 = (s: string) => Buffer.from(s).toString('base64')
@@ -146,11 +159,14 @@ describe('sendAdvMail', () => {
       ['cc', { cc: 'carol' }, /^cc: /],
       ['bcc', { bcc: 'Hidden <hidden(at)q.com>' }, /^bcc: /],
       ['replyto', { replyto: 'replies@@example.org' }, /^replyto: /],
-    ])('refuses a bad %s address with 400 before looking for an order, and queues nothing', async (_field, input, message) => {
-      await env.services.store.orders.setStatus(env.orderId, 'canceled')
-      await expectRefused(send(input), 400, message)
-      expectNothingQueued(env)
-    })
+    ])(
+      'refuses a bad %s address with 400 before looking for an order, and queues nothing',
+      async (_field, input, message) => {
+        await env.services.store.orders.setStatus(env.orderId, 'canceled')
+        await expectRefused(send(input), 400, message)
+        expectNothingQueued(env)
+      },
+    )
 
     // The string of the issue reads as a group "t23@sink.test Bcc" whose one member is evil@evil.test.
     it.each([
@@ -162,7 +178,11 @@ describe('sendAdvMail', () => {
       ['from', { from: 'Me <me@example.org>\r\nBcc: evil@evil.test' }],
       ['from', { from: { email: 'me@example.org', name: 'Me\nBcc: evil@evil.test' } }],
     ])('refuses a line break in %s (an address or a name) with 400, and queues nothing', async (field, input) => {
-      await expectRefused(send(input), 400, new RegExp(`^${field}: an address or name holds a line break \\(CR or LF\\)`))
+      await expectRefused(
+        send(input),
+        400,
+        new RegExp(`^${field}: an address or name holds a line break \\(CR or LF\\)`),
+      )
       expectNothingQueued(env)
     })
 
@@ -171,7 +191,13 @@ describe('sendAdvMail', () => {
       ['cc', { cc: 'bob@example.com, u@[IPv6:::1]' }],
       ['from', { from: 'me@[192.0.2.1]' }],
     ])('refuses an address literal in %s with 400 saying so, and queues nothing', async (field, input) => {
-      await expectRefused(send(input), 400, new RegExp(`^${field}: "[^"]+@\\[[^\\]]+\\]" is an address literal; mail goes only to addresses at a domain name$`))
+      await expectRefused(
+        send(input),
+        400,
+        new RegExp(
+          `^${field}: "[^"]+@\\[[^\\]]+\\]" is an address literal; mail goes only to addresses at a domain name$`,
+        ),
+      )
       expectNothingQueued(env)
     })
 
@@ -202,27 +228,65 @@ describe('sendAdvMail', () => {
 
     it('refuses a sender that is not authorized for the order (400)', async () => {
       await env.services.store.orders.addSender(env.orderId, '@example.org')
-      await expectRefused(send({ from: 'Other <other@example.net>' }), 400, /^from: other@example\.net is not an authorized sender/)
+      await expectRefused(
+        send({ from: 'Other <other@example.net>' }),
+        400,
+        /^from: other@example\.net is not an authorized sender/,
+      )
       expectNothingQueued(env)
       expect(await send({ from: { email: 'ME@example.org', name: 'Me' } })).toMatchObject({ status: 'ok' })
     })
 
     it.each([
       ['a sender email rule', { type: 'email', data: 'me@example.org' }, {}, 'from'],
-      ['a sender domain rule', { type: 'domain', data: 'example.org' }, { from: 'Anyone <anyone@EXAMPLE.ORG>' }, 'from'],
+      [
+        'a sender domain rule',
+        { type: 'domain', data: 'example.org' },
+        { from: 'Anyone <anyone@EXAMPLE.ORG>' },
+        'from',
+      ],
       ['a sender startswith rule', { type: 'startswith', data: 'bulk.' }, { from: 'bulk.mail@example.org' }, 'from'],
-      ['a destination rule on a Cc recipient', { type: 'destination', data: 'carol@z.com' }, { cc: 'Carol <carol@z.com>' }, 'cc'],
-      ['a destination rule on a Bcc recipient', { type: 'destination', data: 'hidden@q.com' }, { bcc: [{ email: 'Hidden@Q.com' }] }, 'bcc'],
-      ['a destination rule on a recipient in To and Bcc', { type: 'destination', data: 'hidden@q.com' }, { to: 'hidden@q.com', bcc: [{ email: 'Hidden@Q.com' }] }, 'to'],
-    ] as const)('refuses a message matched by %s, naming the rule, and queues nothing', async (_label, rule, input, field) => {
-      const created = await env.services.store.rules.create({ orderId: env.orderId, ...rule, now: env.clock() })
-      await expectRefused(send(input), 400, new RegExp(`^${field}: .* deny rule ${created.id} `))
-      expectNothingQueued(env)
-    })
+      [
+        'a destination rule on a Cc recipient',
+        { type: 'destination', data: 'carol@z.com' },
+        { cc: 'Carol <carol@z.com>' },
+        'cc',
+      ],
+      [
+        'a destination rule on a Bcc recipient',
+        { type: 'destination', data: 'hidden@q.com' },
+        { bcc: [{ email: 'Hidden@Q.com' }] },
+        'bcc',
+      ],
+      [
+        'a destination rule on a recipient in To and Bcc',
+        { type: 'destination', data: 'hidden@q.com' },
+        { to: 'hidden@q.com', bcc: [{ email: 'Hidden@Q.com' }] },
+        'to',
+      ],
+    ] as const)(
+      'refuses a message matched by %s, naming the rule, and queues nothing',
+      async (_label, rule, input, field) => {
+        const created = await env.services.store.rules.create({ orderId: env.orderId, ...rule, now: env.clock() })
+        await expectRefused(send(input), 400, new RegExp(`^${field}: .* deny rule ${created.id} `))
+        expectNothingQueued(env)
+      },
+    )
 
     it('names the Bcc field of a recipient on the local block list', async () => {
-      await env.services.store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'recipient', address: 'gone@q.com', reason: 'suppressed by the operator', now: env.clock() })
-      await expectRefused(send({ bcc: 'gone@q.com' }), 400, /^bcc: recipient gone@q\.com is on this account's local block list \(suppressed by the operator\)/)
+      await env.services.store.blocks.addToList({
+        accountId: env.accountId,
+        source: 'internal',
+        kind: 'recipient',
+        address: 'gone@q.com',
+        reason: 'suppressed by the operator',
+        now: env.clock(),
+      })
+      await expectRefused(
+        send({ bcc: 'gone@q.com' }),
+        400,
+        /^bcc: recipient gone@q\.com is on this account's local block list \(suppressed by the operator\)/,
+      )
       expectNothingQueued(env)
     })
 
@@ -259,6 +323,8 @@ describe('sendAdvMail', () => {
   it('sends with an explicitly chosen active order', async () => {
     const { order } = await addOrder(env)
     const { text } = await send({ id: order.id })
-    expect((await logRows(env, { orderId: order.id })).rows.map((r) => [r.id, r.user])).toEqual([[text, `mb${order.id}`]])
+    expect((await logRows(env, { orderId: order.id })).rows.map((r) => [r.id, r.user])).toEqual([
+      [text, `mb${order.id}`],
+    ])
   })
 })

@@ -2,7 +2,21 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { sendMail } from '../../tools/send-mail.js'
 import { viewMailLog } from '../../tools/view-mail-log.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
-import { addOrder, blockRecipients, ESCAPED_RECIPIENTS, expectNothingQueued, expectRefused, expectSchemaRefusal, headerBlock, headerValues, logRows, run, storedCounts, storedRaw, TXID } from './support.js'
+import {
+  addOrder,
+  blockRecipients,
+  ESCAPED_RECIPIENTS,
+  expectNothingQueued,
+  expectRefused,
+  expectSchemaRefusal,
+  headerBlock,
+  headerValues,
+  logRows,
+  run,
+  storedCounts,
+  storedRaw,
+  TXID,
+} from './support.js'
 
 const MAIL = { to: 'bob@example.com', from: 'me@example.org', subject: 'Quarterly report', body: 'Numbers attached.' }
 
@@ -62,12 +76,14 @@ describe('sendMail', () => {
     })
 
     it('takes a quoted local part of printable ASCII, escapes included', async () => {
-      for (const to of ['"john smith"@example.com', '"a\\"b"@example.com', '"x\\\\y"@example.com']) expect(await send({ to })).toMatchObject({ status: 'ok' })
+      for (const to of ['"john smith"@example.com', '"a\\"b"@example.com', '"x\\\\y"@example.com'])
+        expect(await send({ to })).toMatchObject({ status: 'ok' })
     })
 
     it('takes the addresses the relay takes over SMTP (=, &, an apostrophe), and so do the log filters', async () => {
       const { text } = await send({ from: 'info+tag=1@example.org', to: "o'brien&co@example.com" })
-      const log = (input: Record<string, unknown>) => run(viewMailLog, input, env.ctx).then((l) => l.emails.map((e) => e.id))
+      const log = (input: Record<string, unknown>) =>
+        run(viewMailLog, input, env.ctx).then((l) => l.emails.map((e) => e.id))
       expect(await log({ from: 'info+tag=1@example.org' })).toEqual([text])
       expect(await log({ to: "o'brien&co@example.com" })).toEqual([text])
       expect(await log({ headerfrom: 'info+tag=1@example.org', replyto: 'info+tag=1@example.org' })).toEqual([text])
@@ -144,23 +160,34 @@ describe('sendMail', () => {
       { type: 'email', data: 'spam@example.org', input: { from: 'Spam@Example.org' }, field: 'from' },
       { type: 'domain', data: 'example.org', input: { from: 'anyone@example.org' }, field: 'from' },
       { type: 'startswith', data: 'news', input: { from: 'newsletter@example.org' }, field: 'from' },
-      { type: 'destination', data: 'bob@example.com', input: { to: ['alice@example.com', 'BOB@example.com'] }, field: 'to' },
+      {
+        type: 'destination',
+        data: 'bob@example.com',
+        input: { to: ['alice@example.com', 'BOB@example.com'] },
+        field: 'to',
+      },
       // RFC 5321 §4.1.2: the same mailbox with a needless quoted local part.
       { type: 'destination', data: 'bob@example.com', input: { to: '"bob"@example.com' }, field: 'to' },
       { type: 'email', data: 'spam@example.org', input: { from: '"spam"@example.org' }, field: 'from' },
-    ] as const)('a $type rule refuses the whole message (400, names the rule) and queues nothing', async ({ type, data, input, field }) => {
-      const rule = await env.services.store.rules.create({ orderId: env.orderId, type, data, now: env.clock() })
-      await expectRefused(send(input), 400, new RegExp(`^${field}: .* deny rule ${rule.id} \\(${type} ${data}\\)`))
-      expectNothingQueued(env)
-    })
+    ] as const)(
+      'a $type rule refuses the whole message (400, names the rule) and queues nothing',
+      async ({ type, data, input, field }) => {
+        const rule = await env.services.store.rules.create({ orderId: env.orderId, type, data, now: env.clock() })
+        await expectRefused(send(input), 400, new RegExp(`^${field}: .* deny rule ${rule.id} \\(${type} ${data}\\)`))
+        expectNothingQueued(env)
+      },
+    )
 
-    it.each(ESCAPED_RECIPIENTS)('refuses a recipient behind $block spelled with quoted-pairs ($escaped) as the plain one', async ({ plain, escaped, refusal }) => {
-      await blockRecipients(env)
-      await expectRefused(send({ to: escaped }), 400, new RegExp(`^to: ${refusal.source}`))
-      expectNothingQueued(env)
-      // From another sender: a trap hit blocks the first.
-      await expectRefused(send({ to: plain, from: 'other@example.org' }), 400, new RegExp(`^to: ${refusal.source}`))
-    })
+    it.each(ESCAPED_RECIPIENTS)(
+      'refuses a recipient behind $block spelled with quoted-pairs ($escaped) as the plain one',
+      async ({ plain, escaped, refusal }) => {
+        await blockRecipients(env)
+        await expectRefused(send({ to: escaped }), 400, new RegExp(`^to: ${refusal.source}`))
+        expectNothingQueued(env)
+        // From another sender: a trap hit blocks the first.
+        await expectRefused(send({ to: plain, from: 'other@example.org' }), 400, new RegExp(`^to: ${refusal.source}`))
+      },
+    )
 
     it.each([
       { type: 'email', data: 'spam@example.org' },
@@ -174,7 +201,12 @@ describe('sendMail', () => {
 
     it("ignores the rules of the account's other orders", async () => {
       const { order } = await addOrder(env)
-      await env.services.store.rules.create({ orderId: order.id, type: 'domain', data: 'example.org', now: env.clock() })
+      await env.services.store.rules.create({
+        orderId: order.id,
+        type: 'domain',
+        data: 'example.org',
+        now: env.clock(),
+      })
       expect(await send()).toMatchObject({ status: 'ok' })
     })
   })
@@ -248,7 +280,10 @@ describe('sendMail', () => {
       const given = Object.values(input)[0]
       const text = Array.isArray(given) ? given[1] : given
       expect(result.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([
-        [path, `"${text}" is not a bare address: sendMail takes ${takes}; for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)`],
+        [
+          path,
+          `"${text}" is not a bare address: sendMail takes ${takes}; for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)`,
+        ],
       ])
     })
 
@@ -276,16 +311,26 @@ describe('sendMail', () => {
       ['from', { from: 'me@[192.0.2.1]' }],
     ])('refuses an address literal in %s in the schema, saying so', (path, input) => {
       const result = sendMail.input.safeParse({ ...MAIL, ...input })
-      expect(result.error?.issues.map((i) => i.message)).toEqual([expect.stringMatching(/^"[^"]+@\[[^\]]+\]" is an address literal; mail goes only to addresses at a domain name$/)])
+      expect(result.error?.issues.map((i) => i.message)).toEqual([
+        expect.stringMatching(
+          /^"[^"]+@\[[^\]]+\]" is an address literal; mail goes only to addresses at a domain name$/,
+        ),
+      ])
       expect(result.error?.issues[0].path.join('.')).toMatch(new RegExp(`^${path}`))
     })
 
     it('refuses more recipients than the configured limit (400) and queues nothing', async () => {
       const small = await createTestEnv({ MAILROOM_MAX_RECIPIENTS: '2' })
       try {
-        await expectRefused(run(sendMail, { ...MAIL, to: ['a@x.com', 'b@x.com', 'c@x.com'] }, small.ctx), 400, /^to: 3 recipients; the limit is 2/)
+        await expectRefused(
+          run(sendMail, { ...MAIL, to: ['a@x.com', 'b@x.com', 'c@x.com'] }, small.ctx),
+          400,
+          /^to: 3 recipients; the limit is 2/,
+        )
         expectNothingQueued(small)
-        expect(await run(sendMail, { ...MAIL, to: ['a@x.com', 'b@x.com', 'A@x.com'] }, small.ctx)).toMatchObject({ status: 'ok' })
+        expect(await run(sendMail, { ...MAIL, to: ['a@x.com', 'b@x.com', 'A@x.com'] }, small.ctx)).toMatchObject({
+          status: 'ok',
+        })
       } finally {
         await small.close()
       }
@@ -294,13 +339,27 @@ describe('sendMail', () => {
 
   describe('block lists (spam filter step of the pipeline)', () => {
     it('refuses a sender on the internal block list and queues nothing', async () => {
-      await env.services.store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'sender', address: 'me@example.org', reason: 'trap hit', now: env.clock() })
+      await env.services.store.blocks.addToList({
+        accountId: env.accountId,
+        source: 'internal',
+        kind: 'sender',
+        address: 'me@example.org',
+        reason: 'trap hit',
+        now: env.clock(),
+      })
       await expectRefused(send(), 400, /blocked/)
       expectNothingQueued(env)
     })
 
     it('refuses a recipient on the local block list and queues nothing', async () => {
-      await env.services.store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'recipient', address: 'bob@example.com', reason: '5.1.1 user unknown', now: env.clock() })
+      await env.services.store.blocks.addToList({
+        accountId: env.accountId,
+        source: 'internal',
+        kind: 'recipient',
+        address: 'bob@example.com',
+        reason: '5.1.1 user unknown',
+        now: env.clock(),
+      })
       await expectRefused(send(), 400, /bob@example\.com/)
       expect(storedCounts(env).deliveries).toBe(0)
     })

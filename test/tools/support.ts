@@ -6,12 +6,20 @@ import type { Tool, ToolContext } from '../../tools/define.js'
 import type { TestEnv } from '../helpers.js'
 
 /** What every transport does: the raw input through the tool's schema, then the handler. */
-export async function run<I extends z.ZodObject, O extends z.ZodType>(tool: Tool<I, O>, raw: Record<string, unknown>, ctx: ToolContext): Promise<z.input<O>> {
+export async function run<I extends z.ZodObject, O extends z.ZodType>(
+  tool: Tool<I, O>,
+  raw: Record<string, unknown>,
+  ctx: ToolContext,
+): Promise<z.input<O>> {
   return tool.handler(tool.input.parse(raw), ctx)
 }
 
 /** The call is refused with a MailroomError of `code` whose message matches `fragment`. */
-export async function expectRefused(call: Promise<unknown>, code: number, fragment: string | RegExp): Promise<MailroomError> {
+export async function expectRefused(
+  call: Promise<unknown>,
+  code: number,
+  fragment: string | RegExp,
+): Promise<MailroomError> {
   const err = await call.then(
     (value) => {
       throw new Error(`expected a ${code} refusal, the call succeeded with ${JSON.stringify(value)}`)
@@ -25,7 +33,11 @@ export async function expectRefused(call: Promise<unknown>, code: number, fragme
 }
 
 /** The tool's schema refuses the input, with an issue at `path` (dot-joined). Transports answer these with 400. */
-export function expectSchemaRefusal(tool: Tool<z.ZodObject, z.ZodType>, raw: Record<string, unknown>, path: string): void {
+export function expectSchemaRefusal(
+  tool: Tool<z.ZodObject, z.ZodType>,
+  raw: Record<string, unknown>,
+  path: string,
+): void {
   const result = tool.input.safeParse(raw)
   expect(result.success, `schema accepted ${JSON.stringify(raw)}`).toBe(false)
   expect(result.error!.issues.map((i) => i.path.join('.'))).toContain(path)
@@ -71,17 +83,37 @@ export function headerValues(raw: Buffer | string, name: string): string[] {
 
 /** The log of the env's first order through the store, oldest first. */
 export async function logRows(env: TestEnv, query: Partial<LogQuery> = {}): Promise<{ total: number; rows: LogRow[] }> {
-  return env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 1000, dir: 'asc', groupby: 'recipient', ...query })
+  return env.services.store.mail.log({
+    orderId: env.orderId,
+    skip: 0,
+    limit: 1000,
+    dir: 'asc',
+    groupby: 'recipient',
+    ...query,
+  })
 }
 
 /** Marks one recipient's delivery of a message as attempted, as the delivery worker would. */
-export function setDelivery(env: TestEnv, txid: string, recipient: string, fields: { delivered: 0 | 1; mx: string; code?: number; response?: string }): void {
+export function setDelivery(
+  env: TestEnv,
+  txid: string,
+  recipient: string,
+  fields: { delivered: 0 | 1; mx: string; code?: number; response?: string },
+): void {
   const res = sqliteOf(env)
     .prepare(
       `UPDATE deliveries SET delivered = ?, mx_hostname = ?, code = ?, response = ?, state = ?
        WHERE recipient = ? AND message_id = (SELECT id FROM messages WHERE txid = ?)`,
     )
-    .run(fields.delivered, fields.mx, fields.code ?? 250, fields.response ?? '250 2.0.0 OK', fields.delivered ? 'delivered' : 'deferred', recipient, txid)
+    .run(
+      fields.delivered,
+      fields.mx,
+      fields.code ?? 250,
+      fields.response ?? '250 2.0.0 OK',
+      fields.delivered ? 'delivered' : 'deferred',
+      recipient,
+      txid,
+    )
   if (res.changes !== 1) throw new Error(`no delivery of ${txid} to ${recipient}`)
 }
 
@@ -91,7 +123,12 @@ export function sql(env: TestEnv) {
 
 /** A second order of the env's account. */
 export async function addOrder(env: TestEnv, options: { comment?: string | null; senders?: string[] } = {}) {
-  return env.services.store.orders.create({ accountId: env.accountId, comment: options.comment ?? null, senders: options.senders ?? [], now: env.clock() })
+  return env.services.store.orders.create({
+    accountId: env.accountId,
+    comment: options.comment ?? null,
+    senders: options.senders ?? [],
+    now: env.clock(),
+  })
 }
 
 export const TXID = /^[0-9a-f]{18}$/
@@ -102,9 +139,24 @@ export const TXID = /^[0-9a-f]{18}$/
  * plain spelling (which names the address as the relay keeps it).
  */
 export const ESCAPED_RECIPIENTS = [
-  { block: 'a destination rule', plain: 'deny@dest.test', escaped: '"de\\ny"@dest.test', refusal: /recipient deny@dest\.test is rejected by deny rule \d+ \(destination deny@dest\.test\)/ },
-  { block: 'a spam trap', plain: 'trap@trap.test', escaped: '"t\\rap"@trap.test', refusal: /recipient trap@trap\.test is a spam trap/ },
-  { block: 'the local block list', plain: 'gone@a.test', escaped: '"g\\one"@a.test', refusal: /recipient gone@a\.test is on this account's local block list/ },
+  {
+    block: 'a destination rule',
+    plain: 'deny@dest.test',
+    escaped: '"de\\ny"@dest.test',
+    refusal: /recipient deny@dest\.test is rejected by deny rule \d+ \(destination deny@dest\.test\)/,
+  },
+  {
+    block: 'a spam trap',
+    plain: 'trap@trap.test',
+    escaped: '"t\\rap"@trap.test',
+    refusal: /recipient trap@trap\.test is a spam trap/,
+  },
+  {
+    block: 'the local block list',
+    plain: 'gone@a.test',
+    escaped: '"g\\one"@a.test',
+    refusal: /recipient gone@a\.test is on this account's local block list/,
+  },
 ]
 
 /** A destination rule, a spam trap and a suppressed recipient: the blocks of ESCAPED_RECIPIENTS. */
@@ -112,5 +164,12 @@ export async function blockRecipients(env: TestEnv): Promise<void> {
   const { store } = env.services
   await store.rules.create({ orderId: env.orderId, type: 'destination', data: 'deny@dest.test', now: env.clock() })
   await store.traps.add('trap@trap.test', env.clock())
-  await store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'recipient', address: 'gone@a.test', reason: 'suppressed by the operator', now: env.clock() })
+  await store.blocks.addToList({
+    accountId: env.accountId,
+    source: 'internal',
+    kind: 'recipient',
+    address: 'gone@a.test',
+    reason: 'suppressed by the operator',
+    now: env.clock(),
+  })
 }

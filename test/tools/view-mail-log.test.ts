@@ -17,9 +17,21 @@ const sec = (ms: number) => ms / 1000
  *   C:erin         (2026-11-22 11:30, 192.0.2.10, alice, <q3@example.com>, queued)
  */
 const MESSAGES = {
-  A: { time: T_A, origin: '192.0.2.10', raw: 'From: Alice <alice@example.org>\r\nTo: bob@example.com, carol@example.net\r\nReply-To: billing@example.org\r\nSubject: Invoice 1\r\nMessage-ID: <AbC-1@Example.COM>\r\n\r\nA\r\n' },
-  B: { time: T_B, origin: '2001:db8::1', raw: 'From: dave@example.org\r\nTo: bob@example.com\r\nSubject: Hello\r\nMessage-ID: <zz-2@other.net>\r\n\r\nB\r\n' },
-  C: { time: T_C, origin: '192.0.2.10', raw: 'From: alice@example.org\r\nTo: erin@example.com\r\nSubject: Invoice 1\r\nMessage-ID: <q3@example.com>\r\n\r\nC\r\n' },
+  A: {
+    time: T_A,
+    origin: '192.0.2.10',
+    raw: 'From: Alice <alice@example.org>\r\nTo: bob@example.com, carol@example.net\r\nReply-To: billing@example.org\r\nSubject: Invoice 1\r\nMessage-ID: <AbC-1@Example.COM>\r\n\r\nA\r\n',
+  },
+  B: {
+    time: T_B,
+    origin: '2001:db8::1',
+    raw: 'From: dave@example.org\r\nTo: bob@example.com\r\nSubject: Hello\r\nMessage-ID: <zz-2@other.net>\r\n\r\nB\r\n',
+  },
+  C: {
+    time: T_C,
+    origin: '192.0.2.10',
+    raw: 'From: alice@example.org\r\nTo: erin@example.com\r\nSubject: Invoice 1\r\nMessage-ID: <q3@example.com>\r\n\r\nC\r\n',
+  },
 } as const
 type Label = keyof typeof MESSAGES
 
@@ -34,8 +46,18 @@ describe('viewMailLog', () => {
       txids[label] = (await run(rawMail, { raw_email: m.raw }, { ...env.ctx, origin: m.origin })).text
     }
     setDelivery(env, txids.A, 'carol@example.net', { delivered: 1, mx: 'mx.example.net' })
-    setDelivery(env, txids.B, 'bob@example.com', { delivered: 1, mx: 'mx.example.com', code: 250, response: '250 2.0.0 queued as 123' })
-    setDelivery(env, txids.A, 'bob@example.com', { delivered: 0, mx: 'mx.example.com', code: 451, response: '451 4.7.1 try later' })
+    setDelivery(env, txids.B, 'bob@example.com', {
+      delivered: 1,
+      mx: 'mx.example.com',
+      code: 250,
+      response: '250 2.0.0 queued as 123',
+    })
+    setDelivery(env, txids.A, 'bob@example.com', {
+      delivered: 0,
+      mx: 'mx.example.com',
+      code: 451,
+      response: '451 4.7.1 try later',
+    })
     env.clock.set(NOW)
   })
   afterEach(() => env.close())
@@ -59,12 +81,31 @@ describe('viewMailLog', () => {
       [txids.A, 'bob@example.com', 1],
     ])
     expect(result.emails.map((e) => e._id)).toEqual([...result.emails.map((e) => e._id)].sort((a, b) => b - a))
-    expect(result.emails[1]).toMatchObject({ delivered: 1, code: 250, response: '250 2.0.0 queued as 123', mxHostname: 'mx.example.com', origin: '2001:db8::1', created: '2026-11-21 15:00:00', time: sec(T_B) })
-    expect(result.emails[0]).toMatchObject({ delivered: 0, code: null, mxHostname: null, subject: 'Invoice 1', messageId: '<q3@example.com>' })
+    expect(result.emails[1]).toMatchObject({
+      delivered: 1,
+      code: 250,
+      response: '250 2.0.0 queued as 123',
+      mxHostname: 'mx.example.com',
+      origin: '2001:db8::1',
+      created: '2026-11-21 15:00:00',
+      time: sec(T_B),
+    })
+    expect(result.emails[0]).toMatchObject({
+      delivered: 0,
+      code: null,
+      mxHostname: null,
+      subject: 'Invoice 1',
+      messageId: '<q3@example.com>',
+    })
   })
 
   it('orders oldest first with dir=asc', async () => {
-    expect(await keys({ dir: 'asc' })).toEqual(['A:bob@example.com', 'A:carol@example.net', 'B:bob@example.com', 'C:erin@example.com'])
+    expect(await keys({ dir: 'asc' })).toEqual([
+      'A:bob@example.com',
+      'A:carol@example.net',
+      'B:bob@example.com',
+      'C:erin@example.com',
+    ])
   })
 
   describe('filters', () => {
@@ -80,10 +121,18 @@ describe('viewMailLog', () => {
       ['subject in another case (exact match only)', { subject: 'invoice 1' }, []],
       ['subject prefix (exact match only)', { subject: 'Invoice' }, []],
       ['messageId substring, any case', { messageId: 'abc-1' }, ['A:bob@example.com', 'A:carol@example.net']],
-      ['messageId upper-case substring', { messageId: 'EXAMPLE.COM' }, ['A:bob@example.com', 'A:carol@example.net', 'C:erin@example.com']],
+      [
+        'messageId upper-case substring',
+        { messageId: 'EXAMPLE.COM' },
+        ['A:bob@example.com', 'A:carol@example.net', 'C:erin@example.com'],
+      ],
       ['messageId whole value', { messageId: '<zz-2@other.net>' }, ['B:bob@example.com']],
       ['messageId of two characters', { messageId: 'ZZ' }, ['B:bob@example.com']],
-      ['messageId of two characters across a separator', { messageId: 'c-' }, ['A:bob@example.com', 'A:carol@example.net']],
+      [
+        'messageId of two characters across a separator',
+        { messageId: 'c-' },
+        ['A:bob@example.com', 'A:carol@example.net'],
+      ],
       ['messageId of one character', { messageId: 'Q' }, ['C:erin@example.com']],
       ['messageId not contained', { messageId: 'nothing-like-it' }, []],
       ['replyto', { replyto: 'billing@example.org' }, ['A:bob@example.com', 'A:carol@example.net']],
@@ -91,14 +140,26 @@ describe('viewMailLog', () => {
       ['delivered=1', { delivered: 1 }, ['A:carol@example.net', 'B:bob@example.com']],
       ['delivered=0', { delivered: 0 }, ['A:bob@example.com', 'C:erin@example.com']],
       ['startDate as epoch seconds (inclusive)', { startDate: sec(T_B) }, ['B:bob@example.com', 'C:erin@example.com']],
-      ['endDate as epoch seconds (inclusive)', { endDate: sec(T_B) }, ['A:bob@example.com', 'A:carol@example.net', 'B:bob@example.com']],
+      [
+        'endDate as epoch seconds (inclusive)',
+        { endDate: sec(T_B) },
+        ['A:bob@example.com', 'A:carol@example.net', 'B:bob@example.com'],
+      ],
       ['startDate one second after a message', { startDate: sec(T_B) + 1 }, ['C:erin@example.com']],
       ['endDate one second before a message', { endDate: sec(T_B) - 1 }, ['A:bob@example.com', 'A:carol@example.net']],
       ['startDate as a date', { startDate: '2026-11-21' }, ['B:bob@example.com', 'C:erin@example.com']],
-      ['endDate as a date (includes that whole day)', { endDate: '2026-11-21' }, ['A:bob@example.com', 'A:carol@example.net', 'B:bob@example.com']],
+      [
+        'endDate as a date (includes that whole day)',
+        { endDate: '2026-11-21' },
+        ['A:bob@example.com', 'A:carol@example.net', 'B:bob@example.com'],
+      ],
       ['startDate and endDate of one day', { startDate: '2026-11-21', endDate: '2026-11-21' }, ['B:bob@example.com']],
       ['startDate yesterday', { startDate: 'yesterday' }, ['B:bob@example.com', 'C:erin@example.com']],
-      ['endDate yesterday', { endDate: 'yesterday' }, ['A:bob@example.com', 'A:carol@example.net', 'B:bob@example.com']],
+      [
+        'endDate yesterday',
+        { endDate: 'yesterday' },
+        ['A:bob@example.com', 'A:carol@example.net', 'B:bob@example.com'],
+      ],
       ['startDate today', { startDate: 'today' }, ['C:erin@example.com']],
       ['startDate with a time of day', { startDate: '2026-11-21 15:00' }, ['B:bob@example.com', 'C:erin@example.com']],
       ['mailid', { mailid: '%A' }, ['A:bob@example.com', 'A:carol@example.net']],
@@ -139,7 +200,11 @@ describe('viewMailLog', () => {
       env.clock.set(Date.UTC(2026, 10, 23, 9, 0, 0))
       expect(await keys({ startDate: 'yesterday' })).toEqual(['C:erin@example.com'])
       expect(await keys({ startDate: 'yesterday', endDate: 'yesterday' })).toEqual(['C:erin@example.com'])
-      expect(await keys({ endDate: '2 days ago' })).toEqual(['A:bob@example.com', 'A:carol@example.net', 'B:bob@example.com'])
+      expect(await keys({ endDate: '2 days ago' })).toEqual([
+        'A:bob@example.com',
+        'A:carol@example.net',
+        'B:bob@example.com',
+      ])
     })
   })
 
@@ -166,7 +231,9 @@ describe('viewMailLog', () => {
       expect(result.total).toBe(expected.length)
       // Each row is its message's first recipient's, whichever recipient matched.
       expect(result.emails.map((e) => e.seq)).toEqual(expected.map(() => 1))
-      expect((await view({ ...input, groupby: 'message', dir: 'desc' })).emails.map((e) => e.id)).toEqual(expected.map((l) => txids[l]).reverse())
+      expect((await view({ ...input, groupby: 'message', dir: 'desc' })).emails.map((e) => e.id)).toEqual(
+        expected.map((l) => txids[l]).reverse(),
+      )
     })
 
     it('counts recipient rows with the default groupby=recipient', async () => {
@@ -187,7 +254,11 @@ describe('viewMailLog', () => {
       const byTxid = Object.fromEntries(Object.entries(txids).map(([l, t]) => [t, l]))
       const result = await view(input)
       expect(result.emails.map((e) => `${byTxid[e.id]}:${e.to}`)).toEqual(expected)
-      expect(result).toMatchObject({ skip: input.skip ?? 0, limit: input.limit ?? 100, total: input.groupby === 'message' ? 3 : 4 })
+      expect(result).toMatchObject({
+        skip: input.skip ?? 0,
+        limit: input.limit ?? 100,
+        total: input.groupby === 'message' ? 3 : 4,
+      })
     })
   })
 

@@ -13,9 +13,19 @@ type Doc = { paths: Record<string, Record<string, any>>; components: any }
 function toJsonSchema(doc: Doc, schema: any, depth = 0): any {
   if (depth > 40 || schema === null || typeof schema !== 'object') return schema
   if (Array.isArray(schema)) return schema.map((s) => toJsonSchema(doc, s, depth + 1))
-  if (schema.$ref) return toJsonSchema(doc, schema.$ref.slice(2).split('/').reduce((o: any, k: string) => o[k], doc), depth + 1)
+  if (schema.$ref)
+    return toJsonSchema(
+      doc,
+      schema.$ref
+        .slice(2)
+        .split('/')
+        .reduce((o: any, k: string) => o[k], doc),
+      depth + 1,
+    )
   const out: any = {}
-  for (const [k, v] of Object.entries(schema)) if (!['example', 'examples', 'x-enum-varnames', 'discriminator'].includes(k)) out[k] = toJsonSchema(doc, v, depth + 1)
+  for (const [k, v] of Object.entries(schema))
+    if (!['example', 'examples', 'x-enum-varnames', 'discriminator'].includes(k))
+      out[k] = toJsonSchema(doc, v, depth + 1)
   // OpenAPI 3.0 (draft 4) writes exclusive bounds as booleans.
   if (out.exclusiveMinimum === true) (out.exclusiveMinimum = out.minimum), delete out.minimum
   if (out.exclusiveMaximum === true) (out.exclusiveMaximum = out.maximum), delete out.maximum
@@ -46,16 +56,24 @@ describe('discovery documents', () => {
   )
 
   it('has exactly the upstream operations, same paths, methods and operationIds', () => {
-    const mine = Object.entries(ours.paths).flatMap(([path, item]) => METHODS.filter((m) => item[m]).map((m) => `${m.toUpperCase()} ${path} ${item[m].operationId}`))
-    expect(mine.sort()).toEqual(upstreamOps.map((o) => `${o.method.toUpperCase()} ${o.path} ${o.op.operationId}`).sort())
+    const mine = Object.entries(ours.paths).flatMap(([path, item]) =>
+      METHODS.filter((m) => item[m]).map((m) => `${m.toUpperCase()} ${path} ${item[m].operationId}`),
+    )
+    expect(mine.sort()).toEqual(
+      upstreamOps.map((o) => `${o.method.toUpperCase()} ${o.path} ${o.op.operationId}`).sort(),
+    )
   })
 
   describe.each(upstreamOps)('$op.operationId', ({ path, method, op }) => {
     const mine = () => ours.paths[path][method]
 
     it('takes the same parameters, in the same places', () => {
-      const theirs = (op.parameters ?? []).map((p: any) => `${p.in}:${p.name}:${p.in === 'path' ? 'required' : 'optional'}`).sort()
-      const ourParams = (mine().parameters ?? []).map((p: any) => `${p.in}:${p.name}:${p.required ? 'required' : 'optional'}`).sort()
+      const theirs = (op.parameters ?? [])
+        .map((p: any) => `${p.in}:${p.name}:${p.in === 'path' ? 'required' : 'optional'}`)
+        .sort()
+      const ourParams = (mine().parameters ?? [])
+        .map((p: any) => `${p.in}:${p.name}:${p.required ? 'required' : 'optional'}`)
+        .sort()
       expect(ourParams).toEqual(theirs)
       // Every upstream example value of a parameter is valid for our schema of it.
       for (const p of op.parameters ?? []) {
@@ -85,7 +103,8 @@ describe('discovery documents', () => {
         for (const [type, media] of Object.entries((response.content ?? {}) as Record<string, any>)) {
           const ourMedia = mine().responses['200'].content[type]
           expect(ourMedia, type).toBeDefined()
-          for (const e of Object.values(media.examples ?? {}) as any[]) expect(valid(ours, ourMedia.schema, e.value), JSON.stringify(e.value).slice(0, 200)).toBe('')
+          for (const e of Object.values(media.examples ?? {}) as any[])
+            expect(valid(ours, ourMedia.schema, e.value), JSON.stringify(e.value).slice(0, 200)).toBe('')
         }
       }
     })
@@ -112,8 +131,12 @@ describe('discovery documents', () => {
   })
 
   it('serves RFC 9728 protected resource metadata', async () => {
-    expect(await (await env.app.request('/.well-known/oauth-protected-resource')).json()).toMatchObject({ resource: 'https://mail.example.com' })
-    expect(await (await env.app.request('/.well-known/oauth-protected-resource/mcp')).json()).toMatchObject({ resource: 'https://mail.example.com/mcp' })
+    expect(await (await env.app.request('/.well-known/oauth-protected-resource')).json()).toMatchObject({
+      resource: 'https://mail.example.com',
+    })
+    expect(await (await env.app.request('/.well-known/oauth-protected-resource/mcp')).json()).toMatchObject({
+      resource: 'https://mail.example.com/mcp',
+    })
   })
 
   it('serves an RFC 9727 API catalog, also to HEAD with a Link header', async () => {
@@ -137,13 +160,22 @@ describe('discovery documents', () => {
       expect((await res.arrayBuffer()).byteLength, asset).toBeGreaterThan(20)
     }
     expect((await env.app.request('/docs/package.json')).status).toBe(404)
-    for (const inherited of ['constructor', '__proto__', 'toString']) expect((await env.app.request(`/docs/${inherited}`)).status).toBe(404)
+    for (const inherited of ['constructor', '__proto__', 'toString'])
+      expect((await env.app.request(`/docs/${inherited}`)).status).toBe(404)
     expect(await (await env.app.request('/docs/init.js')).text()).toContain('../spec/openapi.json')
   })
 
   it('links everything from GET /', async () => {
     const html = await (await env.app.request('/')).text()
-    for (const href of ['/docs/', '/spec/openapi.json', '/spec/openapi.yaml', '/mcp', '/.well-known/mcp/server.json', '/.well-known/api-catalog', '/.well-known/oauth-protected-resource']) {
+    for (const href of [
+      '/docs/',
+      '/spec/openapi.json',
+      '/spec/openapi.yaml',
+      '/mcp',
+      '/.well-known/mcp/server.json',
+      '/.well-known/api-catalog',
+      '/.well-known/oauth-protected-resource',
+    ]) {
       expect(html).toContain(`href="${href}"`)
       if (href !== '/mcp') expect((await env.app.request(href)).status, href).toBe(200)
     }

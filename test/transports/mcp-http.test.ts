@@ -13,6 +13,7 @@ import { jsonSchemaOf } from '../../transports/json-schema.js'
 import { isObject } from '../../transports/mcp.js'
 import { MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
+import { expectNothingQueued } from '../tools/support.js'
 
 const byName = (name: string) => TOOLS.find((t) => t.name === name)!
 
@@ -23,7 +24,13 @@ function happyArgs(env: TestEnv, ruleId: string): Record<string, Record<string, 
     getMailOrders: {},
     getMailOrderById: { id: env.orderId },
     sendMail: { to: 'bob@example.com', from: 'me@example.org', subject: 'hi', body: 'hello' },
-    sendAdvMail: { from: { email: 'me@example.org', name: 'Me' }, to: 'Bob <bob@example.com>', bcc: [{ email: 'audit@example.net' }], subject: 'hi', body: '<p>hello</p>' },
+    sendAdvMail: {
+      from: { email: 'me@example.org', name: 'Me' },
+      to: 'Bob <bob@example.com>',
+      bcc: [{ email: 'audit@example.net' }],
+      subject: 'hi',
+      body: '<p>hello</p>',
+    },
     rawMail: { raw_email: 'From: me@example.org\r\nTo: bob@example.com\r\nSubject: raw\r\n\r\nbody\r\n' },
     viewMailLog: { limit: 5 },
     getStats: { time: 'all' },
@@ -72,7 +79,9 @@ describe('MCP over Streamable HTTP', () => {
       expect(t.title, t.name).toBeTruthy()
       expect(t.description!.length, t.name).toBeGreaterThan(80)
       // destructiveHint and idempotentHint mean something only for a tool that writes (MCP ToolAnnotations).
-      const hints = t.annotations!.readOnlyHint ? ['openWorldHint', 'readOnlyHint'] : ['destructiveHint', 'idempotentHint', 'openWorldHint', 'readOnlyHint']
+      const hints = t.annotations!.readOnlyHint
+        ? ['openWorldHint', 'readOnlyHint']
+        : ['destructiveHint', 'idempotentHint', 'openWorldHint', 'readOnlyHint']
       expect(Object.keys(t.annotations!).sort(), t.name).toEqual(hints)
       expect(byName(t.name).annotations, t.name).toMatchObject(t.annotations!)
       expect(t.inputSchema.type).toBe('object')
@@ -82,8 +91,20 @@ describe('MCP over Streamable HTTP', () => {
   })
 
   it('calls every tool once; each structuredContent matches its output schema', async () => {
-    await env.services.store.blocks.addToList({ accountId: env.accountId, source: 'internal', kind: 'sender', address: 'blocked@example.org', reason: 'test', now: env.clock() })
-    const rule = await env.services.store.rules.create({ orderId: env.orderId, type: 'email', data: 'old@example.org', now: env.clock() })
+    await env.services.store.blocks.addToList({
+      accountId: env.accountId,
+      source: 'internal',
+      kind: 'sender',
+      address: 'blocked@example.org',
+      reason: 'test',
+      now: env.clock(),
+    })
+    const rule = await env.services.store.rules.create({
+      orderId: env.orderId,
+      type: 'email',
+      data: 'old@example.org',
+      now: env.clock(),
+    })
     const client = await connect()
     const { tools } = await client.listTools()
     const ajv = new Ajv({ strict: false })
@@ -95,7 +116,9 @@ describe('MCP over Streamable HTTP', () => {
       expect(validate(result.structuredContent), `${t.name}: ${ajv.errorsText(validate.errors)}`).toBe(true)
       // And against the whole output schema, required fields and all, which the listed one leaves out.
       const tool = byName(t.name)
-      const output = tool.resultKey ? (result.structuredContent as Record<string, unknown>)[tool.resultKey] : result.structuredContent
+      const output = tool.resultKey
+        ? (result.structuredContent as Record<string, unknown>)[tool.resultKey]
+        : result.structuredContent
       const whole = ajv.compile(jsonSchemaOf(tool.output, 'output'))
       expect(whole(output), `${t.name}: ${ajv.errorsText(whole.errors)}`).toBe(true)
       expect(JSON.parse((result.content as { text: string }[])[0].text)).toEqual(result.structuredContent)
@@ -109,11 +132,20 @@ describe('MCP over Streamable HTTP', () => {
 
   it('answers errors as isError results with the REST {code, message}', async () => {
     const client = await connect()
-    const bad = await client.callTool({ name: 'sendMail', arguments: { to: 'not an address', from: 'me@example.org', subject: 's', body: 'b' } })
+    const bad = await client.callTool({
+      name: 'sendMail',
+      arguments: { to: 'not an address', from: 'me@example.org', subject: 's', body: 'b' },
+    })
     expect(bad.isError).toBe(true)
-    expect(JSON.parse((bad.content as { text: string }[])[0].text)).toEqual({ code: 400, message: expect.stringContaining('to:') })
+    expect(JSON.parse((bad.content as { text: string }[])[0].text)).toEqual({
+      code: 400,
+      message: expect.stringContaining('to:'),
+    })
     const missing = await client.callTool({ name: 'getMailOrderById', arguments: { id: 999 } })
-    expect(JSON.parse((missing.content as { text: string }[])[0].text)).toEqual({ code: 404, message: expect.any(String) })
+    expect(JSON.parse((missing.content as { text: string }[])[0].text)).toEqual({
+      code: 404,
+      message: expect.any(String),
+    })
     const unknown = await client.callTool({ name: 'noSuchTool', arguments: {} })
     expect(unknown.isError).toBe(true)
   })
@@ -121,26 +153,38 @@ describe('MCP over Streamable HTTP', () => {
   it('answers a display name or a comma list given to sendMail with a 400 naming sendAdvMail, sending nothing', async () => {
     const client = await connect()
     for (const to of ['Kay <k@example.com>', 'a@x.example, b@y.example']) {
-      const result = await client.callTool({ name: 'sendMail', arguments: { to, from: 'me@example.org', subject: 's', body: 'b' } })
+      const result = await client.callTool({
+        name: 'sendMail',
+        arguments: { to, from: 'me@example.org', subject: 's', body: 'b' },
+      })
       expect(result.isError).toBe(true)
       expect(JSON.parse((result.content as { text: string }[])[0].text)).toEqual({
         code: 400,
         message: `to: "${to}" is not a bare address: sendMail takes bare addresses, several as an array; for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)`,
       })
     }
-    expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+    expectNothingQueued(env)
   })
 
   it('refuses a line break in an address field, and an address literal, with 400 results, sending nothing', async () => {
     const client = await connect()
     const send = { from: 'me@example.org', subject: 's', body: 'b' }
-    const injected = await client.callTool({ name: 'sendAdvMail', arguments: { ...send, to: 't23@sink.test\r\nBcc: evil@evil.test' } })
+    const injected = await client.callTool({
+      name: 'sendAdvMail',
+      arguments: { ...send, to: 't23@sink.test\r\nBcc: evil@evil.test' },
+    })
     expect(injected.isError).toBe(true)
-    expect(JSON.parse((injected.content as { text: string }[])[0].text)).toEqual({ code: 400, message: expect.stringMatching(/^to: an address or name holds a line break \(CR or LF\)/) })
+    expect(JSON.parse((injected.content as { text: string }[])[0].text)).toEqual({
+      code: 400,
+      message: expect.stringMatching(/^to: an address or name holds a line break \(CR or LF\)/),
+    })
     const literal = await client.callTool({ name: 'sendMail', arguments: { ...send, to: 'u@[127.0.0.1]' } })
     expect(literal.isError).toBe(true)
-    expect(JSON.parse((literal.content as { text: string }[])[0].text)).toEqual({ code: 400, message: 'to: "u@[127.0.0.1]" is an address literal; mail goes only to addresses at a domain name' })
-    expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+    expect(JSON.parse((literal.content as { text: string }[])[0].text)).toEqual({
+      code: 400,
+      message: 'to: "u@[127.0.0.1]" is an address literal; mail goes only to addresses at a domain name',
+    })
+    expectNothingQueued(env)
   })
 
   it('takes a message of 6 MB in a session (the transport alone would refuse a body over 4 MB)', async () => {
@@ -148,23 +192,50 @@ describe('MCP over Streamable HTTP', () => {
     const content = Buffer.alloc(4.5 * 1024 * 1024, 'mailroom ').toString('base64')
     const result = await client.callTool({
       name: 'sendAdvMail',
-      arguments: { from: { email: 'me@example.org' }, to: 'bob@example.com', subject: 'big', body: 'attached', attachments: [{ filename: 'big.txt', data: content }] },
+      arguments: {
+        from: { email: 'me@example.org' },
+        to: 'bob@example.com',
+        subject: 'big',
+        body: 'attached',
+        attachments: [{ filename: 'big.txt', data: content }],
+      },
     })
     expect(result.isError).toBeFalsy()
     const { text } = result.structuredContent as { text: string }
-    expect((await env.services.store.mail.log({ orderId: env.orderId, mailid: text, limit: 1, skip: 0, dir: 'desc', groupby: 'recipient' })).rows[0].bodySize).toBeGreaterThan(6_000_000)
+    expect(
+      (
+        await env.services.store.mail.log({
+          orderId: env.orderId,
+          mailid: text,
+          limit: 1,
+          skip: 0,
+          dir: 'desc',
+          groupby: 'recipient',
+        })
+      ).rows[0].bodySize,
+    ).toBeGreaterThan(6_000_000)
   })
 
   it('refuses an argument the tool does not have, naming it, instead of dropping it', async () => {
     const client = await connect()
     const { tools } = await client.listTools()
     expect(tools.every((t) => t.inputSchema.additionalProperties === false)).toBe(true)
-    const bcc = await client.callTool({ name: 'sendMail', arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b', bcc: 'audit@example.net' } })
+    const bcc = await client.callTool({
+      name: 'sendMail',
+      arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b', bcc: 'audit@example.net' },
+    })
     expect(bcc.isError).toBe(true)
-    expect(JSON.parse((bcc.content as { text: string }[])[0].text)).toEqual({ code: 400, message: expect.stringMatching(/^bcc: sendMail has no argument bcc; its arguments are to, from, subject, body, id$/) })
+    expect(JSON.parse((bcc.content as { text: string }[])[0].text)).toEqual({
+      code: 400,
+      message: expect.stringMatching(
+        /^bcc: sendMail has no argument bcc; its arguments are to, from, subject, body, id$/,
+      ),
+    })
     const typo = await client.callTool({ name: 'viewMailLog', arguments: { mailId: '0190f3a2b4c5d6e7f8' } })
-    expect(JSON.parse((typo.content as { text: string }[])[0].text).message).toMatch(/^mailId: viewMailLog has no argument mailId \(did you mean mailid\?\)/)
-    expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+    expect(JSON.parse((typo.content as { text: string }[])[0].text).message).toMatch(
+      /^mailId: viewMailLog has no argument mailId \(did you mean mailid\?\)/,
+    )
+    expectNothingQueued(env)
   })
 
   it('lists the tools in under 16 KB, with the same arguments and required arguments as their schemas', async () => {
@@ -184,9 +255,19 @@ describe('MCP over Streamable HTTP', () => {
     const client = await connect()
     const { tools } = await client.listTools()
     const refs = (node: unknown): string[] =>
-      Array.isArray(node) ? node.flatMap(refs) : isObject(node) ? Object.entries(node).flatMap(([k, v]) => (k === '$ref' ? [v as string] : refs(v))) : []
-    const resolve = (schema: unknown, ref: string) => ref.slice(2).split('/').reduce<unknown>((node, key) => (isObject(node) ? node[key] : undefined), schema)
-    const all = tools.flatMap((t) => [t.inputSchema, t.outputSchema!].map((schema) => ({ name: t.name, schema, refs: refs(schema) })))
+      Array.isArray(node)
+        ? node.flatMap(refs)
+        : isObject(node)
+          ? Object.entries(node).flatMap(([k, v]) => (k === '$ref' ? [v as string] : refs(v)))
+          : []
+    const resolve = (schema: unknown, ref: string) =>
+      ref
+        .slice(2)
+        .split('/')
+        .reduce<unknown>((node, key) => (isObject(node) ? node[key] : undefined), schema)
+    const all = tools.flatMap((t) =>
+      [t.inputSchema, t.outputSchema!].map((schema) => ({ name: t.name, schema, refs: refs(schema) })),
+    )
     expect(all.flatMap((s) => s.refs).length).toBeGreaterThan(0)
     for (const { name, schema, refs: found } of all) {
       for (const ref of found) {
@@ -199,16 +280,43 @@ describe('MCP over Streamable HTTP', () => {
   // The listed schemas against the full ones zod writes, through the SDK's own validator (Ajv and
   // its formats), as a client that checks arguments before it sends them would.
   const SAME_VERDICT: [string, Record<string, unknown>, boolean][] = [
-    ['sendAdvMail', { from: { email: 'me@example.org', name: 'Me' }, to: 'Bob <bob@example.com>, joe@example.com', cc: [{ email: 'cc@example.net' }], subject: 's', body: 'b', attachments: [{ filename: 'a.txt', data: 'aGk=' }] }, true],
+    [
+      'sendAdvMail',
+      {
+        from: { email: 'me@example.org', name: 'Me' },
+        to: 'Bob <bob@example.com>, joe@example.com',
+        cc: [{ email: 'cc@example.net' }],
+        subject: 's',
+        body: 'b',
+        attachments: [{ filename: 'a.txt', data: 'aGk=' }],
+      },
+      true,
+    ],
     ['sendAdvMail', { from: 'me@example.org', to: [{ email: 'not an address' }], subject: 's', body: 'b' }, false],
     ['sendAdvMail', { from: 'me@example.org', to: [], subject: 's', body: 'b' }, false],
     ['sendAdvMail', { from: 'me@example.org', to: 'bob@example.com', body: 'b' }, false],
-    ['sendAdvMail', { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b', bc: 'x@example.com' }, false],
-    ['sendAdvMail', { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b', attachments: [{ filename: 'a.txt' }] }, false],
-    ['sendMail', { to: ['bob@example.com', 'joe@example.com'], from: 'me@example.org', subject: 's', body: 'b', id: 3 }, true],
+    [
+      'sendAdvMail',
+      { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b', bc: 'x@example.com' },
+      false,
+    ],
+    [
+      'sendAdvMail',
+      { from: 'me@example.org', to: 'bob@example.com', subject: 's', body: 'b', attachments: [{ filename: 'a.txt' }] },
+      false,
+    ],
+    [
+      'sendMail',
+      { to: ['bob@example.com', 'joe@example.com'], from: 'me@example.org', subject: 's', body: 'b', id: 3 },
+      true,
+    ],
     ['sendMail', { to: 'bob@', from: 'me@example.org', subject: 's', body: 'b' }, false],
     ['sendMail', { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b', id: 0 }, false],
-    ['viewMailLog', { mailid: '0190f3a2b4c5d6e7f8', delivered: 1, startDate: 'yesterday', endDate: 1700000000, limit: 5, dir: 'asc' }, true],
+    [
+      'viewMailLog',
+      { mailid: '0190f3a2b4c5d6e7f8', delivered: 1, startDate: 'yesterday', endDate: 1700000000, limit: 5, dir: 'asc' },
+      true,
+    ],
     ['viewMailLog', { delivered: 2 }, false],
     ['viewMailLog', { dir: 'up' }, false],
     ['viewMailLog', { from: 'me at example.org' }, false],
@@ -218,26 +326,47 @@ describe('MCP over Streamable HTTP', () => {
     ['addRule', { type: 'sender', data: 'spam.example' }, false],
     ['deleteRule', { ruleId: 1.5 }, false],
   ]
-  it.each(SAME_VERDICT)('lists a %s input schema that takes %j as the full schema and the tool do (%s)', async (name, args, valid) => {
-    const client = await connect()
-    const listed = (await client.listTools()).tools.find((t) => t.name === name)!
-    const tool = byName(name)
-    const full = { ...jsonSchemaOf(tool.input, 'input'), additionalProperties: false }
-    const validator = new AjvJsonSchemaValidator()
-    expect(validator.getValidator(listed.inputSchema)(args).valid).toBe(valid)
-    expect(validator.getValidator(full)(args).valid).toBe(valid)
-    // strict: callTool refuses an argument the tool does not have.
-    expect(tool.input.strict().safeParse(args).success).toBe(valid)
-  })
+  it.each(SAME_VERDICT)(
+    'lists a %s input schema that takes %j as the full schema and the tool do (%s)',
+    async (name, args, valid) => {
+      const client = await connect()
+      const listed = (await client.listTools()).tools.find((t) => t.name === name)!
+      const tool = byName(name)
+      const full = { ...jsonSchemaOf(tool.input, 'input'), additionalProperties: false }
+      const validator = new AjvJsonSchemaValidator()
+      expect(validator.getValidator(listed.inputSchema)(args).valid).toBe(valid)
+      expect(validator.getValidator(full)(args).valid).toBe(valid)
+      // strict: callTool refuses an argument the tool does not have.
+      expect(tool.input.strict().safeParse(args).success).toBe(valid)
+    },
+  )
 
   it(`keeps at most ${MCP_SESSIONS_PER_ACCOUNT} sessions per account, closing the least recently used`, async () => {
-    const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
+    const headers = {
+      'X-API-KEY': env.apiKey,
+      'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream',
+    }
     const open = async () => {
-      const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }) })
+      const res = await fetch(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+        }),
+      })
       await res.body?.cancel()
       return res.headers.get('mcp-session-id')!
     }
-    const list = (id: string) => fetch(url, { method: 'POST', headers: { ...headers, 'Mcp-Session-Id': id, 'Mcp-Protocol-Version': '2025-06-18' }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) })
+    const list = (id: string) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { ...headers, 'Mcp-Session-Id': id, 'Mcp-Protocol-Version': '2025-06-18' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
+      })
     const ids: string[] = []
     for (let i = 0; i < MCP_SESSIONS_PER_ACCOUNT; i++) {
       ids.push(await open())
@@ -252,7 +381,16 @@ describe('MCP over Streamable HTTP', () => {
     // Another account's sessions are its own.
     const other = await env.newAccount()
     const otherSession = await (async () => {
-      const res = await fetch(url, { method: 'POST', headers: { ...headers, 'X-API-KEY': other.apiKey }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }) })
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { ...headers, 'X-API-KEY': other.apiKey },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+        }),
+      })
       await res.body?.cancel()
       return res.headers.get('mcp-session-id')!
     })()
@@ -260,42 +398,90 @@ describe('MCP over Streamable HTTP', () => {
     expect((await list(ids[2])).status).toBe(200)
   })
 
-  it.each(['2025-06-18', '2025-11-25', '2024-11-05'])('answers a client that asks for protocol %s with that version', async (version) => {
-    const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
-    const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }) })
-    expect(res.status).toBe(200)
-    // The reply is one JSON-RPC message, as JSON or as the data of one server-sent event.
-    const text = await res.text()
-    const body = JSON.parse(res.headers.get('content-type')?.includes('text/event-stream') ? /^data: (.*)$/m.exec(text)![1] : text)
-    expect(body.result.protocolVersion).toBe(version)
-  })
+  it.each(['2025-06-18', '2025-11-25', '2024-11-05'])(
+    'answers a client that asks for protocol %s with that version',
+    async (version) => {
+      const headers = {
+        'X-API-KEY': env.apiKey,
+        'Content-Type': 'application/json',
+        Accept: 'application/json, text/event-stream',
+      }
+      const res = await fetch(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+        }),
+      })
+      expect(res.status).toBe(200)
+      // The reply is one JSON-RPC message, as JSON or as the data of one server-sent event.
+      const text = await res.text()
+      const body = JSON.parse(
+        res.headers.get('content-type')?.includes('text/event-stream') ? /^data: (.*)$/m.exec(text)![1] : text,
+      )
+      expect(body.result.protocolVersion).toBe(version)
+    },
+  )
 
   it('keeps a session: GET stream, DELETE ends it', async () => {
-    const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
+    const headers = {
+      'X-API-KEY': env.apiKey,
+      'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream',
+    }
     const rpc = (body: unknown, sessionId?: string) =>
-      fetch(url, { method: 'POST', headers: { ...headers, ...(sessionId ? { 'Mcp-Session-Id': sessionId, 'Mcp-Protocol-Version': '2025-06-18' } : {}) }, body: JSON.stringify(body) })
-    const init = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } })
+      fetch(url, {
+        method: 'POST',
+        headers: {
+          ...headers,
+          ...(sessionId ? { 'Mcp-Session-Id': sessionId, 'Mcp-Protocol-Version': '2025-06-18' } : {}),
+        },
+        body: JSON.stringify(body),
+      })
+    const init = await rpc({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    })
     expect(init.status).toBe(200)
     const sessionId = init.headers.get('mcp-session-id')!
     expect(sessionId).toMatch(/^[0-9a-f-]{36}$/)
     await init.body?.cancel()
     expect((await rpc({ jsonrpc: '2.0', method: 'notifications/initialized' }, sessionId)).status).toBe(202)
 
-    const get = await fetch(url, { headers: { 'X-API-KEY': env.apiKey, 'Mcp-Session-Id': sessionId, Accept: 'text/event-stream', 'Mcp-Protocol-Version': '2025-06-18' } })
+    const get = await fetch(url, {
+      headers: {
+        'X-API-KEY': env.apiKey,
+        'Mcp-Session-Id': sessionId,
+        Accept: 'text/event-stream',
+        'Mcp-Protocol-Version': '2025-06-18',
+      },
+    })
     expect(get.status).toBe(200)
     expect(get.headers.get('content-type')).toContain('text/event-stream')
     await get.body?.cancel()
 
     // Another account's key cannot use this session.
     const other = await env.newAccount()
-    const foreign = await fetch(url, { method: 'POST', headers: { ...headers, 'X-API-KEY': other.apiKey, 'Mcp-Session-Id': sessionId }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) })
+    const foreign = await fetch(url, {
+      method: 'POST',
+      headers: { ...headers, 'X-API-KEY': other.apiKey, 'Mcp-Session-Id': sessionId },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
+    })
     expect(foreign.status).toBe(404)
 
     const list = await rpc({ jsonrpc: '2.0', id: 3, method: 'tools/list' }, sessionId)
     expect(list.status).toBe(200)
     expect(await list.text()).toContain('sendAdvMail')
 
-    const del = await fetch(url, { method: 'DELETE', headers: { 'X-API-KEY': env.apiKey, 'Mcp-Session-Id': sessionId, 'Mcp-Protocol-Version': '2025-06-18' } })
+    const del = await fetch(url, {
+      method: 'DELETE',
+      headers: { 'X-API-KEY': env.apiKey, 'Mcp-Session-Id': sessionId, 'Mcp-Protocol-Version': '2025-06-18' },
+    })
     expect(del.status).toBe(200)
     expect((await rpc({ jsonrpc: '2.0', id: 4, method: 'tools/list' }, sessionId)).status).toBe(404)
   })
@@ -303,14 +489,25 @@ describe('MCP over Streamable HTTP', () => {
   it('serves a client that only POSTs, without a session', async () => {
     const res = await fetch(url, {
       method: 'POST',
-      headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'getMailOrders', arguments: {} } }),
+      headers: {
+        'X-API-KEY': env.apiKey,
+        'Content-Type': 'application/json',
+        Accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'getMailOrders', arguments: {} },
+      }),
     })
     expect(res.status).toBe(200)
     expect(res.headers.get('mcp-session-id')).toBeNull()
     const body = await res.json()
     expect(body.id).toBe(7)
-    expect(body.result.structuredContent).toEqual({ orders: [{ id: env.orderId, status: 'active', username: `mb${env.orderId}` }] })
+    expect(body.result.structuredContent).toEqual({
+      orders: [{ id: env.orderId, status: 'active', username: `mb${env.orderId}` }],
+    })
   })
 
   it('answers many session-less calls, at once and one after another, each with its own result', async () => {
@@ -319,31 +516,58 @@ describe('MCP over Streamable HTTP', () => {
     const call = (id: number, apiKey: string) =>
       fetch(url, {
         method: 'POST',
-        headers: { 'X-API-KEY': apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'getMailOrders', arguments: {}, ...(id % 2 ? { _meta: {} } : {}) } }),
+        headers: {
+          'X-API-KEY': apiKey,
+          'Content-Type': 'application/json',
+          Accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id,
+          method: 'tools/call',
+          params: { name: 'getMailOrders', arguments: {}, ...(id % 2 ? { _meta: {} } : {}) },
+        }),
       }).then((r) => r.json())
     // The same JSON-RPC id from two accounts at the same time, in three waves: the servers of
     // finished calls serve the next ones, and no answer crosses to another caller.
     for (let wave = 0; wave < 3; wave++) {
-      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => call(i % 2, i % 4 < 2 ? env.apiKey : other.apiKey)))
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => call(i % 2, i % 4 < 2 ? env.apiKey : other.apiKey)),
+      )
       answers.forEach((body, i) => {
         expect(body.id).toBe(i % 2)
-        expect(body.result.structuredContent.orders.map((o: { id: number }) => o.id)).toEqual([i % 4 < 2 ? env.orderId : other.orderId])
+        expect(body.result.structuredContent.orders.map((o: { id: number }) => o.id)).toEqual([
+          i % 4 < 2 ? env.orderId : other.orderId,
+        ])
       })
       await new Promise((r) => setTimeout(r, 20))
     }
     const single = [await call(1, env.apiKey), await call(1, other.apiKey), await call(2, env.apiKey)]
-    expect(single.map((b) => b.result.structuredContent.orders[0].id)).toEqual([env.orderId, other.orderId, env.orderId])
+    expect(single.map((b) => b.result.structuredContent.orders[0].id)).toEqual([
+      env.orderId,
+      other.orderId,
+      env.orderId,
+    ])
   })
 
   it('answers a plain session-less tools/call directly, exactly as the SDK answers it', async () => {
     const post = async (body: unknown, headers: Record<string, string> = {}) => {
       const res = await fetch(url, {
         method: 'POST',
-        headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers },
+        headers: {
+          'X-API-KEY': env.apiKey,
+          'Content-Type': 'application/json',
+          Accept: 'application/json, text/event-stream',
+          ...headers,
+        },
         body: JSON.stringify(body),
       })
-      return { status: res.status, type: res.headers.get('content-type'), session: res.headers.get('mcp-session-id'), body: await res.json() }
+      return {
+        status: res.status,
+        type: res.headers.get('content-type'),
+        session: res.headers.get('mcp-session-id'),
+        body: await res.json(),
+      }
     }
     const calls: [string | number, string, unknown][] = [
       [1, 'getMailOrders', {}],
@@ -379,7 +603,15 @@ describe('MCP over Streamable HTTP', () => {
   it('refuses a tool name that is not a string, or arguments that are not an object, as a 400 like any bad argument', async () => {
     const client = await connect()
     const post = async (body: unknown) => {
-      const res = await fetch(url, { method: 'POST', headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }, body: JSON.stringify(body) })
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: {
+          'X-API-KEY': env.apiKey,
+          'Content-Type': 'application/json',
+          Accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify(body),
+      })
       return { status: res.status, body: await res.json() }
     }
     const send = { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' }
@@ -394,26 +626,49 @@ describe('MCP over Streamable HTTP', () => {
     for (const [params, message] of cases) {
       const refusal = { isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 400, message }) }] }
       // In a session, through the SDK's server; without one, answered directly and (with `_meta`) by the SDK's transport.
-      expect(await client.request({ method: 'tools/call', params } as never, CallToolResultSchema), JSON.stringify(params)).toEqual(refusal)
-      expect(await post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params })).toEqual({ status: 200, body: { jsonrpc: '2.0', id: 1, result: refusal } })
-      expect(await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { ...params, _meta: {} } })).toEqual({ status: 200, body: { jsonrpc: '2.0', id: 2, result: refusal } })
+      expect(
+        await client.request({ method: 'tools/call', params } as never, CallToolResultSchema),
+        JSON.stringify(params),
+      ).toEqual(refusal)
+      expect(await post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params })).toEqual({
+        status: 200,
+        body: { jsonrpc: '2.0', id: 1, result: refusal },
+      })
+      expect(await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { ...params, _meta: {} } })).toEqual({
+        status: 200,
+        body: { jsonrpc: '2.0', id: 2, result: refusal },
+      })
     }
-    expect(await env.services.store.mail.log({ orderId: env.orderId, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' })).toMatchObject({ total: 0 })
+    expectNothingQueued(env)
     // Other methods without a handler are still unknown.
-    expect(await post({ jsonrpc: '2.0', id: 3, method: 'resources/list', params: {} })).toMatchObject({ status: 200, body: { id: 3, error: { code: -32601 } } })
+    expect(await post({ jsonrpc: '2.0', id: 3, method: 'resources/list', params: {} })).toMatchObject({
+      status: 200,
+      body: { id: 3, error: { code: -32601 } },
+    })
   })
 
   it('gives every answer X-Request-Id and the CORS headers: REST, MCP, errors, preflight', async () => {
     const base = url.toString().replace(/\/mcp$/, '')
-    const mcpHeaders = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }
+    const mcpHeaders = {
+      'X-API-KEY': env.apiKey,
+      'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream',
+    }
     const answers = await Promise.all([
       fetch(`${base}/ping`),
       fetch(`${base}/mail`, { headers: { 'X-API-KEY': env.apiKey } }),
       fetch(`${base}/mail`),
       fetch(`${base}/no/such/path`),
-      fetch(url, { method: 'POST', headers: mcpHeaders, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) }),
+      fetch(url, {
+        method: 'POST',
+        headers: mcpHeaders,
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      }),
       fetch(url, { method: 'POST', headers: mcpHeaders, body: 'not json' }),
-      fetch(url, { method: 'OPTIONS', headers: { Origin: 'http://localhost:3000', 'Access-Control-Request-Method': 'POST' } }),
+      fetch(url, {
+        method: 'OPTIONS',
+        headers: { Origin: 'http://localhost:3000', 'Access-Control-Request-Method': 'POST' },
+      }),
     ])
     expect(answers.map((r) => r.status)).toEqual([200, 200, 401, 404, 200, 400, 204])
     const ids = answers.map((r) => r.headers.get('x-request-id'))
@@ -433,7 +688,11 @@ describe('MCP over Streamable HTTP', () => {
 
   it('refuses a missing or wrong key with 401 before reading JSON-RPC', async () => {
     for (const key of [undefined, 'mr_wrong']) {
-      const res = await fetch(url, { method: 'POST', headers: { ...(key ? { 'X-API-KEY': key } : {}), 'Content-Type': 'application/json' }, body: 'not json at all' })
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { ...(key ? { 'X-API-KEY': key } : {}), 'Content-Type': 'application/json' },
+        body: 'not json at all',
+      })
       expect(res.status).toBe(401)
       expect(await res.json()).toEqual({ code: 401, message: expect.stringContaining('X-API-KEY') })
     }
@@ -441,16 +700,35 @@ describe('MCP over Streamable HTTP', () => {
   })
 
   it('answers CORS preflight and refuses foreign Origins on loopback', async () => {
-    const pre = await fetch(url, { method: 'OPTIONS', headers: { Origin: 'http://localhost:3000', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-api-key,mcp-session-id' } })
+    const pre = await fetch(url, {
+      method: 'OPTIONS',
+      headers: {
+        Origin: 'http://localhost:3000',
+        'Access-Control-Request-Method': 'POST',
+        'Access-Control-Request-Headers': 'x-api-key,mcp-session-id',
+      },
+    })
     expect(pre.status).toBe(204)
     expect(pre.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('x-api-key')
     // fetch() will not send a forged Host, so these go through node:http as a browser's would arrive.
     const post = (headers: Record<string, string>) =>
       new Promise<number>((resolve, reject) => {
-        const req = request(url, { method: 'POST', headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers } }, (res) => {
-          res.resume()
-          resolve(res.statusCode!)
-        })
+        const req = request(
+          url,
+          {
+            method: 'POST',
+            headers: {
+              'X-API-KEY': env.apiKey,
+              'Content-Type': 'application/json',
+              Accept: 'application/json, text/event-stream',
+              ...headers,
+            },
+          },
+          (res) => {
+            res.resume()
+            resolve(res.statusCode!)
+          },
+        )
         req.on('error', reject)
         req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }))
       })

@@ -60,7 +60,12 @@ async function expectOk(res: Response, operationId: string, status = 200): Promi
  * upstream document (the operation's listed response, else ErrorMessage). `field`, when given,
  * must be named in the message.
  */
-async function expectError(res: Response, operationId: string | null, status: number, field?: string | RegExp): Promise<{ code: number; message: string }> {
+async function expectError(
+  res: Response,
+  operationId: string | null,
+  status: number,
+  field?: string | RegExp,
+): Promise<{ code: number; message: string }> {
   const text = await res.text()
   expect(res.status, text).toBe(status)
   expect(res.headers.get('content-type')).toMatch(/^application\/json/)
@@ -68,7 +73,8 @@ async function expectError(res: Response, operationId: string | null, status: nu
   expect(body).toEqual({ code: status, message: expect.any(String) })
   expect(body.message.trim()).not.toBe('')
   expect(body.message).not.toMatch(/\bat .+:\d+:\d+\)?/) // never a stack trace
-  if (field !== undefined) expect(body.message).toMatch(typeof field === 'string' ? new RegExp(`(^|\\W)${field}(\\W|$)`) : field)
+  if (field !== undefined)
+    expect(body.message).toMatch(typeof field === 'string' ? new RegExp(`(^|\\W)${field}(\\W|$)`) : field)
   if (operationId) await expectMatchesUpstream(operationId, status, body)
   else await expectErrorMessage(body)
   return body
@@ -97,7 +103,10 @@ describe('the upstream validator (test/openapi.ts)', () => {
   it('accepts the bodies the document itself gives as examples', async () => {
     await expectMatchesUpstream('sendMail', 200, { status: 'ok', text: '185caa69ff7000f47c' })
     await expectMatchesUpstream('getMailOrders', 200, [{ id: 39, status: 'active', username: 'mb39' }])
-    await expectMatchesUpstream('getMailOrderById', 404, { code: 404, message: 'The specified resource was not found.' })
+    await expectMatchesUpstream('getMailOrderById', 404, {
+      code: 404,
+      message: 'The specified resource was not found.',
+    })
   })
 
   it('rejects bodies that break the document, so the checks below can fail', async () => {
@@ -106,8 +115,24 @@ describe('the upstream validator (test/openapi.ts)', () => {
     expect(await upstreamErrors('getMailOrders', 200, [{ id: 1, status: 'paused', username: 'mb1' }])).not.toEqual([])
     expect(await upstreamErrors('getMailOrderById', 200, { id: 1, status: 'active', username: 'mb1' })).not.toEqual([]) // no password
     expect(await upstreamErrors('viewMailLog', 200, { total: 0, skip: 0, limit: 100 })).not.toEqual([])
-    expect(await upstreamErrors('getMailBlocks', 200, { local: [{ date: '22/11/2026', from: 'a', subject: 's', to: 'b' }], mbtrap: [], subject: [] })).not.toEqual([])
-    expect(await upstreamErrors('getStats', 200, { time: '2h', usage: 0, currency: 'USD', cost: 1, received: 0, sent: 0, volume: {} })).not.toEqual([])
+    expect(
+      await upstreamErrors('getMailBlocks', 200, {
+        local: [{ date: '22/11/2026', from: 'a', subject: 's', to: 'b' }],
+        mbtrap: [],
+        subject: [],
+      }),
+    ).not.toEqual([])
+    expect(
+      await upstreamErrors('getStats', 200, {
+        time: '2h',
+        usage: 0,
+        currency: 'USD',
+        cost: 1,
+        received: 0,
+        sent: 0,
+        volume: {},
+      }),
+    ).not.toEqual([])
     expect(await upstreamErrors('pingServer', 200, { status: 'up' })).not.toEqual([])
   })
 
@@ -135,7 +160,8 @@ describe('REST routes', () => {
     const doc = loadUpstream() as Json
     const upstream = new Map<string, string>()
     for (const [path, methods] of Object.entries<Json>(doc.paths)) {
-      for (const [method, op] of Object.entries<Json>(methods)) upstream.set(op.operationId, `${method.toUpperCase()} ${path}`)
+      for (const [method, op] of Object.entries<Json>(methods))
+        upstream.set(op.operationId, `${method.toUpperCase()} ${path}`)
     }
     expect(TOOLS).toHaveLength(13)
     expect(upstream.size).toBe(13)
@@ -189,7 +215,11 @@ describe('REST API', () => {
     ]
 
     it('covers every protected operation', () => {
-      expect(requests.map((r) => r.op).sort()).toEqual(TOOLS.filter((t) => !t.public).map((t) => t.name).sort())
+      expect(requests.map((r) => r.op).sort()).toEqual(
+        TOOLS.filter((t) => !t.public)
+          .map((t) => t.name)
+          .sort(),
+      )
     })
 
     const keys: [string, (env: TestEnv) => string | null][] = [
@@ -214,7 +244,11 @@ describe('REST API', () => {
     })
 
     it('stores nothing for a send refused with 401', async () => {
-      for (const [path, body] of [['/mail/send', SEND], ['/mail/advsend', SEND], ['/mail/rawsend', { raw_email: RAW }]] as const) {
+      for (const [path, body] of [
+        ['/mail/send', SEND],
+        ['/mail/advsend', SEND],
+        ['/mail/rawsend', { raw_email: RAW }],
+      ] as const) {
         await expectError(await call(env, 'POST', path, body, { apiKey: 'mr_wrong' }), null, 401)
       }
       await expectNothingStored(env)
@@ -229,7 +263,12 @@ describe('REST API', () => {
 
   describe('GET /mail', () => {
     it('lists every order of the account, active and canceled, with its comment', async () => {
-      const { order } = await env.services.store.orders.create({ accountId: env.accountId, comment: 'newsletter', senders: [], now: NOW })
+      const { order } = await env.services.store.orders.create({
+        accountId: env.accountId,
+        comment: 'newsletter',
+        senders: [],
+        now: NOW,
+      })
       await env.services.store.orders.setStatus(order.id, 'canceled')
       const body = await expectOk(await call(env, 'GET', '/mail'), 'getMailOrders')
       expect(body).toEqual([
@@ -296,7 +335,10 @@ describe('REST API', () => {
     })
 
     it('sends an application/x-www-form-urlencoded body', async () => {
-      const { text } = await expectOk(await call(env, 'POST', '/mail/send', form({ ...SEND, id: String(env.orderId) })), 'sendMail')
+      const { text } = await expectOk(
+        await call(env, 'POST', '/mail/send', form({ ...SEND, id: String(env.orderId) })),
+        'sendMail',
+      )
       expect(text).toMatch(TXID)
       const { emails } = await log(env, `mailid=${text}`)
       expect(emails).toHaveLength(1)
@@ -305,13 +347,22 @@ describe('REST API', () => {
 
     it('reads a form written by hand (+ for spaces, literal brackets, a charset parameter)', async () => {
       const body = 'to=bob%40example.com&from=alice@example.org&subject=Hello+from+a+form&body=Line+one'
-      const { text } = await expectOk(await call(env, 'POST', '/mail/send', body, { contentType: `${FORM}; charset=utf-8` }), 'sendMail')
+      const { text } = await expectOk(
+        await call(env, 'POST', '/mail/send', body, { contentType: `${FORM}; charset=utf-8` }),
+        'sendMail',
+      )
       expect((await log(env, `mailid=${text}`)).emails[0].subject).toBe('Hello from a form')
     })
 
     it('understands a JSON body sent with a form content type', async () => {
-      const { text } = await expectOk(await call(env, 'POST', '/mail/send', JSON.stringify(SEND), { contentType: FORM }), 'sendMail')
-      expect((await log(env, `mailid=${text}`)).emails[0]).toMatchObject({ to: 'bob@example.com', subject: 'Quarterly report' })
+      const { text } = await expectOk(
+        await call(env, 'POST', '/mail/send', JSON.stringify(SEND), { contentType: FORM }),
+        'sendMail',
+      )
+      expect((await log(env, `mailid=${text}`)).emails[0]).toMatchObject({
+        to: 'bob@example.com',
+        subject: 'Quarterly report',
+      })
     })
 
     it('takes `to` as an array in bracket notation', async () => {
@@ -323,7 +374,10 @@ describe('REST API', () => {
     })
 
     it('takes `to` as a JSON array', async () => {
-      const { text } = await expectOk(await call(env, 'POST', '/mail/send', { ...SEND, to: ['bob@example.com', 'erin@example.com'] }), 'sendMail')
+      const { text } = await expectOk(
+        await call(env, 'POST', '/mail/send', { ...SEND, to: ['bob@example.com', 'erin@example.com'] }),
+        'sendMail',
+      )
       expect((await log(env, `mailid=${text}`)).total).toBe(2)
     })
 
@@ -348,7 +402,9 @@ describe('REST API', () => {
     it('refuses a display name and a comma list, naming sendAdvMail and its path, and stores nothing', async () => {
       for (const to of ['Kay <k@example.com>', 'a@x.example, b@y.example']) {
         const body = await expectError(await call(env, 'POST', '/mail/send', { ...SEND, to }), 'sendMail', 400, 'to')
-        expect(body.message).toMatch(/; for display names or comma-separated lists use sendAdvMail \(POST \/mail\/advsend\)$/)
+        expect(body.message).toMatch(
+          /; for display names or comma-separated lists use sendAdvMail \(POST \/mail\/advsend\)$/,
+        )
         await expectNothingStored(env)
       }
     })
@@ -356,16 +412,23 @@ describe('REST API', () => {
     it('says a missing field is required, to (a string or an array) as the others', async () => {
       for (const field of ['to', 'from', 'subject', 'body'] as const) {
         const { [field]: _omitted, ...rest } = SEND
-        expect((await expectError(await call(env, 'POST', '/mail/send', rest), 'sendMail', 400, field)).message).toBe(`${field}: is required`)
+        expect((await expectError(await call(env, 'POST', '/mail/send', rest), 'sendMail', 400, field)).message).toBe(
+          `${field}: is required`,
+        )
       }
     })
 
     it('says a field of the wrong type has the wrong type, not that it is missing', async () => {
-      const body = await expectError(await call(env, 'POST', '/mail/send', { ...SEND, subject: 42 }), 'sendMail', 400, 'subject')
+      const body = await expectError(
+        await call(env, 'POST', '/mail/send', { ...SEND, subject: 42 }),
+        'sendMail',
+        400,
+        'subject',
+      )
       expect(body.message).not.toMatch(/is required/)
     })
 
-    it('answers 404 for an order that is not the account\'s, and stores nothing', async () => {
+    it("answers 404 for an order that is not the account's, and stores nothing", async () => {
       await expectError(await call(env, 'POST', '/mail/send', { ...SEND, id: 999999 }), 'sendMail', 404, /999999/)
       await expectNothingStored(env)
     })
@@ -389,11 +452,22 @@ describe('REST API', () => {
     })
 
     it('refuses mail that a deny rule matches, naming the rule, and stores nothing', async () => {
-      const { text: ruleId } = await expectOk(await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'EXAMPLE.org' }), 'addRule')
+      const { text: ruleId } = await expectOk(
+        await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'EXAMPLE.org' }),
+        'addRule',
+      )
       const body = await expectError(await call(env, 'POST', '/mail/send', SEND), 'sendMail', 400, 'from')
       expect(body.message).toContain(ruleId)
-      await expectOk(await call(env, 'POST', '/mail/rules', { type: 'destination', data: 'erin@example.com' }), 'addRule')
-      await expectError(await call(env, 'POST', '/mail/send', { ...SEND, from: 'ok@example.net', to: 'erin@example.com' }), 'sendMail', 400, 'to')
+      await expectOk(
+        await call(env, 'POST', '/mail/rules', { type: 'destination', data: 'erin@example.com' }),
+        'addRule',
+      )
+      await expectError(
+        await call(env, 'POST', '/mail/send', { ...SEND, from: 'ok@example.net', to: 'erin@example.com' }),
+        'sendMail',
+        400,
+        'to',
+      )
       await expectNothingStored(env)
     })
   })
@@ -418,8 +492,17 @@ describe('REST API', () => {
       const { text } = await expectOk(await call(env, 'POST', '/mail/advsend', body), 'sendAdvMail')
       expect(text).toMatch(TXID)
       const { emails } = await log(env, `mailid=${text}&dir=asc`)
-      expect(emails.map((e: Json) => e.to)).toEqual(['bob@example.com', 'carol@example.net', 'dave@example.net', 'archive@example.org'])
-      expect(emails[0]).toMatchObject({ from: 'alice@example.org', subject: 'Welcome aboard', user: `mb${env.orderId}` })
+      expect(emails.map((e: Json) => e.to)).toEqual([
+        'bob@example.com',
+        'carol@example.net',
+        'dave@example.net',
+        'archive@example.org',
+      ])
+      expect(emails[0]).toMatchObject({
+        from: 'alice@example.org',
+        subject: 'Welcome aboard',
+        user: `mb${env.orderId}`,
+      })
       expect((await log(env, 'replyto=replies@example.org')).total).toBe(4)
       expect((await log(env, 'headerfrom=alice@example.org&groupby=message')).total).toBe(1)
     })
@@ -443,11 +526,19 @@ describe('REST API', () => {
     })
 
     it('takes RFC 822 strings: "Name <address>" and comma-separated lists', async () => {
-      const body = { from: 'Joe <alice@example.org>', to: 'Jane <bob@example.com>, carol@example.net', subject: 'Hi', body: 'Hello' }
+      const body = {
+        from: 'Joe <alice@example.org>',
+        to: 'Jane <bob@example.com>, carol@example.net',
+        subject: 'Hi',
+        body: 'Hello',
+      }
       const { text } = await expectOk(await call(env, 'POST', '/mail/advsend', body), 'sendAdvMail')
       expect((await log(env, `mailid=${text}`)).total).toBe(2)
       // and the same as a form
-      const { text: t2 } = await expectOk(await call(env, 'POST', '/mail/advsend', form(body as Record<string, string>)), 'sendAdvMail')
+      const { text: t2 } = await expectOk(
+        await call(env, 'POST', '/mail/advsend', form(body as Record<string, string>)),
+        'sendAdvMail',
+      )
       expect((await log(env, `mailid=${t2}`)).total).toBe(2)
     })
 
@@ -460,9 +551,17 @@ describe('REST API', () => {
       ['a bad cc', { ...SEND, cc: 'not an address' }, 'cc'],
       ['a bad bcc', { ...SEND, bcc: [{ email: 'nope' }] }, 'bcc'],
       ['a bad replyto', { ...SEND, replyto: 'nope@' }, 'replyto'],
-      ['attachment data that is not base64', { ...SEND, attachments: [{ filename: 'a.txt', data: 'not base64!' }] }, 'attachments'],
+      [
+        'attachment data that is not base64',
+        { ...SEND, attachments: [{ filename: 'a.txt', data: 'not base64!' }] },
+        'attachments',
+      ],
       ['an attachment without data', { ...SEND, attachments: [{ filename: 'a.txt' }] }, 'attachments'],
-      ['a line break in to (read as a group whose one member is the Bcc)', { ...SEND, to: 't23@sink.test\r\nBcc: evil@evil.test' }, 'to'],
+      [
+        'a line break in to (read as a group whose one member is the Bcc)',
+        { ...SEND, to: 't23@sink.test\r\nBcc: evil@evil.test' },
+        'to',
+      ],
       ['an address literal in bcc', { ...SEND, bcc: [{ email: 'u@[127.0.0.1]' }] }, 'bcc'],
     ]
     for (const [label, body, field] of invalid) {
@@ -479,7 +578,12 @@ describe('REST API', () => {
     })
 
     it('answers 404 for an unknown order, and stores nothing', async () => {
-      await expectError(await call(env, 'POST', '/mail/advsend', form({ ...SEND, id: '999999' })), 'sendAdvMail', 404, /999999/)
+      await expectError(
+        await call(env, 'POST', '/mail/advsend', form({ ...SEND, id: '999999' })),
+        'sendAdvMail',
+        404,
+        /999999/,
+      )
       await expectNothingStored(env)
     })
   })
@@ -489,11 +593,19 @@ describe('REST API', () => {
       expect(text).toMatch(TXID)
       const { emails } = await log(env, `mailid=${text}&dir=asc`)
       expect(emails.map((e: Json) => e.to)).toEqual(['bob@example.com', 'carol@example.net'])
-      expect(emails[0]).toMatchObject({ from: 'alice@example.org', subject: 'Raw hello', messageId: '<raw-1@example.org>', bodySize: Buffer.byteLength(RAW) })
+      expect(emails[0]).toMatchObject({
+        from: 'alice@example.org',
+        subject: 'Raw hello',
+        messageId: '<raw-1@example.org>',
+        bodySize: Buffer.byteLength(RAW),
+      })
     }
 
     it('sends a JSON body', async () => {
-      const { text } = await expectOk(await call(env, 'POST', '/mail/rawsend', { raw_email: RAW, id: env.orderId }), 'rawMail')
+      const { text } = await expectOk(
+        await call(env, 'POST', '/mail/rawsend', { raw_email: RAW, id: env.orderId }),
+        'rawMail',
+      )
       await expectRawLogged(text)
     })
 
@@ -518,8 +630,16 @@ describe('REST API', () => {
       ['no From header', { raw_email: 'To: bob@example.com\r\nSubject: x\r\n\r\nbody' }, 'raw_email'],
       ['no recipients', { raw_email: 'From: alice@example.org\r\nSubject: x\r\n\r\nbody' }, 'raw_email'],
       ['a bad From', { raw_email: 'From: alice\r\nTo: bob@example.com\r\n\r\nbody' }, 'raw_email'],
-      ['a From hidden behind a bare CR', { raw_email: 'X-A: 1\rFrom: ceo@bank.example\r\r\nFrom: alice@example.org\r\nTo: bob@example.com\r\n\r\nbody' }, 'raw_email'],
-      ['an address literal in To', { raw_email: 'From: alice@example.org\r\nTo: u@[127.0.0.1]\r\n\r\nbody' }, 'raw_email'],
+      [
+        'a From hidden behind a bare CR',
+        { raw_email: 'X-A: 1\rFrom: ceo@bank.example\r\r\nFrom: alice@example.org\r\nTo: bob@example.com\r\n\r\nbody' },
+        'raw_email',
+      ],
+      [
+        'an address literal in To',
+        { raw_email: 'From: alice@example.org\r\nTo: u@[127.0.0.1]\r\n\r\nbody' },
+        'raw_email',
+      ],
     ]
     for (const [label, body, field] of invalid) {
       it(`answers 400 naming ${field} for ${label}, and stores nothing`, async () => {
@@ -537,7 +657,11 @@ describe('REST API', () => {
 
     // A malformed multipart body is the client's error, never a 500.
     for (const [label, contentType, body] of [
-      ['a multipart body cut off before its closing boundary', 'multipart/form-data; boundary=XYZ', `--XYZ\r\nContent-Disposition: form-data; name="raw_email"\r\n\r\n${RAW}`],
+      [
+        'a multipart body cut off before its closing boundary',
+        'multipart/form-data; boundary=XYZ',
+        `--XYZ\r\nContent-Disposition: form-data; name="raw_email"\r\n\r\n${RAW}`,
+      ],
       ['a multipart content type without a boundary', 'multipart/form-data', 'raw_email=x'],
     ]) {
       it(`answers 400 for ${label}, and stores nothing`, async () => {
@@ -561,10 +685,19 @@ describe('REST API', () => {
     beforeEach(async () => {
       first = (await expectOk(await call(env, 'POST', '/mail/send', SEND), 'sendMail')).text
       env.clock.advance(60_000)
-      second = (await expectOk(await call(env, 'POST', '/mail/send', { ...SEND, to: ['erin@example.com', 'frank@example.net'], subject: 'Second' }), 'sendMail')).text
+      second = (
+        await expectOk(
+          await call(env, 'POST', '/mail/send', {
+            ...SEND,
+            to: ['erin@example.com', 'frank@example.net'],
+            subject: 'Second',
+          }),
+          'sendMail',
+        )
+      ).text
     })
 
-    it('lists the first active order\'s rows, newest first, with the defaults echoed', async () => {
+    it("lists the first active order's rows, newest first, with the defaults echoed", async () => {
       const body = await expectOk(await call(env, 'GET', '/mail/log'), 'viewMailLog')
       expect(body).toMatchObject({ total: 3, skip: 0, limit: 100 })
       expect(body.emails.map((e: Json) => [e.id, e.to])).toEqual([
@@ -572,12 +705,24 @@ describe('REST API', () => {
         [second, 'erin@example.com'],
         [first, 'bob@example.com'],
       ])
-      expect(body.emails[2]).toMatchObject({ created: '2026-11-22 12:00:00', time: NOW / 1000, origin: '127.0.0.1', sendingZone: 'default' })
+      expect(body.emails[2]).toMatchObject({
+        created: '2026-11-22 12:00:00',
+        time: NOW / 1000,
+        origin: '127.0.0.1',
+        sendingZone: 'default',
+      })
     })
 
     it('takes a parameter given without a value as not given, whatever its type', async () => {
       const all = await expectOk(await call(env, 'GET', '/mail/log'), 'viewMailLog')
-      const empty = await expectOk(await call(env, 'GET', '/mail/log?from=&to=&messageId=&groupby=&dir=&limit=&skip=&delivered=&startDate=&mailid='), 'viewMailLog')
+      const empty = await expectOk(
+        await call(
+          env,
+          'GET',
+          '/mail/log?from=&to=&messageId=&groupby=&dir=&limit=&skip=&delivered=&startDate=&mailid=',
+        ),
+        'viewMailLog',
+      )
       expect(empty).toEqual(all)
       expect(empty.total).toBe(3)
     })
@@ -647,7 +792,7 @@ describe('REST API', () => {
       })
     }
 
-    it('answers 404 (an ErrorMessage) for an order that is not the account\'s', async () => {
+    it("answers 404 (an ErrorMessage) for an order that is not the account's", async () => {
       await expectError(await call(env, 'GET', '/mail/log?id=999999'), 'viewMailLog', 404, /999999/)
     })
 
@@ -662,7 +807,10 @@ describe('REST API', () => {
 
   describe('GET /mail/stats', () => {
     it('defaults to 1h and reports usage, cost and volume', async () => {
-      await expectOk(await call(env, 'POST', '/mail/send', { ...SEND, to: ['bob@example.com', 'carol@example.net'] }), 'sendMail')
+      await expectOk(
+        await call(env, 'POST', '/mail/send', { ...SEND, to: ['bob@example.com', 'carol@example.net'] }),
+        'sendMail',
+      )
       const body = await expectOk(await call(env, 'GET', '/mail/stats'), 'getStats')
       expect(body).toEqual({
         time: '1h',
@@ -671,7 +819,11 @@ describe('REST API', () => {
         cost: 1.01,
         received: 1,
         sent: 0,
-        volume: { to: { 'bob@example.com': 1, 'carol@example.net': 1 }, from: { 'alice@example.org': 1 }, ip: { '127.0.0.1': 1 } },
+        volume: {
+          to: { 'bob@example.com': 1, 'carol@example.net': 1 },
+          from: { 'alice@example.org': 1 },
+          ip: { '127.0.0.1': 1 },
+        },
       })
     })
 
@@ -700,18 +852,27 @@ describe('REST API', () => {
     it('takes time= (no value) as not given: the default window, 1h', async () => {
       await expectOk(await call(env, 'POST', '/mail/send', SEND), 'sendMail')
       env.clock.advance(2 * 3_600_000)
-      expect(await expectOk(await call(env, 'GET', '/mail/stats?time='), 'getStats')).toEqual(await expectOk(await call(env, 'GET', '/mail/stats'), 'getStats'))
+      expect(await expectOk(await call(env, 'GET', '/mail/stats?time='), 'getStats')).toEqual(
+        await expectOk(await call(env, 'GET', '/mail/stats'), 'getStats'),
+      )
       expect((await expectOk(await call(env, 'GET', '/mail/stats?time='), 'getStats')).received).toBe(0)
     })
   })
 
   describe('GET /mail/blocks', () => {
     it('answers three empty lists for a clean account', async () => {
-      expect(await expectOk(await call(env, 'GET', '/mail/blocks'), 'getMailBlocks')).toEqual({ local: [], mbtrap: [], subject: [] })
+      expect(await expectOk(await call(env, 'GET', '/mail/blocks'), 'getMailBlocks')).toEqual({
+        local: [],
+        mbtrap: [],
+        subject: [],
+      })
     })
 
     it('lists recent events by category and repeated spam subjects', async () => {
-      const add = (rule: 'LOCAL_BL_RCPT' | 'MBTRAP' | 'SUBJECT', extra: Partial<{ createdAt: number; subject: string; envFrom: string }> = {}) =>
+      const add = (
+        rule: 'LOCAL_BL_RCPT' | 'MBTRAP' | 'SUBJECT',
+        extra: Partial<{ createdAt: number; subject: string; envFrom: string }> = {},
+      ) =>
         env.services.store.blocks.addEvent(env.accountId, {
           rule,
           createdAt: NOW - 3_600_000,
@@ -728,38 +889,85 @@ describe('REST API', () => {
       for (let i = 0; i < 4; i++) await add('SUBJECT', { subject: 'smtp list' }) // not over the threshold
       const body = await expectOk(await call(env, 'GET', '/mail/blocks'), 'getMailBlocks')
       expect(body).toEqual({
-        local: [{ date: '2026-11-22', from: 'spammer@example.org', messageId: '<m1@example.org>', subject: 'Test Email', to: 'client@example.com' }],
-        mbtrap: [{ date: '2026-11-22', from: 'trapped@example.org', messageId: '<m1@example.org>', subject: 'Test Email', to: 'client@example.com' }],
+        local: [
+          {
+            date: '2026-11-22',
+            from: 'spammer@example.org',
+            messageId: '<m1@example.org>',
+            subject: 'Test Email',
+            to: 'client@example.com',
+          },
+        ],
+        mbtrap: [
+          {
+            date: '2026-11-22',
+            from: 'trapped@example.org',
+            messageId: '<m1@example.org>',
+            subject: 'Test Email',
+            to: 'client@example.com',
+          },
+        ],
         subject: [{ from: 'spammer@example.org', subject: 'socks5 proxy' }],
       })
     })
   })
 
   describe('POST /mail/blocks/delete', () => {
-    const addToList = (address: string, kind: 'sender' | 'recipient' = 'sender', source: 'external' | 'internal' = 'internal') =>
+    const addToList = (
+      address: string,
+      kind: 'sender' | 'recipient' = 'sender',
+      source: 'external' | 'internal' = 'internal',
+    ) =>
       env.services.store.blocks.addToList({ accountId: env.accountId, source, kind, address, reason: 'test', now: NOW })
 
     it('answers 404 naming the address when it is on no list', async () => {
-      await expectError(await call(env, 'POST', '/mail/blocks/delete', { email: 'clean@example.com' }), 'delistBlock', 404, /clean@example\.com/)
+      await expectError(
+        await call(env, 'POST', '/mail/blocks/delete', { email: 'clean@example.com' }),
+        'delistBlock',
+        404,
+        /clean@example\.com/,
+      )
     })
 
     it('delists an address from every store and says "record deleted"', async () => {
       await addToList('Blocked@Example.com')
       await addToList('blocked@example.com', 'sender', 'external')
       await addToList('blocked@example.com', 'recipient')
-      await env.services.store.blocks.addEvent(env.accountId, { rule: 'MBTRAP', createdAt: NOW, envFrom: 'blocked@example.com', messageId: null, subject: 's', rcptTo: 'trap@example.net' })
-      const body = await expectOk(await call(env, 'POST', '/mail/blocks/delete', { email: 'BLOCKED@example.com' }), 'delistBlock')
+      await env.services.store.blocks.addEvent(env.accountId, {
+        rule: 'MBTRAP',
+        createdAt: NOW,
+        envFrom: 'blocked@example.com',
+        messageId: null,
+        subject: 's',
+        rcptTo: 'trap@example.net',
+      })
+      const body = await expectOk(
+        await call(env, 'POST', '/mail/blocks/delete', { email: 'BLOCKED@example.com' }),
+        'delistBlock',
+      )
       expect(body).toEqual({ status: 'ok', text: 'record deleted' })
       expect((await expectOk(await call(env, 'GET', '/mail/blocks'), 'getMailBlocks')).mbtrap).toEqual([])
-      await expectError(await call(env, 'POST', '/mail/blocks/delete', { email: 'blocked@example.com' }), 'delistBlock', 404)
+      await expectError(
+        await call(env, 'POST', '/mail/blocks/delete', { email: 'blocked@example.com' }),
+        'delistBlock',
+        404,
+      )
     })
 
     it('takes a form body', async () => {
       await addToList('blocked@example.com')
-      expect(await expectOk(await call(env, 'POST', '/mail/blocks/delete', form({ email: 'blocked@example.com' })), 'delistBlock')).toEqual({ status: 'ok', text: 'record deleted' })
+      expect(
+        await expectOk(
+          await call(env, 'POST', '/mail/blocks/delete', form({ email: 'blocked@example.com' })),
+          'delistBlock',
+        ),
+      ).toEqual({ status: 'ok', text: 'record deleted' })
     })
 
-    for (const [label, body] of [['a bad email', { email: 'not-an-address' }], ['no email', {}]] as const) {
+    for (const [label, body] of [
+      ['a bad email', { email: 'not-an-address' }],
+      ['no email', {}],
+    ] as const) {
       it(`answers 400 naming email for ${label}`, async () => {
         await expectError(await call(env, 'POST', '/mail/blocks/delete', body), 'delistBlock', 400, 'email')
       })
@@ -786,23 +994,68 @@ describe('REST API', () => {
     })
 
     it('creates rules from JSON and forms, returns ids as strings, and lists them', async () => {
-      const a = await expectOk(await call(env, 'POST', '/mail/rules', { type: 'email', data: 'Spammer@BadActor.net' }), 'addRule')
-      const b = await expectOk(await call(env, 'POST', '/mail/rules', form({ type: 'domain', data: 'badactor.net', user: `mb${env.orderId}` })), 'addRule')
-      const c = await expectOk(await call(env, 'POST', '/mail/rules', { type: 'startswith', data: 'noreply-spam', username: `mb${env.orderId}` }), 'addRule')
-      const d = await expectOk(await call(env, 'POST', '/mail/rules', { type: 'destination', data: 'victim@example.com' }), 'addRule')
+      const a = await expectOk(
+        await call(env, 'POST', '/mail/rules', { type: 'email', data: 'Spammer@BadActor.net' }),
+        'addRule',
+      )
+      const b = await expectOk(
+        await call(
+          env,
+          'POST',
+          '/mail/rules',
+          form({ type: 'domain', data: 'badactor.net', user: `mb${env.orderId}` }),
+        ),
+        'addRule',
+      )
+      const c = await expectOk(
+        await call(env, 'POST', '/mail/rules', {
+          type: 'startswith',
+          data: 'noreply-spam',
+          username: `mb${env.orderId}`,
+        }),
+        'addRule',
+      )
+      const d = await expectOk(
+        await call(env, 'POST', '/mail/rules', { type: 'destination', data: 'victim@example.com' }),
+        'addRule',
+      )
       for (const r of [a, b, c, d]) expect(r).toEqual({ status: 'ok', text: expect.stringMatching(/^\d+$/) })
       const list = await expectOk(await call(env, 'GET', '/mail/rules'), 'getRules')
       expect(list).toEqual([
-        { id: a.text, user: `mb${env.orderId}`, type: 'email', data: 'spammer@badactor.net', created: '2026-11-22 12:00:00' },
+        {
+          id: a.text,
+          user: `mb${env.orderId}`,
+          type: 'email',
+          data: 'spammer@badactor.net',
+          created: '2026-11-22 12:00:00',
+        },
         { id: b.text, user: `mb${env.orderId}`, type: 'domain', data: 'badactor.net', created: '2026-11-22 12:00:00' },
-        { id: c.text, user: `mb${env.orderId}`, type: 'startswith', data: 'noreply-spam', created: '2026-11-22 12:00:00' },
-        { id: d.text, user: `mb${env.orderId}`, type: 'destination', data: 'victim@example.com', created: '2026-11-22 12:00:00' },
+        {
+          id: c.text,
+          user: `mb${env.orderId}`,
+          type: 'startswith',
+          data: 'noreply-spam',
+          created: '2026-11-22 12:00:00',
+        },
+        {
+          id: d.text,
+          user: `mb${env.orderId}`,
+          type: 'destination',
+          data: 'victim@example.com',
+          created: '2026-11-22 12:00:00',
+        },
       ])
     })
 
     it('returns the existing id when the same rule is created again', async () => {
-      const a = await expectOk(await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'badactor.net' }), 'addRule')
-      const b = await expectOk(await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'BadActor.net' }), 'addRule')
+      const a = await expectOk(
+        await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'badactor.net' }),
+        'addRule',
+      )
+      const b = await expectOk(
+        await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'BadActor.net' }),
+        'addRule',
+      )
       expect(b.text).toBe(a.text)
       expect(await expectOk(await call(env, 'GET', '/mail/rules'), 'getRules')).toHaveLength(1)
     })
@@ -824,13 +1077,24 @@ describe('REST API', () => {
       })
     }
 
-    it('answers 404 naming user for an order that is not the account\'s', async () => {
-      await expectError(await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'example.com', user: 'mb999999' }), 'addRule', 404, 'user')
+    it("answers 404 naming user for an order that is not the account's", async () => {
+      await expectError(
+        await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'example.com', user: 'mb999999' }),
+        'addRule',
+        404,
+        'user',
+      )
     })
 
     it('deletes a rule: "record deleted", then 404 and gone from the list', async () => {
-      const { text: id } = await expectOk(await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'badactor.net' }), 'addRule')
-      expect(await expectOk(await call(env, 'DELETE', `/mail/rules/${id}`), 'deleteRule')).toEqual({ status: 'ok', text: 'record deleted' })
+      const { text: id } = await expectOk(
+        await call(env, 'POST', '/mail/rules', { type: 'domain', data: 'badactor.net' }),
+        'addRule',
+      )
+      expect(await expectOk(await call(env, 'DELETE', `/mail/rules/${id}`), 'deleteRule')).toEqual({
+        status: 'ok',
+        text: 'record deleted',
+      })
       expect(await expectOk(await call(env, 'GET', '/mail/rules'), 'getRules')).toEqual([])
       await expectError(await call(env, 'DELETE', `/mail/rules/${id}`), 'deleteRule', 404, 'ruleId')
     })
@@ -846,7 +1110,10 @@ describe('REST API', () => {
     })
 
     it('a deleted rule no longer rejects mail', async () => {
-      const { text: id } = await expectOk(await call(env, 'POST', '/mail/rules', { type: 'email', data: SEND.from }), 'addRule')
+      const { text: id } = await expectOk(
+        await call(env, 'POST', '/mail/rules', { type: 'email', data: SEND.from }),
+        'addRule',
+      )
       await expectError(await call(env, 'POST', '/mail/send', SEND), 'sendMail', 400, 'from')
       await expectOk(await call(env, 'DELETE', `/mail/rules/${id}`), 'deleteRule')
       await expectOk(await call(env, 'POST', '/mail/send', SEND), 'sendMail')
@@ -854,7 +1121,12 @@ describe('REST API', () => {
   })
 
   describe('requests the API cannot take', () => {
-    for (const [method, path] of [['GET', '/nope'], ['GET', '/mail/rules/1/extra'], ['POST', '/mail/send/extra'], ['DELETE', '/nope/1']]) {
+    for (const [method, path] of [
+      ['GET', '/nope'],
+      ['GET', '/mail/rules/1/extra'],
+      ['POST', '/mail/send/extra'],
+      ['DELETE', '/nope/1'],
+    ]) {
       it(`${method} ${path} → 404 in the error shape, with or without a key`, async () => {
         const body = await expectError(await call(env, method, path, method === 'GET' ? undefined : {}), null, 404)
         expect(body.message).toContain(path)
@@ -881,16 +1153,32 @@ describe('REST API', () => {
       })
     }
 
-    for (const [op, path] of [['sendMail', '/mail/send'], ['sendAdvMail', '/mail/advsend'], ['rawMail', '/mail/rawsend'], ['addRule', '/mail/rules'], ['delistBlock', '/mail/blocks/delete']]) {
+    for (const [op, path] of [
+      ['sendMail', '/mail/send'],
+      ['sendAdvMail', '/mail/advsend'],
+      ['rawMail', '/mail/rawsend'],
+      ['addRule', '/mail/rules'],
+      ['delistBlock', '/mail/blocks/delete'],
+    ]) {
       it(`${op}: an unsupported content type (text/csv) → 415, and nothing stored`, async () => {
-        const body = await expectError(await call(env, 'POST', path, 'to,from,subject\nbob@example.com,alice@example.org,hi', { contentType: 'text/csv' }), op, 415)
+        const body = await expectError(
+          await call(env, 'POST', path, 'to,from,subject\nbob@example.com,alice@example.org,hi', {
+            contentType: 'text/csv',
+          }),
+          op,
+          415,
+        )
         expect(body.message).toContain('text/csv')
         await expectNothingStored(env)
         expect(await expectOk(await call(env, 'GET', '/mail/rules'), 'getRules')).toEqual([])
       })
 
       it(`${op}: malformed JSON → 400, and nothing stored`, async () => {
-        const body = await expectError(await call(env, 'POST', path, '{"to": "bob@example.com", ', { contentType: 'application/json' }), op, 400)
+        const body = await expectError(
+          await call(env, 'POST', path, '{"to": "bob@example.com", ', { contentType: 'application/json' }),
+          op,
+          400,
+        )
         expect(body.message).toMatch(/JSON/)
         await expectNothingStored(env)
         expect(await expectOk(await call(env, 'GET', '/mail/rules'), 'getRules')).toEqual([])
@@ -898,8 +1186,17 @@ describe('REST API', () => {
     }
 
     it('a JSON body that is not an object → 400', async () => {
-      await expectError(await call(env, 'POST', '/mail/send', '["bob@example.com"]', { contentType: 'application/json' }), 'sendMail', 400, /JSON object/)
-      await expectError(await call(env, 'POST', '/mail/send', '"hello"', { contentType: 'application/json' }), 'sendMail', 400)
+      await expectError(
+        await call(env, 'POST', '/mail/send', '["bob@example.com"]', { contentType: 'application/json' }),
+        'sendMail',
+        400,
+        /JSON object/,
+      )
+      await expectError(
+        await call(env, 'POST', '/mail/send', '"hello"', { contentType: 'application/json' }),
+        'sendMail',
+        400,
+      )
       await expectNothingStored(env)
     })
   })
@@ -917,13 +1214,21 @@ describe('REST API with a 1kb body limit', () => {
   })
 
   it('answers 413 for a JSON body over the limit, and stores nothing', async () => {
-    const body = await expectError(await call(env, 'POST', '/mail/send', { ...SEND, body: 'x'.repeat(2048) }), 'sendMail', 413)
+    const body = await expectError(
+      await call(env, 'POST', '/mail/send', { ...SEND, body: 'x'.repeat(2048) }),
+      'sendMail',
+      413,
+    )
     expect(body.message).toMatch(/1024/)
     await expectNothingStored(env)
   })
 
   it('answers 413 for a form over the limit, and stores nothing', async () => {
-    await expectError(await call(env, 'POST', '/mail/advsend', form({ ...SEND, 'attachments[0][data]': ATTACHMENT.repeat(200) })), 'sendAdvMail', 413)
+    await expectError(
+      await call(env, 'POST', '/mail/advsend', form({ ...SEND, 'attachments[0][data]': ATTACHMENT.repeat(200) })),
+      'sendAdvMail',
+      413,
+    )
     await expectNothingStored(env)
   })
 
@@ -935,7 +1240,11 @@ describe('REST API with a 1kb body limit', () => {
   })
 
   it('answers 413 even before checking the key', async () => {
-    await expectError(await call(env, 'POST', '/mail/send', { ...SEND, body: 'x'.repeat(2048) }, { apiKey: null }), 'sendMail', 413)
+    await expectError(
+      await call(env, 'POST', '/mail/send', { ...SEND, body: 'x'.repeat(2048) }, { apiKey: null }),
+      'sendMail',
+      413,
+    )
   })
 
   describe('over a real socket', () => {
@@ -980,11 +1289,14 @@ describe('REST API with a 1kb body limit', () => {
     it('answers a GET without reading a body sent with it, whatever its size', async () => {
       const res = await new Promise<{ status: number; text: string }>((resolve, reject) => {
         const body = 'x'.repeat(2048)
-        const req = request({ host: '127.0.0.1', port, method: 'GET', path: '/ping', headers: { 'Content-Length': body.length } }, (r) => {
-          let text = ''
-          r.on('data', (d) => (text += d))
-          r.on('end', () => resolve({ status: r.statusCode!, text }))
-        })
+        const req = request(
+          { host: '127.0.0.1', port, method: 'GET', path: '/ping', headers: { 'Content-Length': body.length } },
+          (r) => {
+            let text = ''
+            r.on('data', (d) => (text += d))
+            r.on('end', () => resolve({ status: r.statusCode!, text }))
+          },
+        )
         req.on('error', reject)
         req.end(body)
       })
@@ -1038,7 +1350,11 @@ describe('health checks: /healthz and /readyz', () => {
 
   it('/readyz turns 503 with the reason when the database cannot be written', async () => {
     await env.services.store.close()
-    expect(await get('/readyz')).toEqual([503, 'no-store', { code: 503, message: 'the database cannot be written: The database connection is not open' }])
+    expect(await get('/readyz')).toEqual([
+      503,
+      'no-store',
+      { code: 503, message: 'the database cannot be written: The database connection is not open' },
+    ])
   })
 })
 
@@ -1052,7 +1368,10 @@ describe('the access log', () => {
     env = await createTestEnv()
     lines = []
     text = []
-    const logger = createLogger({ logLevel: 'info' }, { write: (line: string) => void (text.push(line), lines.push(JSON.parse(line))) })
+    const logger = createLogger(
+      { logLevel: 'info' },
+      { write: (line: string) => void (text.push(line), lines.push(JSON.parse(line))) },
+    )
     server = serve({ fetch: createHttpApp({ ...env.services, logger }).fetch, hostname: '127.0.0.1', port: 0 })
     await new Promise((r) => server.once('listening', r))
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
@@ -1064,17 +1383,40 @@ describe('the access log', () => {
   const requests = () => lines.filter((l) => l.msg === 'request')
 
   it('writes one line per request at info: request id, method, path, status, duration, client address', async () => {
-    const res = await fetch(`${base}/mail/log?id=${env.orderId}&limit=5`, { headers: { 'X-API-KEY': env.apiKey, 'X-Request-Id': 'trace-7' } })
+    const res = await fetch(`${base}/mail/log?id=${env.orderId}&limit=5`, {
+      headers: { 'X-API-KEY': env.apiKey, 'X-Request-Id': 'trace-7' },
+    })
     expect(res.status).toBe(200)
     await res.arrayBuffer()
-    expect(lines).toEqual([{ level: 30, time: expect.any(Number), pid: process.pid, req: 'trace-7', method: 'GET', path: '/mail/log', status: 200, ms: expect.any(Number), ip: '127.0.0.1', msg: 'request' }])
+    expect(lines).toEqual([
+      {
+        level: 30,
+        time: expect.any(Number),
+        pid: process.pid,
+        req: 'trace-7',
+        method: 'GET',
+        path: '/mail/log',
+        status: 200,
+        ms: expect.any(Number),
+        ip: '127.0.0.1',
+        msg: 'request',
+      },
+    ])
   })
 
   it('logs refusals and sends too, never the key, the query or the body', async () => {
     const wrong = 'mr_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG'
-    const refused = await fetch(`${base}/mail/send?secret=query-text`, { method: 'POST', headers: { 'X-API-KEY': wrong, 'Content-Type': 'application/json' }, body: JSON.stringify(SEND) })
+    const refused = await fetch(`${base}/mail/send?secret=query-text`, {
+      method: 'POST',
+      headers: { 'X-API-KEY': wrong, 'Content-Type': 'application/json' },
+      body: JSON.stringify(SEND),
+    })
     expect(refused.status).toBe(401)
-    const sent = await fetch(`${base}/mail/send`, { method: 'POST', headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify(SEND) })
+    const sent = await fetch(`${base}/mail/send`, {
+      method: 'POST',
+      headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json' },
+      body: JSON.stringify(SEND),
+    })
     expect(sent.status).toBe(200)
     const { text: txid } = (await sent.json()) as { text: string }
     expect(requests().map((l) => [l.method, l.path, l.status, l.ip])).toEqual([
@@ -1083,7 +1425,8 @@ describe('the access log', () => {
     ])
     expect((await log(env, `mailid=${txid}`)).total).toBe(1)
     const all = text.join('')
-    for (const secret of [wrong.slice(3), env.apiKey.slice(3), 'query-text', SEND.subject, SEND.body, SEND.to]) expect(all).not.toContain(secret)
+    for (const secret of [wrong.slice(3), env.apiKey.slice(3), 'query-text', SEND.subject, SEND.body, SEND.to])
+      expect(all).not.toContain(secret)
   })
 })
 
@@ -1092,8 +1435,18 @@ describe('REST API behind a reverse proxy (MAILROOM_TRUST_PROXY)', () => {
   afterEach(() => env?.close())
 
   /** A request from a socket peer (as @hono/node-server hands it over) with an X-Forwarded-For. */
-  const via = (peer: string, forwardedFor: string, path: string, key: string, init: { method?: string; body?: string } = {}) =>
-    env.app.request(path, { ...init, headers: { 'Content-Type': 'application/json', 'X-API-KEY': key, 'X-Forwarded-For': forwardedFor } }, { incoming: { socket: { remoteAddress: peer } } })
+  const via = (
+    peer: string,
+    forwardedFor: string,
+    path: string,
+    key: string,
+    init: { method?: string; body?: string } = {},
+  ) =>
+    env.app.request(
+      path,
+      { ...init, headers: { 'Content-Type': 'application/json', 'X-API-KEY': key, 'X-Forwarded-For': forwardedFor } },
+      { incoming: { socket: { remoteAddress: peer } } },
+    )
   const sendVia = async (peer: string, forwardedFor: string) => {
     const res = await via(peer, forwardedFor, '/mail/send', env.apiKey, { method: 'POST', body: JSON.stringify(SEND) })
     const { text } = await expectOk(res, 'sendMail')
@@ -1125,13 +1478,18 @@ describe('REST API behind a reverse proxy (MAILROOM_TRUST_PROXY)', () => {
   it("counts wrong keys per forwarded client, not per proxy, and a client's own X-Forwarded-For does not move its count", async () => {
     env = await createTestEnv({ MAILROOM_TRUST_PROXY: '10.0.0.2', MAILROOM_HTTP_MAX_AUTH_FAILURES: '2' })
     const WRONG = 'mr_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG'
-    for (const spoofed of ['203.0.113.1', '203.0.113.2']) expect((await via('10.0.0.2', `${spoofed}, 198.51.100.7`, '/mail', WRONG)).status).toBe(401)
+    for (const spoofed of ['203.0.113.1', '203.0.113.2'])
+      expect((await via('10.0.0.2', `${spoofed}, 198.51.100.7`, '/mail', WRONG)).status).toBe(401)
     const refused = await via('10.0.0.2', '203.0.113.3, 198.51.100.7', '/mail', env.apiKey)
-    expect([refused.status, await refused.json()]).toEqual([429, { code: 429, message: 'too many wrong API keys from this address: try again in 900 s' }])
+    expect([refused.status, await refused.json()]).toEqual([
+      429,
+      { code: 429, message: 'too many wrong API keys from this address: try again in 900 s' },
+    ])
     // Another client behind the same proxy is not held up.
     expect((await via('10.0.0.2', '198.51.100.8', '/mail', env.apiKey)).status).toBe(200)
     // An untrusted peer's X-Forwarded-For is not its address: its wrong keys count against itself.
-    for (const claimed of ['198.51.100.20', '198.51.100.21']) expect((await via('192.0.2.9', claimed, '/mail', WRONG)).status).toBe(401)
+    for (const claimed of ['198.51.100.20', '198.51.100.21'])
+      expect((await via('192.0.2.9', claimed, '/mail', WRONG)).status).toBe(401)
     expect((await via('192.0.2.9', '198.51.100.22', '/mail', env.apiKey)).status).toBe(429)
   })
 })
@@ -1146,9 +1504,16 @@ describe('REST API: wrong keys from one address', () => {
   /** The app with a logger whose warnings are kept, and a request from a given client address (the socket's, as @hono/node-server hands it over). */
   const withLog = () => {
     const lines: Record<string, unknown>[] = []
-    const app = createHttpApp({ ...env.services, logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) })
+    const app = createHttpApp({
+      ...env.services,
+      logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) }),
+    })
     const from = (ip: string, path: string, key: string | null, init: { method?: string; body?: string } = {}) =>
-      app.request(path, { ...init, headers: { 'Content-Type': 'application/json', ...(key === null ? {} : { 'X-API-KEY': key }) } }, { incoming: { socket: { remoteAddress: ip } } })
+      app.request(
+        path,
+        { ...init, headers: { 'Content-Type': 'application/json', ...(key === null ? {} : { 'X-API-KEY': key }) } },
+        { incoming: { socket: { remoteAddress: ip } } },
+      )
     return { lines, from }
   }
   const WRONG = 'mr_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG'
@@ -1162,7 +1527,12 @@ describe('REST API: wrong keys from one address', () => {
     expect(lines.map((l) => [l.level, l.ip, l.path, l.msg])).toEqual([
       [40, '192.0.2.7', '/mail', 'wrong API key'],
       [40, '192.0.2.7', '/mcp', 'wrong API key'],
-      [40, '192.0.2.7', '/mail/log', 'wrong API key: 3 from this address within 15 minutes, so its requests are refused (429) for 900 s'],
+      [
+        40,
+        '192.0.2.7',
+        '/mail/log',
+        'wrong API key: 3 from this address within 15 minutes, so its requests are refused (429) for 900 s',
+      ],
     ])
     expect(JSON.stringify(lines)).not.toContain(WRONG.slice(3))
 

@@ -25,7 +25,13 @@ describe('mailroom stdio', () => {
   const localDataDir = () => {
     const dir = mkdtempSync(join(tmpdir(), 'mailroom-stdio-'))
     cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-    const cli = (...args: string[]) => JSON.parse(spawnSync(process.execPath, [BIN, ...args, '--json'], { env: { ...process.env, MAILROOM_DATA_DIR: dir }, encoding: 'utf8' }).stdout)
+    const cli = (...args: string[]) =>
+      JSON.parse(
+        spawnSync(process.execPath, [BIN, ...args, '--json'], {
+          env: { ...process.env, MAILROOM_DATA_DIR: dir },
+          encoding: 'utf8',
+        }).stdout,
+      )
     const account = cli('account', 'create')
     const order = cli('order', 'create', '--account', String(account.id))
     return { dir, apiKey: account.apiKey as string, orderId: order.id as number }
@@ -33,8 +39,16 @@ describe('mailroom stdio', () => {
 
   const connect = async (args: string[], env: Record<string, string>) => {
     // The child's environment is the test's without any MAILROOM_API_KEY of its own, and `env`.
-    const inherited = Object.entries(process.env).filter(([k, v]) => k !== 'MAILROOM_API_KEY' && v !== undefined) as [string, string][]
-    const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'stdio', ...args], env: { ...Object.fromEntries(inherited), ...env }, stderr: 'pipe' })
+    const inherited = Object.entries(process.env).filter(([k, v]) => k !== 'MAILROOM_API_KEY' && v !== undefined) as [
+      string,
+      string,
+    ][]
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [BIN, 'stdio', ...args],
+      env: { ...Object.fromEntries(inherited), ...env },
+      stderr: 'pipe',
+    })
     let stderr = ''
     transport.stderr?.on('data', (d) => (stderr += d))
     const client = new Client({ name: 'desktop', version: '1' })
@@ -46,7 +60,8 @@ describe('mailroom stdio', () => {
   /** The total of the account's mail log, read through a stdio server with its key. */
   const logged = async (dir: string, apiKey: string) => {
     const client = await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey })
-    return ((await client.callTool({ name: 'viewMailLog', arguments: {} })).structuredContent as { total: number }).total
+    return ((await client.callTool({ name: 'viewMailLog', arguments: {} })).structuredContent as { total: number })
+      .total
   }
 
   it('serves the tools against the local data directory', async () => {
@@ -54,23 +69,35 @@ describe('mailroom stdio', () => {
     const client = await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey })
     expect(client.getServerCapabilities()).toEqual({ tools: { listChanged: false } })
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
-    const sent = await client.callTool({ name: 'sendMail', arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 'stdio', body: 'hi' } })
+    const sent = await client.callTool({
+      name: 'sendMail',
+      arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 'stdio', body: 'hi' },
+    })
     expect(sent.isError).toBeFalsy()
     const txid = (sent.structuredContent as { text: string }).text
     const log = await client.callTool({ name: 'viewMailLog', arguments: { mailid: txid } })
-    expect(log.structuredContent).toMatchObject({ total: 1, emails: [{ id: txid, user: `mb${orderId}`, subject: 'stdio' }] })
+    expect(log.structuredContent).toMatchObject({
+      total: 1,
+      emails: [{ id: txid, user: `mb${orderId}`, subject: 'stdio' }],
+    })
   })
 
   it('serves the tools as a client of a remote mailroom (--url)', async () => {
     const env: TestEnv = await createTestEnv()
     const server: ServerType = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
     await new Promise((r) => server.once('listening', r))
-    cleanup.push(() => env.close(), () => env.app.close(), () => new Promise<void>((r) => server.close(() => r())))
+    cleanup.push(
+      () => env.close(),
+      () => env.app.close(),
+      () => new Promise<void>((r) => server.close(() => r())),
+    )
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
     const client = await connect(['--url', url], { MAILROOM_API_KEY: env.apiKey })
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
     const orders = await client.callTool({ name: 'getMailOrders', arguments: {} })
-    expect(orders.structuredContent).toEqual({ orders: [{ id: env.orderId, status: 'active', username: `mb${env.orderId}` }] })
+    expect(orders.structuredContent).toEqual({
+      orders: [{ id: env.orderId, status: 'active', username: `mb${env.orderId}` }],
+    })
     const bad = await client.callTool({ name: 'getMailOrderById', arguments: { id: 424242 } })
     expect(bad.isError).toBe(true)
     expect(JSON.parse((bad.content as { text: string }[])[0].text)).toMatchObject({ code: 404 })
@@ -81,10 +108,16 @@ describe('mailroom stdio', () => {
     const env: TestEnv = await createTestEnv()
     const server: ServerType = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
     await new Promise((r) => server.once('listening', r))
-    cleanup.push(() => env.close(), () => env.app.close(), () => new Promise<void>((r) => server.close(() => r())))
+    cleanup.push(
+      () => env.close(),
+      () => env.app.close(),
+      () => new Promise<void>((r) => server.close(() => r())),
+    )
     const clients = [
       await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey }),
-      await connect(['--url', `http://127.0.0.1:${(server.address() as AddressInfo).port}`], { MAILROOM_API_KEY: env.apiKey }),
+      await connect(['--url', `http://127.0.0.1:${(server.address() as AddressInfo).port}`], {
+        MAILROOM_API_KEY: env.apiKey,
+      }),
     ]
     for (const client of clients) {
       for (const [params, message] of [
@@ -92,7 +125,10 @@ describe('mailroom stdio', () => {
         [{ name: 'getMailOrders', arguments: [] }, 'arguments: expected an object of named arguments'],
       ] as const) {
         const result = await client.request({ method: 'tools/call', params } as never, CallToolResultSchema)
-        expect(result).toEqual({ isError: true, content: [{ type: 'text', text: JSON.stringify({ code: 400, message }) }] })
+        expect(result).toEqual({
+          isError: true,
+          content: [{ type: 'text', text: JSON.stringify({ code: 400, message }) }],
+        })
       }
     }
   })
@@ -101,53 +137,83 @@ describe('mailroom stdio', () => {
     const sink = await startSink()
     cleanup.push(() => sink.close())
     const { dir, apiKey, orderId } = localDataDir()
-    const client = await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey, MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, MAILROOM_NODE_NAME: 'desk' })
-    const sent = await client.callTool({ name: 'sendMail', arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 'stdio delivers', body: 'hi' } })
+    const client = await connect([], {
+      MAILROOM_DATA_DIR: dir,
+      MAILROOM_API_KEY: apiKey,
+      MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
+      MAILROOM_NODE_NAME: 'desk',
+    })
+    const sent = await client.callTool({
+      name: 'sendMail',
+      arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 'stdio delivers', body: 'hi' },
+    })
     const txid = (sent.structuredContent as { text: string }).text
     await expect.poll(() => sink.messages.map((m) => m.to), { timeout: 15_000 }).toEqual([['bob@example.com']])
     expect(sink.messages[0].raw.toString()).toContain('Subject: stdio delivers')
     const log = await client.callTool({ name: 'viewMailLog', arguments: { mailid: txid } })
-    expect(log.structuredContent).toMatchObject({ total: 1, emails: [{ id: txid, user: `mb${orderId}`, delivered: 1 }] })
+    expect(log.structuredContent).toMatchObject({
+      total: 1,
+      emails: [{ id: txid, user: `mb${orderId}`, delivered: 1 }],
+    })
     expect((log.structuredContent as { emails: { assigned: string }[] }).emails[0].assigned).toMatch(/^desk-stdio-\d+$/)
   })
 
   it.each([
     ['without a key', undefined, 'MAILROOM_API_KEY is not set: set it in the MCP client'],
     ['with a wrong key', 'mr_wrong', 'MAILROOM_API_KEY is not a key of the data directory'],
-  ])('starts %s, and answers every tool call with an error that says how to set MAILROOM_API_KEY; nothing is sent', async (_, key, reason) => {
-    const { dir, apiKey } = localDataDir()
-    const client = await connect([], { MAILROOM_DATA_DIR: dir, ...(key ? { MAILROOM_API_KEY: key } : {}) })
-    expect(client.getInstructions()).toContain(reason)
-    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
-    for (const [name, args] of [['sendMail', { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' }], ['getMailOrders', {}]] as const) {
-      const result = await client.callTool({ name, arguments: args })
-      expect(result.isError).toBe(true)
-      const error = JSON.parse((result.content as { text: string }[])[0].text)
-      expect(error.code).toBe(401)
-      expect(error.message).toContain(reason)
-      expect(error.message).toContain('`mailroom account key create --account <id>` makes one')
-    }
-    expect(client.stderr()).toContain(reason)
-    expect(await logged(dir, apiKey)).toBe(0)
-  })
+  ])(
+    'starts %s, and answers every tool call with an error that says how to set MAILROOM_API_KEY; nothing is sent',
+    async (_, key, reason) => {
+      const { dir, apiKey } = localDataDir()
+      const client = await connect([], { MAILROOM_DATA_DIR: dir, ...(key ? { MAILROOM_API_KEY: key } : {}) })
+      expect(client.getInstructions()).toContain(reason)
+      expect((await client.listTools()).tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
+      for (const [name, args] of [
+        ['sendMail', { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' }],
+        ['getMailOrders', {}],
+      ] as const) {
+        const result = await client.callTool({ name, arguments: args })
+        expect(result.isError).toBe(true)
+        const error = JSON.parse((result.content as { text: string }[])[0].text)
+        expect(error.code).toBe(401)
+        expect(error.message).toContain(reason)
+        expect(error.message).toContain('`mailroom account key create --account <id>` makes one')
+      }
+      expect(client.stderr()).toContain(reason)
+      expect(await logged(dir, apiKey)).toBe(0)
+    },
+  )
 
   it('as a client of a remote mailroom without a key, answers every tool call with an error that says so', async () => {
     const client = await connect(['--url', 'http://127.0.0.1:9'], {})
     const result = await client.callTool({ name: 'getMailOrders', arguments: {} })
     expect(result.isError).toBe(true)
-    expect(JSON.parse((result.content as { text: string }[])[0].text)).toEqual({ code: 401, message: expect.stringContaining('MAILROOM_API_KEY is not set, and a remote mailroom needs one') })
+    expect(JSON.parse((result.content as { text: string }[])[0].text)).toEqual({
+      code: 401,
+      message: expect.stringContaining('MAILROOM_API_KEY is not set, and a remote mailroom needs one'),
+    })
   })
 
   it('writes nothing but JSON-RPC to stdout', async () => {
     const { dir, apiKey } = localDataDir()
-    const child = spawn(process.execPath, [BIN, 'stdio'], { env: { ...process.env, MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey, MAILROOM_LOG_LEVEL: 'debug' } })
+    const child = spawn(process.execPath, [BIN, 'stdio'], {
+      env: { ...process.env, MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey, MAILROOM_LOG_LEVEL: 'debug' },
+    })
     cleanup.push(() => void child.kill())
     let out = ''
     child.stdout.on('data', (d) => (out += d))
-    const request = (id: number, method: string, params: unknown) => child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n')
-    request(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } })
-    child.stdin.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) + '\n')
-    request(2, 'tools/call', { name: 'sendMail', arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' } })
+    const request = (id: number, method: string, params: unknown) =>
+      child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
+    request(1, 'initialize', {
+      protocolVersion: '2025-06-18',
+      capabilities: {},
+      clientInfo: { name: 'raw', version: '1' },
+    })
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`)
+    request(2, 'tools/call', {
+      name: 'sendMail',
+      arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 's', body: 'b' },
+    })
     await new Promise<void>((resolve) => {
       const check = () => (out.split('\n').filter(Boolean).length >= 2 ? resolve() : setTimeout(check, 50))
       check()
