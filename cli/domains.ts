@@ -7,7 +7,7 @@ import type { Services } from '../tools/define.js'
 import type { DkimAlgorithm, DkimKey } from '../storage/store.js'
 import { accountAction, accountOption, adminAction } from './common.js'
 
-type Deps = Pick<Services, 'store' | 'config' | 'clock'>
+type Deps = Pick<Services, 'store' | 'clock'> & { config: Pick<Config, 'nodeName'> }
 
 /** A domain as stored: lower case, no trailing dot. */
 export const domainName = (value: string) => {
