@@ -3,6 +3,7 @@ import { PACKAGE } from '../package-info.js'
 import { addAccountCommands } from './account.js'
 import { addBackupCommand } from './backup.js'
 import { addBlockCommands } from './blocks.js'
+import { addDomainCommands } from './domains.js'
 import { addOrderCommands } from './order.js'
 import { addQueueCommands } from './queue.js'
 import { addServeCommands } from './serve.js'
@@ -24,6 +25,7 @@ export function buildCli(): Command {
   addAccountCommands(program)
   addOrderCommands(program)
   addBlockCommands(program)
+  addDomainCommands(program)
   addQueueCommands(program)
   addBackupCommand(program)
   addSinkCommand(program)

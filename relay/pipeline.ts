@@ -3,6 +3,7 @@ import type { Config } from '../config.js'
 import { MailroomError, badInput } from '../errors.js'
 import { byteLength, type DenyRule, type MailOrder, type Store } from '../storage/store.js'
 import { findDenyRule, senderAuthorized } from './deny-rules.js'
+import { signMessage } from './dkim.js'
 import { receivedHeader } from './message.js'
 import { createSpamFilter } from './spam-filter.js'
 import { createTxidGenerator } from './txid.js'
@@ -176,7 +177,17 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
           : []),
         ...(s.added ? [Buffer.from(s.added)] : []),
       ]
-      const raw = front.length ? [...front, ...s.raw] : s.raw
+      // Signed last, over the message as it will be delivered; the signature goes on top.
+      const raw = await signMessage(
+        { store, logger },
+        {
+          accountId: s.order.accountId,
+          from: s.headerFrom,
+          raw: front.length ? [...front, ...s.raw] : s.raw,
+          time: clock(),
+          txid,
+        },
+      )
       await store.mail.enqueue({
         txid,
         accountId: s.order.accountId,

@@ -236,3 +236,41 @@ export const traps = sqliteTable('traps', {
   pattern: text('pattern').primaryKey(),
   createdAt: integer('created_at').notNull(),
 })
+
+/**
+ * The domains an account signs its mail for (DKIM, RFC 6376). A domain belongs to one account:
+ * mail of another account from it is never signed.
+ */
+export const sendingDomains = sqliteTable(
+  'sending_domains',
+  {
+    /** Lower case, without a trailing dot. */
+    domain: text('domain').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('sending_domains_account').on(t.accountId)],
+)
+
+/**
+ * A domain's DKIM keys, one per selector. The oldest signs; a newer one (from a rotation) waits
+ * until the older ones are removed, so that its DNS record can be published first.
+ */
+export const dkimKeys = sqliteTable(
+  'dkim_keys',
+  {
+    domain: text('domain')
+      .notNull()
+      .references(() => sendingDomains.domain, { onDelete: 'cascade' }),
+    selector: text('selector').notNull(),
+    algorithm: text('algorithm', { enum: ['rsa', 'ed25519'] }).notNull(),
+    /** PKCS#8 PEM, AES-256-GCM with the server secret of the data directory; see storage/secrets.ts. */
+    privateKeyEnc: text('private_key_enc').notNull(),
+    /** The `p=` value of the DNS record. */
+    publicKey: text('public_key').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.domain, t.selector] })],
+)

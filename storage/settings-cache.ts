@@ -5,13 +5,13 @@ const MAX_ENTRIES = 10_000
 
 /**
  * The settings every send reads (API keys, mail orders and their senders, deny rules, the block
- * list, traps), kept in memory. Reading them from SQLite cost more than half of what a send adds
- * to a ping: each read after another connection's commit (the engine thread commits all the time)
+ * list, traps, sending domains and their keys), kept in memory. Reading them from SQLite cost
+ * more than half of what a send adds to a ping: each read after another connection's commit (the engine thread commits all the time)
  * finds the page cache discarded and reads its pages again.
  *
  * A counter that triggers bump on every change to those tables, from any connection or process
- * (migration 0008), is read at most once per turn of the event loop: what one turn reads is a
- * snapshot, as if in one read transaction. This connection's own changes clear the cache at once.
+ * (migrations 0008 and 0010), is read at most once per turn of the event loop: what one turn
+ * reads is a snapshot, as if in one read transaction. This connection's own changes clear the cache at once.
  * Cached values are frozen: they are shared by every caller.
  */
 export function settingsCache(sqlite: Database.Database) {

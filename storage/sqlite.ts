@@ -21,7 +21,17 @@ import {
   hashApiKey,
   loadOrCreateSecret,
 } from './secrets.js'
-import type { Account, ApiKeyInfo, BlockEvent, BlockListEntry, DenyRule, MailOrder, Store } from './store.js'
+import type {
+  Account,
+  ApiKeyInfo,
+  BlockEvent,
+  BlockListEntry,
+  DenyRule,
+  DkimKey,
+  MailOrder,
+  SigningKey,
+  Store,
+} from './store.js'
 
 export const DB_FILE = 'mailroom.db'
 
@@ -91,6 +101,11 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         "SELECT COUNT(*) FROM block_events WHERE account_id = ? AND env_from = ? AND rule = 'SUBJECT' AND subject = ? AND created_at >= ?",
       )
       .pluck(),
+    dkimKey: sqlite.prepare(
+      `SELECT k.domain, d.account_id AS accountId, k.selector, k.algorithm, k.public_key AS publicKey,
+        k.private_key_enc AS privateKeyEnc, k.created_at AS createdAt
+       FROM dkim_keys k JOIN sending_domains d USING (domain) WHERE k.domain = ? ORDER BY k.created_at, k.selector LIMIT 1`,
+    ),
     addEvent: sqlite.prepare(
       'INSERT INTO block_events (account_id, rule, env_from, message_id, subject, rcpt_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
     ),
@@ -427,6 +442,16 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         )
       },
     },
+    domains: createDomainStore(db, secret, {
+      changing,
+      signingKey: (domain) =>
+        cache.read(`dkim ${domain}`, () => {
+          const row = hot.dkimKey.get(domain) as (DkimKey & { privateKeyEnc: string }) | undefined
+          if (!row) return undefined
+          const { privateKeyEnc, ...key } = row
+          return { ...key, privateKey: decrypt(secret, privateKeyEnc) }
+        }),
+    }),
     async maintain() {
       sqlite.pragma('optimize')
     },
@@ -484,4 +509,85 @@ function migrationsFolder(): string {
   return here.includes(`${join('dist', 'storage')}`)
     ? join(here, '..', '..', 'storage', 'migrations')
     : join(here, 'migrations')
+}
+
+const DKIM_COLUMNS = {
+  domain: schema.dkimKeys.domain,
+  accountId: schema.sendingDomains.accountId,
+  selector: schema.dkimKeys.selector,
+  algorithm: schema.dkimKeys.algorithm,
+  publicKey: schema.dkimKeys.publicKey,
+  createdAt: schema.dkimKeys.createdAt,
+}
+
+/** Sending domains and their DKIM keys; `signingKey` is the cached read of every send. */
+function createDomainStore(
+  db: Db,
+  secret: Buffer,
+  hot: {
+    changing: <T>(change: () => T) => T
+    signingKey: (domain: string) => SigningKey | undefined
+  },
+): Store['domains'] {
+  const { dkimKeys: k, sendingDomains: d } = schema
+  const keysWhere = (where: ReturnType<typeof eq>) =>
+    db
+      .select(DKIM_COLUMNS)
+      .from(k)
+      .innerJoin(d, eq(k.domain, d.domain))
+      .where(where)
+      .orderBy(asc(k.domain), asc(k.createdAt), asc(k.selector))
+      .all()
+  return {
+    async addKey({ domain, accountId, selector, algorithm, privateKey, publicKey, now }) {
+      return hot.changing(() =>
+        db.transaction((tx) => {
+          const owner = tx.select({ accountId: d.accountId }).from(d).where(eq(d.domain, domain)).get()
+          if (owner && owner.accountId !== accountId)
+            throw new Error(`${domain} is a sending domain of another account (${owner.accountId})`)
+          if (!owner) tx.insert(d).values({ domain, accountId, createdAt: now }).run()
+          const taken = tx
+            .select({ selector: k.selector })
+            .from(k)
+            .where(and(eq(k.domain, domain), eq(k.selector, selector)))
+            .get()
+          if (taken) throw new Error(`${domain} has a key with selector ${selector} already`)
+          tx.insert(k)
+            .values({
+              domain,
+              selector,
+              algorithm,
+              privateKeyEnc: encrypt(secret, privateKey),
+              publicKey,
+              createdAt: now,
+            })
+            .run()
+          return { domain, accountId, selector, algorithm, publicKey, createdAt: now }
+        }),
+      )
+    },
+    async list(accountId) {
+      return keysWhere(eq(d.accountId, accountId))
+    },
+    async keys(domain) {
+      return keysWhere(eq(k.domain, domain))
+    },
+    async signingKey(domain) {
+      return hot.signingKey(domain)
+    },
+    async remove(domain, selector) {
+      return hot.changing(() =>
+        db.transaction((tx) => {
+          if (selector === undefined) return tx.delete(d).where(eq(d.domain, domain)).run().changes > 0
+          const gone = tx
+            .delete(k)
+            .where(and(eq(k.domain, domain), eq(k.selector, selector)))
+            .run().changes
+          const left = tx.select({ selector: k.selector }).from(k).where(eq(k.domain, domain)).get()
+          if (!left) tx.delete(d).where(eq(d.domain, domain)).run()
+          return gone > 0
+        }),
+      )
+    },
+  }
 }

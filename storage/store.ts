@@ -45,6 +45,24 @@ export interface DenyRule {
   createdAt: number
 }
 
+export type DkimAlgorithm = 'rsa' | 'ed25519'
+
+/** One DKIM key of a sending domain. */
+export interface DkimKey {
+  domain: string
+  accountId: number
+  selector: string
+  algorithm: DkimAlgorithm
+  /** The `p=` value of its DNS record. */
+  publicKey: string
+  createdAt: number
+}
+
+/** A key that signs: its private key, decrypted (PKCS#8 PEM). */
+export interface SigningKey extends DkimKey {
+  privateKey: string
+}
+
 export interface NewMessage {
   txid: string
   accountId: number
@@ -342,6 +360,21 @@ export interface Store {
     list(): Promise<string[]>
     /** The trap an address falls into (itself or its `@domain`), if any. */
     match(address: string): Promise<string | undefined>
+  }
+  domains: {
+    /**
+     * Adds a key to a domain, creating the domain for the account when new. Throws, adding
+     * nothing, when another account has the domain or the domain has the selector already.
+     */
+    addKey(input: Omit<SigningKey, 'createdAt'> & { now: number }): Promise<DkimKey>
+    /** The account's keys, by domain then age. */
+    list(accountId: number): Promise<DkimKey[]>
+    /** A domain's keys, oldest first, whichever account it belongs to; empty when nobody has it. */
+    keys(domain: string): Promise<DkimKey[]>
+    /** The key that signs a domain's mail (its oldest), decrypted; undefined when nobody has it. */
+    signingKey(domain: string): Promise<SigningKey | undefined>
+    /** Removes one key, or with no selector the domain and all its keys; the last key takes the domain with it. */
+    remove(domain: string, selector?: string): Promise<boolean>
   }
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>

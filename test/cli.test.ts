@@ -245,6 +245,81 @@ describe('mailroom command', () => {
     expect(run('order', 'create', '--account', 'abc').stderr).toContain('--account must be a positive integer')
   })
 
+  it('manages sending domains and prints the DNS records to publish; a domain belongs to one account', () => {
+    const a = json('account', 'create', '--json').id as number
+    const b = json('account', 'create', '--json').id as number
+    const added = JSON.parse(
+      runWith({ MAILROOM_NODE_NAME: 'mx.relay.test' }, 'domain', 'add', 'Example.COM', '--account', String(a), '--json')
+        .stdout,
+    )
+    expect(added).toMatchObject({
+      domain: 'example.com',
+      selector: expect.stringMatching(/^mr-\d{8}$/),
+      algorithm: 'rsa',
+    })
+    expect(added.records).toEqual([
+      {
+        type: 'TXT',
+        name: `${added.selector}._domainkey.example.com`,
+        value: expect.stringMatching(/^v=DKIM1; k=rsa; p=MII[A-Za-z0-9+/]{380,}=*$/),
+      },
+      { type: 'TXT', name: 'example.com', value: 'v=spf1 a:mx.relay.test ~all' },
+      { type: 'TXT', name: '_dmarc.example.com', value: 'v=DMARC1; p=none; adkim=r; aspf=r' },
+    ])
+    // For a person: rows a DNS provider's form takes, type, name and value.
+    const text = run(
+      'domain',
+      'add',
+      'news.example.org',
+      '--account',
+      String(a),
+      '--selector',
+      's1',
+      '--algorithm',
+      'ed25519',
+    )
+    expect(text.stdout).toMatch(/^TXT\ts1\._domainkey\.news\.example\.org\tv=DKIM1; k=ed25519; p=\S{44}$/m)
+    expect(text.stdout).toContain('mailroom domain check news.example.org')
+
+    const before = [
+      json('domain', 'list', '--account', String(a), '--json'),
+      json('domain', 'list', '--account', String(b), '--json'),
+    ]
+    expect(before[0].map((d: { domain: string }) => d.domain)).toEqual(['example.com', 'news.example.org'])
+    for (const [args, message] of [
+      [['domain', 'add', 'example.com', '--account', String(b)], 'example.com is a sending domain of another account'],
+      [['domain', 'add', 'example.com', '--account', String(a)], 'is a sending domain of account'],
+      [['domain', 'add', 'not a domain', '--account', String(a)], '"not a domain" is not a domain name'],
+      [['domain', 'add', 'example.net', '--account', '99'], 'no account 99'],
+      [['domain', 'add', 'example.net', '--account', String(a), '--algorithm', 'dsa'], "argument 'dsa' is invalid"],
+      [['domain', 'rotate', 'example.net'], 'example.net is not a sending domain'],
+      [['domain', 'remove', 'example.com', '--selector', 'nope'], 'example.com has no key with selector nope'],
+    ]) {
+      const r = run(...args)
+      expect(r.status, args.join(' ')).not.toBe(0)
+      expect(r.stderr).toContain(message)
+    }
+    // Nothing of a refused command was stored.
+    expect([
+      json('domain', 'list', '--account', String(a), '--json'),
+      json('domain', 'list', '--account', String(b), '--json'),
+    ]).toEqual(before)
+
+    // A rotation adds a key that waits while the old one signs; removing the old one hands over.
+    const rotated = json('domain', 'rotate', 'example.com', '--selector', 'next', '--json')
+    expect(rotated).toMatchObject({ domain: 'example.com', selector: 'next', signing: added.selector })
+    const keys = () =>
+      json('domain', 'list', '--account', String(a), '--json')
+        .filter((d: { domain: string }) => d.domain === 'example.com')
+        .map((d: { selector: string; signing: boolean }) => `${d.selector} ${d.signing ? 'signing' : 'waiting'}`)
+    expect(keys()).toEqual([`${added.selector} signing`, 'next waiting'])
+    expect(json('domain', 'remove', 'example.com', '--selector', added.selector, '--json').selectors).toEqual(['next'])
+    expect(keys()).toEqual(['next signing'])
+    // Removed, the domain is free for another account.
+    expect(run('domain', 'remove', 'example.com').stdout).toContain('example.com removed: its mail goes out unsigned')
+    expect(json('domain', 'add', 'example.com', '--account', String(b), '--json').domain).toBe('example.com')
+  })
+
   it('manages traps, imports a block list and suppresses recipients, and the server obeys', async () => {
     const account = json('account', 'create', '--json')
     json('order', 'create', '--account', String(account.id), '--json')
@@ -389,6 +464,11 @@ describe('mailroom command', () => {
       ['queue', 'list'],
       ['queue', 'retry'],
       ['queue', 'cancel'],
+      ['domain', 'add'],
+      ['domain', 'list'],
+      ['domain', 'rotate'],
+      ['domain', 'remove'],
+      ['domain', 'check'],
       ['backup'],
     ]) {
       const r = run(...args, '--help')

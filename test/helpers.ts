@@ -65,6 +65,15 @@ export async function dataDirToSeed(prefix: string): Promise<string> {
   return dataDir
 }
 
+/** The API key and SMTP credentials `mailroom serve` prints on the first start of a data directory. */
+export function firstStartCredentials(firstStart: string) {
+  const find = (pattern: RegExp) => pattern.exec(firstStart)![1]
+  return {
+    apiKey: find(/API key \(shown only now\): (\S+)/),
+    smtp: { user: find(/SMTP username: +(\S+)/), pass: find(/SMTP password: +(\S+)/) },
+  }
+}
+
 /** Calls the REST app with an API key and a JSON body (or a raw body with its own content type). */
 export function call(
   env: Pick<TestEnv, 'app' | 'apiKey'>,

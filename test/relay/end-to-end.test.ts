@@ -7,6 +7,7 @@ import nodemailer from 'nodemailer'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadConfig } from '../../config.js'
 import { startServer, type RunningServer } from '../../serve.js'
+import { firstStartCredentials } from '../helpers.js'
 import { startSink } from './sink.js'
 
 // `mailroom serve` in process: REST, MCP and SMTP submission in front of one pipeline, and the
@@ -32,9 +33,10 @@ describe('every door delivers', () => {
       MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
     })
     server = await startServer(config, { engine: 'in-process' })
-    apiKey = /API key \(shown only now\): (\S+)/.exec(server.firstStart!)![1]
-    smtpUser = /SMTP username: +(\S+)/.exec(server.firstStart!)![1]
-    smtpPassword = /SMTP password: +(\S+)/.exec(server.firstStart!)![1]
+    const credentials = firstStartCredentials(server.firstStart!)
+    apiKey = credentials.apiKey
+    smtpUser = credentials.smtp.user
+    smtpPassword = credentials.smtp.pass
     base = `http://127.0.0.1:${server.httpPort}`
   })
   afterAll(async () => {

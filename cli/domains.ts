@@ -1,0 +1,254 @@
+import { InvalidArgumentError, Option, type Command } from 'commander'
+import { Resolver } from 'node:dns/promises'
+import type { Config } from '../config.js'
+import { isDomain } from '../relay/addresses.js'
+import { dnsRecords, generateDkimKey, type DnsRecord } from '../relay/dkim.js'
+import type { Services } from '../tools/define.js'
+import type { DkimAlgorithm, DkimKey } from '../storage/store.js'
+import { accountAction, accountOption, adminAction } from './common.js'
+
+type Deps = Pick<Services, 'store' | 'clock'> & { config: Pick<Config, 'nodeName'> }
+
+/** A domain as stored: lower case, no trailing dot. */
+export const domainName = (value: string) => {
+  const v = value.trim().toLowerCase().replace(/\.$/, '')
+  if (!isDomain(v)) throw new InvalidArgumentError(`"${value}" is not a domain name`)
+  return v
+}
+
+// RFC 6376 §3.1: a selector is one or more DNS labels.
+const SELECTOR = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/
+const selectorName = (value: string) => {
+  const v = value.trim().toLowerCase()
+  if (!SELECTOR.test(v) || v.length > 63)
+    throw new InvalidArgumentError(`"${value}" is not a DKIM selector (DNS labels)`)
+  return v
+}
+
+/** A selector no key of the domain has: `mr-<date>`, then `mr-<date>-2`… */
+function newSelector(keys: DkimKey[], now: number): string {
+  const base = `mr-${new Date(now).toISOString().slice(0, 10).replaceAll('-', '')}`
+  const taken = new Set(keys.map((k) => k.selector))
+  let selector = base
+  for (let n = 2; taken.has(selector); n++) selector = `${base}-${n}`
+  return selector
+}
+
+export interface AddedKey {
+  domain: string
+  selector: string
+  algorithm: DkimAlgorithm
+  records: DnsRecord[]
+}
+
+/**
+ * Generates a key for the domain and stores it for the account: a new sending domain, or with
+ * `rotate` a new selector of one it has. Refused when another account has the domain.
+ */
+export async function addDomainKey(
+  { store, config, clock }: Deps,
+  input: { accountId: number; domain: string; selector?: string; algorithm: DkimAlgorithm; rotate?: boolean },
+): Promise<AddedKey> {
+  const now = clock()
+  const keys = await store.domains.keys(input.domain)
+  if (keys.length && !input.rotate)
+    throw new Error(
+      keys[0].accountId === input.accountId
+        ? `${input.domain} is a sending domain of account ${input.accountId} already (domain rotate makes a new key)`
+        : `${input.domain} is a sending domain of another account (${keys[0].accountId})`,
+    )
+  const selector = input.selector ?? newSelector(keys, now)
+  const key = await store.domains.addKey({ ...input, selector, ...generateDkimKey(input.algorithm), now })
+  return {
+    domain: key.domain,
+    selector: key.selector,
+    algorithm: key.algorithm,
+    records: dnsRecords(key, config.nodeName),
+  }
+}
+
+/** TXT lookups of `domain check`; tests swap in their own. */
+export type TxtLookup = (name: string) => Promise<string[][]>
+
+export interface CheckedRecord extends DnsRecord {
+  /** Whether a record of its kind is at the name. */
+  published: boolean
+  /** Whether what is published says what `value` says. */
+  matches: boolean
+  /** The TXT records of its kind found at the name. */
+  found: string[]
+}
+
+const NOT_FOUND = new Set(['ENODATA', 'ENOTFOUND', 'NOTFOUND'])
+
+/** The `tag=value` pairs of a DKIM key record (RFC 6376 §3.2), whitespace dropped. */
+const tags = (record: string) =>
+  new Map(
+    record.split(';').map((pair) => {
+      const i = pair.indexOf('=')
+      return [pair.slice(0, i).trim().toLowerCase(), pair.slice(i + 1).replace(/\s+/g, '')] as const
+    }),
+  )
+
+/**
+ * Looks the records a domain needs up and says of each whether it is published and matches. A
+ * DKIM record matches when its key is ours; the SPF record when it is the domain's only one
+ * (RFC 7208 §4.5: two are an error) and names this relay's host; the DMARC record when it is the
+ * only one (its policy is the domain owner's choice).
+ */
+export async function checkRecords(expected: DnsRecord[], lookup: TxtLookup): Promise<CheckedRecord[]> {
+  return Promise.all(
+    expected.map(async (record) => {
+      let all: string[]
+      try {
+        all = (await lookup(record.name)).map((chunks) => chunks.join(''))
+      } catch (err) {
+        if (!NOT_FOUND.has((err as NodeJS.ErrnoException).code ?? '')) throw err
+        all = []
+      }
+      const kind = record.value
+        .slice(0, record.value.indexOf(';') + 1 || undefined)
+        .split(/[\s;]/)[0]
+        .toLowerCase()
+      const found = kind === 'v=dkim1' ? all : all.filter((r) => r.toLowerCase().startsWith(kind))
+      return { ...record, published: found.length > 0, matches: matches(record, found), found }
+    }),
+  )
+}
+
+function matches(record: DnsRecord, found: string[]): boolean {
+  if (record.value.startsWith('v=DKIM1')) return found.some((r) => tags(r).get('p') === tags(record.value).get('p'))
+  if (found.length !== 1) return false
+  if (record.value.startsWith('v=spf1')) {
+    const ours = record.value.split(' ')[1].toLowerCase()
+    return found[0].toLowerCase().split(/\s+/).includes(ours)
+  }
+  return true
+}
+
+/** TXT lookups through MAILROOM_DNS_SERVERS, or the system's servers. */
+export function txtLookup(dnsServers: Config['delivery']['dnsServers']): TxtLookup {
+  const resolver = new Resolver({ timeout: 5000, tries: 2 })
+  if (dnsServers) resolver.setServers(dnsServers)
+  return (name) => resolver.resolveTxt(name)
+}
+
+async function keysOf(deps: Deps, domain: string): Promise<DkimKey[]> {
+  const keys = await deps.store.domains.keys(domain)
+  if (!keys.length) throw new Error(`${domain} is not a sending domain`)
+  return keys
+}
+
+const table = (records: DnsRecord[]) => records.map((r) => `${r.type}\t${r.name}\t${r.value}`).join('\n')
+
+/** The SPF mechanism that names this relay (`a:<node name>`), as the record says it. */
+const spfMechanism = (r: AddedKey) => r.records[1].value.split(' ')[1]
+
+const addedText = (r: AddedKey) =>
+  [
+    `Publish these DNS records for ${r.domain} (type, name, value):`,
+    table(r.records),
+    '',
+    `SPF: if ${r.domain} has a v=spf1 record already, add ${spfMechanism(r)} to it rather than publishing a second one.`,
+    'DKIM: a value longer than 255 characters is split by most DNS providers; in a zone file, write it as several quoted strings.',
+    `Then run: mailroom domain check ${r.domain}`,
+  ].join('\n')
+
+const algorithmOption = () =>
+  new Option('--algorithm <algorithm>', 'key type').choices(['rsa', 'ed25519']).default('rsa')
+
+/** `domain`: an account's sending domains, their DKIM keys and the DNS records they need. */
+export function addDomainCommands(program: Command): void {
+  const domain = program.command('domain').description("Manage an account's sending domains (DKIM signing)")
+  accountAction(
+    domain
+      .command('add')
+      .description('Add a sending domain to an account: generates its DKIM key and prints the DNS records to publish')
+      .argument('<domain>', 'the domain of the From addresses to sign', domainName)
+      .addOption(accountOption())
+      .option('--selector <selector>', 'the DKIM selector; default mr-<date>', selectorName)
+      .addOption(algorithmOption()),
+    (rt, o, name: string) =>
+      addDomainKey(rt, { accountId: o.account, domain: name, selector: o.selector, algorithm: o.algorithm }),
+    addedText,
+  )
+  accountAction(
+    domain.command('list').description("List an account's sending domains and their keys").addOption(accountOption()),
+    async (rt, o) => {
+      const keys = await rt.store.domains.list(o.account)
+      return keys.map((k) => ({
+        domain: k.domain,
+        selector: k.selector,
+        algorithm: k.algorithm,
+        // The oldest key of a domain signs; see store.domains.signingKey.
+        signing: keys.find((other) => other.domain === k.domain) === k,
+        created: new Date(k.createdAt).toISOString(),
+      }))
+    },
+    (rows) =>
+      rows
+        .map((r) => `${r.domain}\t${r.selector}\t${r.algorithm}\t${r.signing ? 'signing' : 'waiting'}\t${r.created}`)
+        .join('\n') || 'no sending domains',
+  )
+  adminAction(
+    domain
+      .command('rotate')
+      .description('Add a new key to a sending domain; the old one signs until it is removed')
+      .argument('<domain>', 'the sending domain', domainName)
+      .option('--selector <selector>', 'the new DKIM selector; default mr-<date>', selectorName)
+      .addOption(algorithmOption()),
+    async (rt, o, name: string) => {
+      const [signing] = await keysOf(rt, name)
+      const added = await addDomainKey(rt, {
+        accountId: signing.accountId,
+        domain: name,
+        selector: o.selector,
+        algorithm: o.algorithm,
+        rotate: true,
+      })
+      return { ...added, signing: signing.selector }
+    },
+    (r) =>
+      `${addedText(r)}\nSelector ${r.signing} goes on signing until it is removed: once the check passes, run\nmailroom domain remove ${r.domain} --selector ${r.signing}`,
+  )
+  adminAction(
+    domain
+      .command('remove')
+      .description('Remove a sending domain, or one of its keys: its mail goes out unsigned, or signed by the next key')
+      .argument('<domain>', 'the sending domain', domainName)
+      .option('--selector <selector>', 'remove only this key', selectorName),
+    async (rt, o, name: string) => {
+      await keysOf(rt, name)
+      if (!(await rt.store.domains.remove(name, o.selector)))
+        throw new Error(`${name} has no key with selector ${o.selector}`)
+      const left = await rt.store.domains.keys(name)
+      return { domain: name, removed: o.selector ?? 'domain', selectors: left.map((k) => k.selector) }
+    },
+    (r) =>
+      r.selectors.length
+        ? `key ${r.removed} of ${r.domain} removed; ${r.selectors[0]} signs now`
+        : `${r.domain} removed: its mail goes out unsigned`,
+  )
+  adminAction(
+    domain
+      .command('check')
+      .description(
+        'Look the DNS records of a sending domain up (MAILROOM_DNS_SERVERS applies) and say which are published and match',
+      )
+      .argument('<domain>', 'the sending domain', domainName),
+    async (rt, _o, name: string) => {
+      const keys = await keysOf(rt, name)
+      const [dkim, ...others] = dnsRecords(keys[0], rt.config.nodeName)
+      const expected = [dkim, ...keys.slice(1).map((k) => dnsRecords(k, rt.config.nodeName)[0]), ...others]
+      const records = await checkRecords(expected, txtLookup(rt.config.delivery.dnsServers))
+      return { domain: name, ok: records.every((r) => r.matches), records }
+    },
+    (r) =>
+      r.records
+        .map(
+          (c) =>
+            `${c.matches ? 'ok' : c.published ? 'differs' : 'missing'}\t${c.type}\t${c.name}\t${c.matches ? '' : `expected: ${c.value}`}${c.published && !c.matches ? `; found: ${c.found.join(' | ')}` : ''}`,
+        )
+        .join('\n'),
+  )
+}
