@@ -146,6 +146,8 @@ export const ConfigSchema = z.object({
     .optional(),
   /** Port used to reach an MX host. */
   MAILROOM_MX_PORT: PortFrom(1).default(25),
+  /** Deliver to MX hosts at loopback, private and other non-public addresses (a lab, an internal mail network); the smarthost always is. */
+  MAILROOM_ALLOW_PRIVATE_MX: z.enum(['true', 'false']).default('false'),
   /** Most SMTP transactions in flight toward destinations, in all (not counting those whose message is out and that only wait for its reply). */
   MAILROOM_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(20),
   /** Most SMTP transactions in flight toward one destination domain. */
@@ -204,6 +206,7 @@ const Settings = ConfigSchema.transform((e) => ({
     smarthost: e.MAILROOM_SMARTHOST ?? null,
     dnsServers: e.MAILROOM_DNS_SERVERS ?? null,
     mxPort: e.MAILROOM_MX_PORT,
+    allowPrivateMx: e.MAILROOM_ALLOW_PRIVATE_MX === 'true',
     concurrency: e.MAILROOM_DELIVERY_CONCURRENCY,
     domainConcurrency: e.MAILROOM_DOMAIN_CONCURRENCY,
     retrySchedule: e.MAILROOM_RETRY_SCHEDULE,

@@ -287,8 +287,8 @@ export class DeliveryWorker {
     const now = this.deps.clock()
     const cached = this.routes.get(domain)
     if (cached && cached.expires > now) return cached.route
-    const { mxPort, smarthost } = this.deps.config.delivery
-    const route = await resolveRoute(this.deps.resolver, domain, { mxPort, smarthost })
+    const { mxPort, smarthost, allowPrivateMx } = this.deps.config.delivery
+    const route = await resolveRoute(this.deps.resolver, domain, { mxPort, smarthost, allowPrivateMx })
     if ('hosts' in route) this.routes.set(domain, { route, expires: now + ROUTE_TTL_MS })
     return route
   }

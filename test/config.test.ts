@@ -37,6 +37,7 @@ describe('config', () => {
       MAILROOM_RETRY_SCHEDULE: '30s, 5m,1h',
       MAILROOM_MAX_QUEUE_AGE: '2d',
       MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false',
+      MAILROOM_ALLOW_PRIVATE_MX: 'true',
       MAILROOM_BLOCK_EVENT_RETENTION: '7d',
       MAILROOM_TLS_CERT: '/etc/cert.pem',
       MAILROOM_TLS_KEY: '/etc/key.pem',
@@ -50,6 +51,7 @@ describe('config', () => {
     expect(c.delivery).toMatchObject({
       smarthost: { host: 'relay.example.com', port: 587 },
       dnsServers: ['127.0.0.1:5353', '[::1]:53'],
+      allowPrivateMx: true,
       retrySchedule: [30_000, 300_000, 3_600_000],
       maxQueueAge: 2 * 86_400_000,
     })
@@ -57,6 +59,7 @@ describe('config', () => {
     expect(loadConfig({}).delivery).toMatchObject({
       smarthost: null,
       mxPort: 25,
+      allowPrivateMx: false,
       retrySchedule: [300_000, 600_000, 1_200_000, 2_400_000, 3_600_000, 7_200_000, 14_400_000],
       maxQueueAge: 48 * 3_600_000,
     })
@@ -119,6 +122,7 @@ describe('config', () => {
     ['MAILROOM_RETRY_SCHEDULE', '5 minutes'],
     ['MAILROOM_MAX_QUEUE_AGE', '-1h'],
     ['MAILROOM_SMTP_AUTH_REQUIRES_TLS', 'yes'],
+    ['MAILROOM_ALLOW_PRIVATE_MX', 'yes'],
     ['MAILROOM_HTTP_PORT', 'eighty'],
     ['MAILROOM_HTTP_PORT', '70000'],
     ['MAILROOM_PUBLIC_URL', 'not a url'],

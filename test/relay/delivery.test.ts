@@ -23,6 +23,8 @@ describe('delivery', () => {
     const port = options.port ?? sink.port
     const env: TestEnv = await createTestEnv({
       MAILROOM_MX_PORT: String(port),
+      // The stub zones put the MX hosts on loopback, where the sinks listen.
+      MAILROOM_ALLOW_PRIVATE_MX: 'true',
       MAILROOM_RETRY_SCHEDULE: '5m,10m',
       MAILROOM_MAX_QUEUE_AGE: '1h',
       MAILROOM_DELIVERY_TIMEOUT: '5s',
@@ -349,6 +351,21 @@ describe('delivery', () => {
     const [row] = await t.settled(txid, (r) => r[0].code !== null)
     expect(row).toMatchObject({ delivered: 0, code: 556, response: expect.stringContaining('null MX') })
     expect(t.sink.state.connections).toBe(0)
+  })
+
+  it('does not connect to an MX at a loopback address unless MAILROOM_ALLOW_PRIVATE_MX=true, and says why', async () => {
+    const t = await setup({ resolver: (p) => local(p), env: { MAILROOM_ALLOW_PRIVATE_MX: 'false' } })
+    const txid = await t.send(['x@example.com'])
+    const [row] = await t.settled(txid, (r) => r[0].code !== null)
+    expect(row).toMatchObject({
+      delivered: 0,
+      code: 556,
+      response: '5.4.4 mx.example.com resolves only to 127.0.0.1, a loopback address: not delivered',
+      mxHostname: null,
+    })
+    expect(t.sink.state.connections).toBe(0)
+    expect(t.sink.messages).toEqual([])
+    expect(await t.env.services.store.queue.pending()).toBe(0)
   })
 
   it('sends everything to the smarthost when one is set', async () => {

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { MAX_STORED_RESPONSE } from '../../relay/delivery.js'
 import { MAX_REPLY_LENGTH, MAX_REPLY_LINES } from '../../relay/smtp-session.js'
 import { flood } from '../relay/sink.js'
-import { startMailroom, waitFor } from './peers.js'
+import { startDnsmasq, startMailroom, startSmtpSink, waitFor } from './peers.js'
 
 /** What the hostile MX does on a connection: flood its EHLO reply, or answer MAIL FROM with a huge or long reply. */
 type Mode = 'refuse' | 'endless lines' | 'line without end' | '10 MB line' | 'long reply'
@@ -33,6 +33,19 @@ function hostileMx(mode: () => Mode) {
   return server
 }
 
+/** The REST API of a `mailroom serve` on its first start, with the API key it printed. */
+async function restOf(server: Awaited<ReturnType<typeof startMailroom>>) {
+  const apiKey = /API key \(shown only now\): (\S+)/.exec(
+    await waitFor(async () => /Try it/.test(server.output()) && server.output()),
+  )![1]
+  return (path: string, body?: object) =>
+    fetch(`http://127.0.0.1:${server.httpPort}${path}`, {
+      method: body ? 'POST' : 'GET',
+      headers: { 'X-API-KEY': apiKey, 'Content-Type': 'application/json' },
+      body: body && JSON.stringify(body),
+    })
+}
+
 /** The resident memory of a process, in bytes (Linux). */
 const rss = (pid: number) => Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024
 
@@ -57,15 +70,7 @@ describe('system: a hostile destination MX', () => {
       MAILROOM_DELIVERY_TIMEOUT: '10s',
     })
     cleanup.push(() => server.child.kill('SIGKILL'))
-    const apiKey = /API key \(shown only now\): (\S+)/.exec(
-      await waitFor(async () => /Try it/.test(server.output()) && server.output()),
-    )![1]
-    const api = (path: string, body?: object) =>
-      fetch(`http://127.0.0.1:${server.httpPort}${path}`, {
-        method: body ? 'POST' : 'GET',
-        headers: { 'X-API-KEY': apiKey, 'Content-Type': 'application/json' },
-        body: body && JSON.stringify(body),
-      })
+    const api = await restOf(server)
     /** Sends one message and waits for its first attempt, sampling the server's memory and its answers meanwhile. */
     const attempt = async (m: Mode) => {
       mode = m
@@ -107,5 +112,63 @@ describe('system: a hostile destination MX', () => {
       `${`${`451-4.3.0 ${'y'.repeat(900)}\n`.repeat(60)}451 4.3.0 try again later`.slice(0, MAX_STORED_RESPONSE)} [cut]`,
     )
     expect(server.child.exitCode).toBeNull()
+  })
+})
+
+// So is the DNS: an MX record pointing into the network mailroom runs in is not followed, unless
+// the operator says that network is where the mail goes.
+describe('system: an MX record pointing at a loopback address, served by dnsmasq', () => {
+  const cleanup: (() => unknown)[] = []
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f()
+  })
+
+  it('is refused, saying why in the log, and nothing reaches the MX; with MAILROOM_ALLOW_PRIVATE_MX=true it is delivered', async () => {
+    const dns = await startDnsmasq([
+      '--mx-host=inside.test,mx.inside.test,10',
+      '--host-record=mx.inside.test,127.0.0.1',
+    ])
+    cleanup.push(dns.stop)
+    const sink = await startSmtpSink()
+    cleanup.push(sink.stop)
+    /** Sends one message to r@inside.test through a new `mailroom serve`, and returns its log row once final. */
+    const send = async (env: Record<string, string>) => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'mailroom-private-mx-'))
+      cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }))
+      const server = await startMailroom({
+        MAILROOM_DATA_DIR: dataDir,
+        MAILROOM_DNS_SERVERS: dns.server,
+        MAILROOM_MX_PORT: String(sink.port),
+        ...env,
+      })
+      cleanup.push(() => server.child.kill('SIGKILL'))
+      const api = await restOf(server)
+      const sent = await api('/mail/send', {
+        from: 'me@example.org',
+        to: 'r@inside.test',
+        subject: 'inside',
+        body: 'x',
+      })
+      const txid = (await sent.json()).text as string
+      return waitFor(async () => {
+        const [row] = (await (await api(`/mail/log?mailid=${txid}`)).json()).emails
+        return row?.code !== null && row
+      })
+    }
+
+    expect(await send({})).toMatchObject({
+      delivered: 0,
+      code: 556,
+      response: '5.4.4 mx.inside.test resolves only to 127.0.0.1, a loopback address: not delivered',
+      mxHostname: null,
+    })
+    expect(sink.count()).toBe(0)
+
+    expect(await send({ MAILROOM_ALLOW_PRIVATE_MX: 'true' })).toMatchObject({
+      delivered: 1,
+      code: 250,
+      mxHostname: 'mx.inside.test',
+    })
+    expect(sink.messages().map((m) => m.to)).toEqual([['r@inside.test']])
   })
 })

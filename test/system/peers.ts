@@ -116,6 +116,44 @@ export async function startSmtpSink(extraArgs: string[] = [], { dump = true } = 
   }
 }
 
+export const DNSMASQ = '/usr/sbin/dnsmasq'
+
+/**
+ * dnsmasq as the DNS server of `.test` names on 127.0.0.1 (for MAILROOM_DNS_SERVERS), answering
+ * from its command line only: `records` are its options, such as
+ * `--mx-host=inside.test,mx.inside.test,10` and `--host-record=mx.inside.test,127.0.0.1`. Any other
+ * `.test` name does not exist, and nothing is forwarded.
+ */
+export async function startDnsmasq(records: string[]) {
+  if (!existsSync(DNSMASQ)) throw new Error(`${DNSMASQ} is missing: run test/system/peers.sh (npm test does)`)
+  const port = await freePort()
+  const child = spawn(
+    DNSMASQ,
+    [
+      '--keep-in-foreground',
+      '--conf-file=/dev/null',
+      '--no-resolv',
+      '--no-hosts',
+      '--pid-file=',
+      '--log-facility=-',
+      `--port=${port}`,
+      '--listen-address=127.0.0.1',
+      '--bind-interfaces',
+      '--local=/test/',
+      ...records,
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
+  let stderr = ''
+  child.stderr!.on('data', (d) => (stderr += d))
+  // It answers over TCP as well as UDP: a TCP connection says it is ready.
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`dnsmasq exited: ${stderr}`)
+    return canConnect(port)
+  })
+  return { server: `127.0.0.1:${port}`, stop: () => void child.kill('SIGKILL') }
+}
+
 /**
  * `mailroom serve` as a child process over a data directory; resolves once it listens. Its output
  * is collected in memory, or with `logFile` written to that file (the bench: reading a log of
