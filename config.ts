@@ -156,6 +156,10 @@ export const ConfigSchema = z.object({
   MAILROOM_RETRY_SCHEDULE: DurationList.prefault('5m,10m,20m,40m,1h,2h,4h'),
   /** A message still undelivered this long after it was accepted fails. */
   MAILROOM_MAX_QUEUE_AGE: DurationAtLeast(60_000, '1m').prefault('48h'),
+  /** Whether a sender gets a report (RFC 3464) when a recipient fails, or is still deferred past MAILROOM_DELAY_WARNING. */
+  MAILROOM_BOUNCE_REPORTS: z.enum(['on', 'off']).default('on'),
+  /** A recipient still deferred this long after acceptance gets its sender one `delayed` report; `off` for none. */
+  MAILROOM_DELAY_WARNING: z.union([z.literal('off'), DurationAtLeast(60_000, '1m')]).prefault('4h'),
   /** Connection, greeting and inactivity timeout toward a destination (a timer's wait, so at most MAX_TIMER_MS). */
   MAILROOM_DELIVERY_TIMEOUT: DurationAtLeast(1000, '1s')
     .refine(
@@ -212,6 +216,11 @@ const Settings = ConfigSchema.transform((e) => ({
     retrySchedule: e.MAILROOM_RETRY_SCHEDULE,
     maxQueueAge: e.MAILROOM_MAX_QUEUE_AGE,
     timeout: e.MAILROOM_DELIVERY_TIMEOUT,
+  },
+  reports: {
+    enabled: e.MAILROOM_BOUNCE_REPORTS === 'on',
+    /** How long a recipient is deferred before its sender is told, or null for never. */
+    delayWarning: e.MAILROOM_DELAY_WARNING === 'off' ? null : e.MAILROOM_DELAY_WARNING,
   },
 }))
 

@@ -6,12 +6,15 @@ import {
   type AttemptOutcome,
   type NewMessage,
   type QueueItem,
+  type SenderReport,
   type Store,
 } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
+import { senderReports } from './reports.js'
 import { sameReply } from './smtp-session.js'
 import { resolveRoute, type MxResolver, type Route } from './routes.js'
+import { createTxidGenerator } from './txid.js'
 
 /** A lease older than this is taken to belong to a dead worker. */
 export const LEASE_MS = 10 * 60_000
@@ -37,12 +40,17 @@ const storedResponse = (response: string) =>
 
 export interface DeliveryDeps {
   store: Store
-  config: Pick<Config, 'delivery' | 'nodeName'>
+  config: Pick<Config, 'delivery' | 'nodeName' | 'reports'>
   logger: Logger
   clock: () => number
   resolver: MxResolver
   /** The name its leases are held under (`assigned` on the log rows); config.nodeName unless given. */
   node?: string
+  /**
+   * Signs a report to a sender before it is queued (DKIM, when the node's name is a sending
+   * domain of the account); without it reports go out unsigned.
+   */
+  signReport?: (raw: Buffer, accountId: number) => Promise<Buffer>
 }
 
 /** Recipients of one message at one domain (one SMTP transaction), and the message's bytes when they are at hand. */
@@ -88,6 +96,8 @@ export class DeliveryWorker {
   /** The store's own enqueue, kept before a caller routes the pipeline's enqueue through `accept`. */
   private readonly enqueue: Store['mail']['enqueue']
   private readonly node: string
+  /** Transaction ids of the reports to senders this worker queues. */
+  private readonly newTxid = createTxidGenerator()
 
   constructor(private readonly deps: DeliveryDeps) {
     this.mx = new MxClient({ heloName: deps.config.nodeName, timeout: deps.config.delivery.timeout })
@@ -298,6 +308,7 @@ export class DeliveryWorker {
     const { store, logger, clock } = this.deps
     const { txid, messageRowId, envFrom, domain } = items[0]
     const recipients = items.map((i) => i.recipient)
+    const bytes = body ? async () => body : () => store.queue.body(messageRowId)
     const route = await this.route(domain)
     const attempt: Attempt =
       'error' in route
@@ -305,12 +316,7 @@ export class DeliveryWorker {
             mxHostname: null,
             replies: sameReply(recipients, { code: route.error.code, response: route.error.response }),
           }
-        : await this.mx.deliver(
-            route.hosts,
-            { from: envFrom, to: recipients },
-            body ? async () => body : () => store.queue.body(messageRowId),
-            sent,
-          )
+        : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, bytes, sent)
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []
@@ -352,8 +358,13 @@ export class DeliveryWorker {
         'delivery attempt',
       )
     }
+    const reports = await this.reportsFor(items, outcomes, bytes, now)
     const recorded = store.queue
-      .record(outcomes)
+      .record(outcomes, reports)
+      .then((queued) => {
+        for (const report of queued) logger.info({ txid, report }, 'report to the sender queued')
+        if (queued.length) this.kick()
+      })
       .catch((err) =>
         logger.error(
           { err, txid },
@@ -362,6 +373,30 @@ export class DeliveryWorker {
       )
       .finally(() => this.recording.delete(recorded))
     this.recording.add(recorded)
+  }
+
+  /**
+   * The reports to the sender that an attempt's outcomes call for. Should building them fail, the
+   * outcomes are recorded all the same (the report is lost, and logged): trying the rows again
+   * would deliver twice to the recipients that took the message.
+   */
+  private async reportsFor(
+    items: QueueItem[],
+    outcomes: AttemptOutcome[],
+    body: () => Promise<Buffer | undefined>,
+    now: number,
+  ): Promise<SenderReport[]> {
+    try {
+      return await senderReports(
+        { ...this.deps, newTxid: this.newTxid, body, sign: this.deps.signReport },
+        items,
+        outcomes,
+        now,
+      )
+    } catch (err) {
+      this.deps.logger.error({ err, txid: items[0].txid }, 'building the report to the sender failed; none is sent')
+      return []
+    }
   }
 }
 

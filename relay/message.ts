@@ -98,7 +98,7 @@ export function missingHeaders(
 
 /** The Date header's value (RFC 5322 §3.3, in UTC), kept for the second it names. */
 let lastDate = { second: NaN, text: '' }
-function dateHeader(date: Date): string {
+export function dateHeader(date: Date): string {
   const second = Math.floor(date.getTime() / 1000)
   if (second !== lastDate.second) lastDate = { second, text: date.toUTCString().replace(/GMT/, '+0000') }
   return lastDate.text
@@ -142,7 +142,7 @@ function heloName(helo: string): string {
 }
 
 /** One header line, folded, CRLF-terminated. */
-const header = (name: string, value: string) => `${libmime.foldLines(`${name}: ${value}`, 76)}\r\n`
+export const header = (name: string, value: string) => `${libmime.foldLines(`${name}: ${value}`, 76)}\r\n`
 
 /** A word too long to fold around: written as RFC 2047 words, which can be split, it keeps lines within 998. */
 const LONG_WORD = /\S{77,}/
@@ -177,7 +177,7 @@ function mailboxes(list: Mailbox[]): string {
  * A text part: 7bit when it is ASCII with lines of at most 998 characters, else quoted-printable.
  * Its body ends as written: the line break that ends a message, or starts a boundary, is added by the caller.
  */
-function textPart(subtype: 'plain' | 'html', body: string): string {
+export function textPart(subtype: 'plain' | 'html', body: string): string {
   const crlf = body.replace(/\r?\n|\r/g, '\r\n')
   const sevenBit = !/[^\x09\x0d\x0a\x20-\x7e]/.test(crlf) && !/[^\r\n]{999}/.test(crlf)
   return (
@@ -216,7 +216,11 @@ function param(key: string, value: string): string {
 }
 
 /** A multipart body; the CRLF before each delimiter belongs to the delimiter (RFC 2046 §5.1.1), not to the part. */
-function multipart(subtype: 'alternative' | 'mixed', boundary: string, parts: string[]): string {
+export function multipart(
+  subtype: 'alternative' | 'mixed' | 'report; report-type=delivery-status',
+  boundary: string,
+  parts: string[],
+): string {
   return `Content-Type: multipart/${subtype}; boundary="${boundary}"\r\n\r\n${parts.map((p) => `--${boundary}\r\n${p}\r\n`).join('')}--${boundary}--\r\n`
 }
 

@@ -173,6 +173,8 @@ export const deliveries = sqliteTable(
     lockTime: text('lock_time'),
     assigned: text('assigned'),
     attempts: integer('attempts').notNull().default(0),
+    /** 1 once the sender was sent a `delayed` report about this recipient: it is sent only once. */
+    delayReported: integer('delay_reported').notNull().default(0),
     /** When the row may next be tried (epoch ms); null once final. */
     nextAttemptAt: integer('next_attempt_at'),
     /** ISO 8601 UTC. */

@@ -91,13 +91,12 @@ const TOTAL_KEPT_MIN = 1000
 /** The trigram tokenizer needs at least three characters to use its index. */
 const TRIGRAM_MIN = 3
 
-export function createMailStore(sqlite: Database.Database): Store['mail'] {
-  const statements = new Map<string, Database.Statement>()
-  const prepare = (text: string) => {
-    let st = statements.get(text)
-    if (!st) statements.set(text, (st = sqlite.prepare(text)))
-    return st
-  }
+/**
+ * Stores a message, its body parts and one queued delivery row per recipient (leased to `lease`'s
+ * node when given), inside the caller's transaction: the mail store's enqueue, and the queue's
+ * record, which queues reports to senders in the commit of the outcomes they report.
+ */
+export function messageInserter(sqlite: Database.Database) {
   const insertMessage =
     sqlite.prepare(`INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject,
     message_id, origin, transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
@@ -109,22 +108,8 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
     locked, lock_time, assigned) VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?)`)
   const count = sqlite.prepare(`INSERT INTO order_counts (order_id, messages, deliveries) VALUES (?, 1, ?)
     ON CONFLICT (order_id) DO UPDATE SET messages = messages + 1, deliveries = deliveries + excluded.deliveries`)
-  const counts = sqlite.prepare('SELECT messages, deliveries FROM order_counts WHERE order_id = ?')
-  const edges = {
-    ASC: sqlite
-      .prepare('SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time ASC, id ASC LIMIT 1')
-      .pluck(),
-    DESC: sqlite
-      .prepare(
-        'SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time DESC, id DESC LIMIT 1',
-      )
-      .pluck(),
-  }
-  const windowEdge = (dir: 'ASC' | 'DESC') => edges[dir]
-
   const lastAccepted = sqlite.prepare('SELECT created_at FROM messages ORDER BY id DESC LIMIT 1').pluck()
-
-  const insertOne = ({ message: m, lease }: { message: NewMessage; lease?: { node: string; now: number } }) => {
+  return ({ message: m, lease }: { message: NewMessage; lease?: { node: string; now: number } }) => {
     // A message is never recorded as accepted before the one stored before it: should the clock
     // be stepped back, the times stall until it catches up. Row ids then follow the times, which
     // the log's date windows rely on (a window is read as the ids from its first message to its last).
@@ -153,16 +138,41 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
           messageRowId: rowId,
           txid: m.txid,
           accountId: m.accountId,
+          orderId: m.orderId,
           envFrom: m.envFrom,
           recipient,
           domain,
           attempts: 0,
           queuedAt: at,
+          delayReported: false,
         })
     })
     count.run(m.orderId, m.recipients.length)
     return lease ? { rowId, leased } : { rowId }
   }
+}
+
+export function createMailStore(sqlite: Database.Database): Store['mail'] {
+  const statements = new Map<string, Database.Statement>()
+  const prepare = (text: string) => {
+    let st = statements.get(text)
+    if (!st) statements.set(text, (st = sqlite.prepare(text)))
+    return st
+  }
+  const counts = sqlite.prepare('SELECT messages, deliveries FROM order_counts WHERE order_id = ?')
+  const edges = {
+    ASC: sqlite
+      .prepare('SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time ASC, id ASC LIMIT 1')
+      .pluck(),
+    DESC: sqlite
+      .prepare(
+        'SELECT id FROM messages WHERE order_id = ? AND time BETWEEN ? AND ? ORDER BY time DESC, id DESC LIMIT 1',
+      )
+      .pluck(),
+  }
+  const windowEdge = (dir: 'ASC' | 'DESC') => edges[dir]
+
+  const insertOne = messageInserter(sqlite)
 
   const commit = groupCommit(sqlite, insertOne)
 

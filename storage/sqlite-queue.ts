@@ -1,10 +1,12 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
+import { messageInserter } from './sqlite-mail.js'
 import {
   joinPieces,
   type AttemptOutcome,
   type QueueChange,
   type QueueItem,
+  type SenderReport,
   type Store,
   type WaitingRecipient,
 } from './store.js'
@@ -23,9 +25,9 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
     sqlite.prepare(`UPDATE deliveries SET locked = 1, lock_time = CAST(CAST(@now AS INTEGER) AS TEXT), assigned = @node
     WHERE id IN (SELECT id FROM deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= @now
       AND (locked = 0 OR CAST(lock_time AS INTEGER) < @expired) ORDER BY next_attempt_at LIMIT @limit)
-    RETURNING id, message_id AS messageRowId, recipient, domain, attempts`)
+    RETURNING id, message_id AS messageRowId, recipient, domain, attempts, delay_reported AS delayReported`)
   const messageOf = sqlite.prepare(
-    'SELECT txid, account_id AS accountId, env_from AS envFrom, created_at AS queuedAt FROM messages WHERE id = ?',
+    'SELECT txid, account_id AS accountId, order_id AS orderId, env_from AS envFrom, created_at AS queuedAt FROM messages WHERE id = ?',
   )
   const parts = sqlite.prepare('SELECT raw FROM message_bodies WHERE message_id = ? ORDER BY part').pluck()
   const update =
@@ -41,6 +43,19 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
     'UPDATE deliveries SET lock_time = CAST(CAST(? AS INTEGER) AS TEXT) WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL',
   )
   const pending = sqlite.prepare('SELECT COUNT(*) FROM deliveries WHERE next_attempt_at IS NOT NULL').pluck()
+  const insertMessage = messageInserter(sqlite)
+  const delayReported = sqlite.prepare('SELECT delay_reported FROM deliveries WHERE id = ?').pluck()
+  const markDelayReported = sqlite.prepare('UPDATE deliveries SET delay_reported = 1 WHERE id = ?')
+  /** Queues a report if each of its rows was recorded in this transaction (`recorded`) and, when delayed, not reported delayed before. */
+  const queueReport = (report: SenderReport, recorded: Set<number>): boolean => {
+    if (!report.rows.every((id) => recorded.has(id))) return false
+    if (report.action === 'delayed') {
+      if (report.rows.some((id) => delayReported.get(id) === 1)) return false
+      for (const id of report.rows) markDelayReported.run(id)
+    }
+    insertMessage({ message: report.message })
+    return true
+  }
 
   // The operator's view of the queue and changes to it. A row a live worker holds (`held`) is
   // left alone: its attempt is under way and will record its own outcome.
@@ -76,35 +91,34 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
   )
 
   const claimTx = sqlite.transaction((node: string, now: number, leaseMs: number, limit: number): QueueItem[] => {
-    const rows = claim.all({ node, now, expired: now - leaseMs, limit }) as Omit<
+    type OfMessage = Pick<QueueItem, 'txid' | 'accountId' | 'orderId' | 'envFrom' | 'queuedAt'>
+    const rows = claim.all({ node, now, expired: now - leaseMs, limit }) as (Omit<
       QueueItem,
-      'txid' | 'accountId' | 'envFrom' | 'queuedAt'
-    >[]
-    const messages = new Map<number, Pick<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>>()
+      keyof OfMessage | 'delayReported'
+    > & { delayReported: number })[]
+    const messages = new Map<number, OfMessage>()
     return rows.map((r) => {
       let m = messages.get(r.messageRowId)
-      if (!m)
-        messages.set(
-          r.messageRowId,
-          (m = messageOf.get(r.messageRowId) as Pick<QueueItem, 'txid' | 'accountId' | 'envFrom' | 'queuedAt'>),
-        )
-      return { ...r, ...m }
+      if (!m) messages.set(r.messageRowId, (m = messageOf.get(r.messageRowId) as OfMessage))
+      return { ...r, ...m, delayReported: r.delayReported === 1 }
     })
   })
   // Outcomes of attempts finishing within RECORD_DELAY_MS share one commit.
   const recordTx = groupCommit(
     sqlite,
-    (outcomes: AttemptOutcome[]) => {
+    ({ outcomes, reports }: { outcomes: AttemptOutcome[]; reports: SenderReport[] }) => {
       const touched = new Set<number>()
+      const recorded = new Set<number>()
       for (const o of outcomes) {
         const row = update.get({
           ...o,
           delivered: o.state === 'delivered' ? 1 : 0,
           nextAttemptAt: o.state === 'deferred' ? o.nextAttemptAt : null,
         }) as { messageRowId: number } | undefined
-        if (row) touched.add(row.messageRowId)
+        if (row) touched.add(row.messageRowId), recorded.add(o.id)
       }
       for (const id of touched) dropBody.run({ id })
+      return reports.filter((report) => queueReport(report, recorded)).map((report) => report.message.txid)
     },
     { delayMs: RECORD_DELAY_MS },
   )
@@ -117,8 +131,8 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       const raw = parts.all(messageRowId) as Buffer[]
       return raw.length === 0 ? undefined : joinPieces(raw)
     },
-    async record(outcomes) {
-      await recordTx(outcomes)
+    async record(outcomes, reports = []) {
+      return recordTx({ outcomes, reports })
     },
     async release(node) {
       return release.run(node).changes

@@ -183,12 +183,15 @@ export interface QueueItem {
   messageRowId: number
   txid: string
   accountId: number
+  orderId: number
   envFrom: string
   recipient: string
   domain: string
   attempts: number
   /** When the message was accepted (ms). */
   queuedAt: number
+  /** Whether the sender was already sent a `delayed` report about this recipient. */
+  delayReported: boolean
 }
 
 /** The result of one delivery attempt for one row. */
@@ -200,6 +203,21 @@ export interface AttemptOutcome {
   mxHostname: string | null
   /** When to try again (deferred only). */
   nextAttemptAt: number | null
+}
+
+/**
+ * A report to a message's sender (RFC 3464) about some of its recipients, queued in the commit that
+ * records their outcomes: it is neither lost nor sent twice, whenever the process stops.
+ */
+export interface SenderReport {
+  /**
+   * The delivery rows it reports on: it is queued only if each of them was still waiting when
+   * recorded (a row already final was recorded, and reported, by another attempt) and, for a
+   * `delayed` report, none was reported delayed before; those are then marked as reported.
+   */
+  rows: number[]
+  action: 'failed' | 'delayed'
+  message: NewMessage
 }
 
 /** A recipient still to deliver, as the operator sees it in the queue. */
@@ -292,9 +310,11 @@ export interface Store {
     body(messageRowId: number): Promise<Buffer | undefined>
     /**
      * Records attempt outcomes and releases their leases; drops bodies no recipient still needs.
-     * A row already final (delivered or failed) is left as it is.
+     * A row already final (delivered or failed) is left as it is. `reports` are queued in the
+     * same transaction, each as its conditions allow (see SenderReport); resolves with the
+     * transaction ids of those queued.
      */
-    record(outcomes: AttemptOutcome[]): Promise<void>
+    record(outcomes: AttemptOutcome[], reports?: SenderReport[]): Promise<string[]>
     /** Releases every lease a node holds (its previous process is gone); returns how many. */
     release(node: string): Promise<number>
     /**

@@ -1,3 +1,5 @@
+import { simpleParser } from 'mailparser'
+import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { DeliveryWorker, LEASE_MS } from '../../relay/delivery.js'
 import type { MxResolver } from '../../relay/routes.js'
@@ -17,6 +19,8 @@ describe('delivery', () => {
     resolver: (port: number) => MxResolver
     port?: number
     env?: Record<string, string>
+    /** Where the worker's log lines (parsed) go. */
+    log?: Record<string, unknown>[]
   }) {
     const sink = await startSink()
     cleanup.push(() => sink.close())
@@ -39,7 +43,15 @@ describe('delivery', () => {
       claimed.push(items.length)
       return items
     }
-    const worker = new DeliveryWorker({ ...env.services, resolver: options.resolver(port) })
+    const { log } = options
+    const logger = log
+      ? pino({ level: 'info' }, { write: (line: string) => void log.push(JSON.parse(line)) })
+      : undefined
+    const worker = new DeliveryWorker({
+      ...env.services,
+      resolver: options.resolver(port),
+      logger: logger ?? env.services.logger,
+    })
     env.services.store.mail.enqueue = (message) => worker.accept(message)
     cleanup.push(() => worker.stop())
     await worker.start()
@@ -90,6 +102,10 @@ describe('delivery', () => {
     }
     return { sink, env, worker, send, rows, settled, later, claimed }
   }
+
+  /** The rows of a message still to deliver (a report to its sender is a message of its own). */
+  const waitingOf = async (t: Awaited<ReturnType<typeof setup>>, txid: string) =>
+    (await t.env.services.store.queue.waiting({ now: t.env.clock(), leaseMs: LEASE_MS })).filter((w) => w.txid === txid)
 
   const local = (_port: number, domains: string[] = ['example.com']) =>
     stubResolver({
@@ -222,7 +238,7 @@ describe('delivery', () => {
     const txid = await t.send(['a@example.com'])
     const [row] = await t.settled(txid, (r) => r[0].code === 554)
     expect(row).toMatchObject({ delivered: 0, code: 554, response: expect.stringContaining('rejected as spam') })
-    expect(await t.env.services.store.queue.pending()).toBe(0)
+    expect(await waitingOf(t, txid)).toEqual([])
     // Not a "user unknown": nobody is suppressed.
     expect(await t.env.services.store.blocks.delist(t.env.accountId, 'a@example.com')).toBe(0)
   })
@@ -308,7 +324,7 @@ describe('delivery', () => {
     }
     const [row] = await t.settled(txid, (r) => /gave up/.test(r[0].response ?? ''))
     expect(row.delivered).toBe(0)
-    expect(await t.env.services.store.queue.pending()).toBe(0)
+    expect(await waitingOf(t, txid)).toEqual([])
   })
 
   it('uses MX hosts by preference, falling back to the next one', async () => {
@@ -467,6 +483,206 @@ describe('delivery', () => {
     await restarted.start()
     await t.settled(txid, (r) => r[0].delivered === 1)
     expect(t.sink.messages).toHaveLength(1)
+  })
+
+  describe('reports to senders (RFC 3464)', () => {
+    /** The sender's domain resolves to the sink too, so that reports to it arrive there. */
+    const both = (p: number) => local(p, ['example.com', 'example.org'])
+    const unknownUser = (rcpt: string) =>
+      rcpt === 'gone@example.com'
+        ? { code: 550, message: '5.1.1 <gone@example.com>: Recipient address rejected: User unknown' }
+        : undefined
+    /** Every message of the order in the log, oldest first, one row each. */
+    const messages = async (t: Awaited<ReturnType<typeof setup>>) =>
+      (
+        await t.env.services.store.mail.log({
+          orderId: t.env.orderId,
+          skip: 0,
+          limit: 100,
+          dir: 'asc',
+          groupby: 'message',
+        })
+      ).rows
+    /** The report the sink received, parsed, with its delivery-status part as fields. */
+    const parseReport = async (raw: Buffer) => {
+      const parsed = await simpleParser(raw, { keepDeliveryStatus: true })
+      const part = (type: string) => parsed.attachments.find((a) => a.contentType === type)?.content.toString()
+      const status = part('message/delivery-status') ?? ''
+      const groups = status
+        .trim()
+        .replace(/\r\n(?=[ \t])/g, '')
+        .split(/\r\n\r\n/)
+        .map((group) => Object.fromEntries(group.split('\r\n').map((line) => line.split(/: (.*)/s).slice(0, 2))))
+      return { parsed, groups, headers: part('text/rfc822-headers') }
+    }
+
+    it('sends the sender one report for an unknown user, from the null sender, in the same order’s log', async () => {
+      const t = await setup({ resolver: both })
+      t.sink.state.rcptRule = unknownUser
+      const txid = await t.send(['gone@example.com', 'here@example.com'])
+      await t.settled(txid, (r) => r.every((x) => x.code !== null))
+      // The report was queued in the commit that recorded the failure: it is in the log already.
+      const [original, report, ...more] = await messages(t)
+      expect(more).toEqual([])
+      expect(original.id).toBe(txid)
+      expect(report).toMatchObject({
+        from: '',
+        to: 'sender@example.org',
+        subject: 'Undelivered Mail Returned to Sender',
+        transtype: 'DSN',
+        user: `mb${t.env.orderId}`,
+      })
+      await t.settled(report.id, (r) => r[0].delivered === 1)
+      expect(t.sink.messages.map((m) => [m.from, m.to])).toEqual([
+        ['sender@example.org', ['here@example.com']],
+        ['', ['sender@example.org']],
+      ])
+      const { parsed, groups, headers } = await parseReport(t.sink.messages[1].raw)
+      expect(parsed.from?.value).toEqual([
+        { name: 'Mail Delivery System', address: `MAILER-DAEMON@${t.env.config.nodeName}` },
+      ])
+      expect(parsed.headers.get('content-type')).toMatchObject({
+        value: 'multipart/report',
+        params: { 'report-type': 'delivery-status' },
+      })
+      expect(parsed.headers.get('auto-submitted')).toBe('auto-replied')
+      expect(parsed.text).toContain('<gone@example.com>: 550 5.1.1 <gone@example.com>: Recipient address rejected')
+      expect(groups).toEqual([
+        {
+          'Reporting-MTA': `dns; ${t.env.config.nodeName}`,
+          'X-Mailroom-Transaction': txid,
+          'Arrival-Date': expect.stringMatching(/ \+0000$/),
+        },
+        {
+          'Final-Recipient': 'rfc822; gone@example.com',
+          Action: 'failed',
+          Status: '5.1.1',
+          'Remote-MTA': 'dns; mx.example.com',
+          'Diagnostic-Code': 'smtp; 550 5.1.1 <gone@example.com>: Recipient address rejected: User unknown',
+          'Last-Attempt-Date': expect.stringMatching(/ \+0000$/),
+        },
+      ])
+      expect(headers).toContain('Subject: delivery test\r\n')
+      expect(headers).not.toContain('hello')
+    })
+
+    it('reports a null MX as failed, with its 5.1.10 and no remote MTA', async () => {
+      const t = await setup({
+        resolver: () =>
+          stubResolver({
+            mx: {
+              'null.test': [{ exchange: '', priority: 0 }],
+              'example.org': [{ exchange: 'mx.example.org', priority: 10 }],
+            },
+            a: { 'mx.example.org': ['127.0.0.1'] },
+          }),
+      })
+      const txid = await t.send(['x@null.test'])
+      await t.settled(txid, (r) => r[0].code === 556)
+      await expect.poll(() => t.sink.messages.length, { timeout: 10_000 }).toBe(1)
+      const { groups } = await parseReport(t.sink.messages[0].raw)
+      expect(groups[1]).toEqual({
+        'Final-Recipient': 'rfc822; x@null.test',
+        Action: 'failed',
+        Status: '5.1.10',
+        'Diagnostic-Code': 'smtp; 556 5.1.10 null.test does not accept mail (null MX)',
+        'Last-Attempt-Date': expect.any(String),
+      })
+    })
+
+    it('sends no report about a report that fails: it is only logged', async () => {
+      const log: Record<string, unknown>[] = []
+      const t = await setup({ resolver: both, log })
+      // The sender's own mailbox is gone too: the report to it is refused.
+      t.sink.state.rcptRule = (rcpt) =>
+        rcpt === 'sender@example.org' ? { code: 550, message: '5.1.1 No such user' } : unknownUser(rcpt)
+      const txid = await t.send(['gone@example.com'])
+      await t.settled(txid, (r) => r[0].code === 550)
+      const [, report] = await messages(t)
+      await t.settled(report.id, (r) => r[0].code === 550)
+      expect((await messages(t)).map((m) => [m.from, m.to, m.delivered])).toEqual([
+        ['sender@example.org', 'gone@example.com', 0],
+        ['', 'sender@example.org', 0],
+      ])
+      expect(await t.env.services.store.queue.pending()).toBe(0)
+      expect(t.sink.messages).toEqual([])
+      expect(log.filter((l) => /null sender/.test(String(l.msg)))).toEqual([
+        expect.objectContaining({ txid: report.id, rcpts: ['sender@example.org'] }),
+      ])
+    })
+
+    it('sends no report for a message from the null sender', async () => {
+      const log: Record<string, unknown>[] = []
+      const t = await setup({ resolver: both, log })
+      t.sink.state.rcptRule = unknownUser
+      const txid = await t.send(['gone@example.com'], { envFrom: '' })
+      await t.settled(txid, (r) => r[0].code === 550)
+      expect((await messages(t)).map((m) => m.id)).toEqual([txid])
+      expect(await t.env.services.store.queue.pending()).toBe(0)
+      expect(log.filter((l) => /null sender/.test(String(l.msg)))).toHaveLength(1)
+    })
+
+    it('sends none with MAILROOM_BOUNCE_REPORTS=off', async () => {
+      const t = await setup({ resolver: both, env: { MAILROOM_BOUNCE_REPORTS: 'off' } })
+      t.sink.state.rcptRule = unknownUser
+      const txid = await t.send(['gone@example.com'])
+      await t.settled(txid, (r) => r[0].code === 550)
+      expect((await messages(t)).map((m) => m.id)).toEqual([txid])
+      expect(await t.env.services.store.queue.pending()).toBe(0)
+      expect(t.sink.messages).toEqual([])
+    })
+
+    it('warns once of a recipient deferred past MAILROOM_DELAY_WARNING, then reports it failed at the maximum age', async () => {
+      const t = await setup({ resolver: both, env: { MAILROOM_DELAY_WARNING: '10m' } })
+      t.sink.state.rcptRule = (rcpt) =>
+        rcpt === 'busy@example.com' ? { code: 450, message: '4.2.1 Mailbox busy' } : undefined
+      const txid = await t.send(['busy@example.com'])
+      /** Moves past the next retry and waits until that attempt is recorded. */
+      const attempt = async (n: number, wait: number) => {
+        t.later(wait * MIN + 1)
+        await expect.poll(async () => (await waitingOf(t, txid))[0]?.attempts ?? 'final', { timeout: 10_000 }).toBe(n)
+      }
+      await expect.poll(async () => (await t.rows(txid))[0].code, { timeout: 10_000 }).toBe(450)
+      await attempt(2, 5) // 5 minutes after acceptance: not yet
+      expect((await messages(t)).length).toBe(1)
+      await attempt(3, 10) // 15 minutes: the warning
+      const [, warning] = await messages(t)
+      expect(warning).toMatchObject({
+        from: '',
+        to: 'sender@example.org',
+        subject: 'Delayed Mail (still being retried)',
+      })
+      await attempt(4, 10) // 25 minutes: not again
+      await attempt(5, 10)
+      await attempt(6, 10)
+      expect((await messages(t)).length).toBe(2)
+      await t.settled(warning.id, (r) => r[0].delivered === 1)
+      const delayed = await parseReport(t.sink.messages[0].raw)
+      expect(delayed.groups[1]).toMatchObject({
+        'Final-Recipient': 'rfc822; busy@example.com',
+        Action: 'delayed',
+        Status: '4.2.1',
+        'Diagnostic-Code': 'smtp; 450 4.2.1 Mailbox busy',
+        // Accepted at the test clock's start; MAILROOM_MAX_QUEUE_AGE is 1h.
+        'Will-Retry-Until': 'Sun, 22 Nov 2026 13:00:00 +0000',
+      })
+      expect(delayed.parsed.text).toContain('It is still being tried, until Sun, 22 Nov 2026 13:00:00 +0000')
+      // Past the maximum age the recipient fails, and the sender is told so.
+      t.later(10 * MIN + 1)
+      await t.settled(txid, (r) => /gave up/.test(r[0].response ?? ''))
+      const all = await messages(t)
+      expect(all.map((m) => m.subject)).toEqual([
+        'delivery test',
+        'Delayed Mail (still being retried)',
+        'Undelivered Mail Returned to Sender',
+      ])
+      await t.settled(all[2].id, (r) => r[0].delivered === 1)
+      const failed = await parseReport(t.sink.messages[1].raw)
+      expect(failed.groups[1]).toMatchObject({ Action: 'failed', Status: '4.2.1' })
+      expect(failed.groups[1]['Diagnostic-Code']).toMatch(
+        /^smtp; 450 4\.2\.1 Mailbox busy \(gave up after \d+ attempts\)$/,
+      )
+    })
   })
 })
 

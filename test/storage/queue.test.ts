@@ -86,6 +86,52 @@ describe('the durable queue', () => {
     expect(locks(plain.rowId)).toEqual([[0, null]])
   })
 
+  it('queues a report to the sender in the commit of the outcomes it reports, once, and never for a row already final', async () => {
+    const m = message(Buffer.from('x\r\n'), ['gone@example.com', 'busy@example.com'])
+    const { leased } = await store.mail.enqueue(m, { node: 'node-a', now: m.time })
+    const [gone, busy] = leased!
+    const outcome = (id: number, state: 'failed' | 'deferred') => ({
+      id,
+      state,
+      code: state === 'failed' ? 550 : 450,
+      response: state === 'failed' ? '550 5.1.1 unknown' : '450 4.2.1 busy',
+      mxHostname: 'mx.example.com',
+      nextAttemptAt: state === 'deferred' ? m.time + 60_000 : null,
+    })
+    const report = (rows: number[], action: 'failed' | 'delayed') => ({
+      rows,
+      action,
+      message: { ...message(Buffer.from('report\r\n'), ['a@example.org']), envFrom: '' },
+    })
+    const reports = () =>
+      store.sqlite.prepare("SELECT COUNT(*) FROM messages WHERE env_from = ''").pluck().get() as number
+    const failed = report([gone.id], 'failed')
+    const delayed = report([busy.id], 'delayed')
+    expect(
+      await store.queue.record([outcome(gone.id, 'failed'), outcome(busy.id, 'deferred')], [failed, delayed]),
+    ).toEqual([failed.message.txid, delayed.message.txid])
+    expect(reports()).toBe(2)
+    // The same again (another attempt whose lease had expired, or a worker that read the row
+    // before the first was recorded): the failed row is final, the delayed one reported already.
+    expect(
+      await store.queue.record(
+        [outcome(gone.id, 'failed'), outcome(busy.id, 'deferred')],
+        [report([gone.id], 'failed'), report([busy.id], 'delayed')],
+      ),
+    ).toEqual([])
+    expect(reports()).toBe(2)
+    // The report is queued like any message: due now, for any worker.
+    expect(
+      (await store.queue.claim({ node: 'node-b', now: Date.now() + 1000, leaseMs: 60_000, limit: 10 })).map((i) => [
+        i.envFrom,
+        i.recipient,
+      ]),
+    ).toEqual([
+      ['', 'a@example.org'],
+      ['', 'a@example.org'],
+    ])
+  })
+
   describe("the operator's view and changes", () => {
     const leaseMs = 60_000
     const now = Date.UTC(2026, 0, 5, 12)
