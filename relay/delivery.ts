@@ -46,11 +46,6 @@ export interface DeliveryDeps {
   resolver: MxResolver
   /** The name its leases are held under (`assigned` on the log rows); config.nodeName unless given. */
   node?: string
-  /**
-   * Signs a report to a sender before it is queued (DKIM, when the node's name is a sending
-   * domain of the account); without it reports go out unsigned.
-   */
-  signReport?: (raw: Buffer, accountId: number) => Promise<Buffer>
 }
 
 /** Recipients of one message at one domain (one SMTP transaction), and the message's bytes when they are at hand. */
@@ -388,7 +383,7 @@ export class DeliveryWorker {
   ): Promise<SenderReport[]> {
     try {
       return await senderReports(
-        { ...this.deps, newTxid: this.newTxid, body, sign: this.deps.signReport },
+        { ...this.deps, newTxid: this.newTxid, body },
         items,
         outcomes,
         now,

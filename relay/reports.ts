@@ -5,7 +5,8 @@
  */
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
-import type { AttemptOutcome, NewMessage, QueueItem, SenderReport } from '../storage/store.js'
+import { joinPieces, type AttemptOutcome, type NewMessage, type QueueItem, type SenderReport, type Store } from '../storage/store.js'
+import { signMessage } from './dkim.js'
 import { dateHeader, header, multipart, newMessageId, textPart } from './message.js'
 
 /** The local part reports come from (RFC 5321 §4.5.5: sent with a null reverse-path). */
@@ -142,11 +143,8 @@ export interface ReportDeps {
   newTxid: (now: number) => string
   /** The original message's bytes: its header block goes into the report. */
   body: () => Promise<Buffer | undefined>
-  /**
-   * Signs a report's bytes before it is queued (DKIM, when the node's name is a sending domain
-   * of the account); without it, reports go out unsigned.
-   */
-  sign?: (raw: Buffer, accountId: number) => Promise<Buffer>
+  /** Where the sending domains are: a report is DKIM-signed when the node's domain is one of the account's. */
+  store: Store
 }
 
 /**
@@ -198,7 +196,10 @@ export async function senderReports(
       now,
       retryUntil: first.queuedAt + deps.config.delivery.maxQueueAge,
     })
-    const raw = deps.sign ? await deps.sign(composed.raw, first.accountId) : composed.raw
+    // From MAILER-DAEMON@<node name>: signed like any mail from that domain, when it is a sending
+    // domain of the account.
+    const from = `MAILER-DAEMON@${deps.config.nodeName}`
+    const raw = joinPieces(await signMessage(deps, { accountId: first.accountId, from, raw: [composed.raw], time: now, txid }))
     reports.push({
       rows: indexes.map((i) => items[i].id),
       action,

@@ -1,7 +1,9 @@
+import { dkimVerify } from 'mailauth/lib/dkim/verify.js'
 import { simpleParser } from 'mailparser'
 import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { DeliveryWorker, LEASE_MS } from '../../relay/delivery.js'
+import { dnsRecords, generateDkimKey } from '../../relay/dkim.js'
 import type { MxResolver } from '../../relay/routes.js'
 import type { LogRow } from '../../storage/store.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
@@ -564,6 +566,33 @@ describe('delivery', () => {
       ])
       expect(headers).toContain('Subject: delivery test\r\n')
       expect(headers).not.toContain('hello')
+    })
+
+    it("signs the report with DKIM when the node's domain is a sending domain of the account", async () => {
+      const t = await setup({ resolver: both, env: { MAILROOM_NODE_NAME: 'mx.relay.test' } })
+      const key = await t.env.services.store.domains.addKey({
+        accountId: t.env.accountId,
+        domain: 'relay.test',
+        selector: 'r1',
+        algorithm: 'rsa',
+        ...generateDkimKey('rsa'),
+        now: t.env.clock(),
+      })
+      const [record] = dnsRecords(key, 'mx.relay.test')
+      t.sink.state.rcptRule = unknownUser
+      const txid = await t.send(['gone@example.com'])
+      await t.settled(txid, (r) => r.every((x) => x.code !== null))
+      const report = (await messages(t))[1]
+      await t.settled(report.id, (r) => r[0].delivered === 1)
+      const raw = t.sink.messages.find((m) => m.from === '')!.raw
+      const resolver = async (name: string, type: string) => {
+        if (type === 'TXT' && name === record.name) return [record.value.match(/.{1,255}/g) as string[]]
+        throw Object.assign(new Error(`queryTxt ENOTFOUND ${name}`), { code: 'ENOTFOUND' })
+      }
+      const { results } = await dkimVerify(raw, { resolver })
+      expect(results.map((r) => `${r.signingDomain}/${r.selector}: ${r.status.result}`)).toEqual([
+        'relay.test/r1: pass',
+      ])
     })
 
     it('reports a null MX as failed, with its 5.1.10 and no remote MTA', async () => {
