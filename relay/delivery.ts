@@ -382,12 +382,7 @@ export class DeliveryWorker {
     now: number,
   ): Promise<SenderReport[]> {
     try {
-      return await senderReports(
-        { ...this.deps, newTxid: this.newTxid, body },
-        items,
-        outcomes,
-        now,
-      )
+      return await senderReports({ ...this.deps, newTxid: this.newTxid, body }, items, outcomes, now)
     } catch (err) {
       this.deps.logger.error({ err, txid: items[0].txid }, 'building the report to the sender failed; none is sent')
       return []

@@ -5,7 +5,14 @@
  */
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
-import { joinPieces, type AttemptOutcome, type NewMessage, type QueueItem, type SenderReport, type Store } from '../storage/store.js'
+import {
+  joinPieces,
+  type AttemptOutcome,
+  type NewMessage,
+  type QueueItem,
+  type SenderReport,
+  type Store,
+} from '../storage/store.js'
 import { signMessage } from './dkim.js'
 import { dateHeader, header, multipart, newMessageId, textPart } from './message.js'
 
@@ -199,7 +206,9 @@ export async function senderReports(
     // From MAILER-DAEMON@<node name>: signed like any mail from that domain, when it is a sending
     // domain of the account.
     const from = `MAILER-DAEMON@${deps.config.nodeName}`
-    const raw = joinPieces(await signMessage(deps, { accountId: first.accountId, from, raw: [composed.raw], time: now, txid }))
+    const raw = joinPieces(
+      await signMessage(deps, { accountId: first.accountId, from, raw: [composed.raw], time: now, txid }),
+    )
     reports.push({
       rows: indexes.map((i) => items[i].id),
       action,
