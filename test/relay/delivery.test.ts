@@ -383,7 +383,7 @@ describe('delivery', () => {
     })
     expect(t.sink.state.connections).toBe(0)
     expect(t.sink.messages).toEqual([])
-    expect(await t.env.services.store.queue.pending()).toBe(0)
+    expect(await waitingOf(t, txid)).toEqual([])
   })
 
   it('sends everything to the smarthost when one is set', async () => {
