@@ -1,17 +1,27 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { createHash } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { DKIMSignOptions } from 'mailauth'
 import { dkimSign } from 'mailauth/lib/dkim/sign.js'
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js'
+import { formatRelaxedLine } from 'mailauth/lib/tools.js'
 import nodemailer from 'nodemailer'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createAccount } from '../../accounts.js'
 import { addDomainKey, checkRecords, type AddedKey } from '../../cli/domains.js'
 import { loadConfig } from '../../config.js'
-import { dnsRecords, generateDkimKey, signingDomains, withCrlf } from '../../relay/dkim.js'
+import {
+  dkimSignature,
+  dnsRecords,
+  generateDkimKey,
+  relaxedBody,
+  relaxedHeader,
+  signingDomains,
+  withCrlf,
+} from '../../relay/dkim.js'
 import { openRuntime, type Runtime } from '../../runtime.js'
 import { startServer, type RunningServer } from '../../serve.js'
 import { firstStartCredentials, silentLogger } from '../helpers.js'
@@ -255,6 +265,120 @@ describe('signing domains', () => {
     const clean = Buffer.from('a: b\r\n\r\nbody\r\n')
     expect(withCrlf(clean)).toBe(clean)
     expect(withCrlf(Buffer.from('a\nb\rc\r\r\nd')).toString()).toBe('a\r\nb\r\nc\r\n\r\nd')
+  })
+})
+
+// Our signer against mailauth's: the same canonical forms, and signatures its verifier passes.
+describe('the signer', () => {
+  const HEAD =
+    'From: Me <me@signed.test>\r\nTo: bob@example.com\r\nSubject: canon\r\nDate: Sun, 22 Nov 2026 10:00:00 +0000\r\n' +
+    'Message-ID: <canon@signed.test>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n'
+  const bodies: [string, string][] = [
+    ['empty', ''],
+    ['only CRLFs', '\r\n\r\n\r\n'],
+    ['one line without CRLF', 'no line end'],
+    ['trailing spaces and tabs', 'a  \r\nb\t\r\nc \t \r\n'],
+    ['runs of spaces and tabs', 'a \t b\t\tc    d\r\n'],
+    ['leading spaces and tabs', '  indented\r\n\tx\r\n \t y\r\n'],
+    ['blank lines of spaces, inside and at the end', 'a\r\n \t \r\n\r\nb\r\n  \r\n\t\r\n\r\n'],
+    ['spaces after the last CRLF', 'a\r\n   '],
+    ['only spaces', '   \t  '],
+    ['dot lines', '.\r\n..two dots\r\n.a\r\n'],
+    ['8-bit', 'Grüße, naïve café, à la 日本語\r\nЖ\u00a0x\r\n'],
+    ['a 2,000-character line', `${'x'.repeat(2000)}\r\n`],
+    [
+      'an attachment',
+      `--b\r\nContent-Transfer-Encoding: base64\r\n\r\n${`${'QUJD'.repeat(19)}\r\n`.repeat(300)}--b--\r\n`,
+    ],
+  ]
+  const headers: [string, string][] = [
+    ['trailing spaces', 'Subject:  hello   world \t '],
+    ['folded over lines', 'Subject: folded\r\n  over\r\n\tlines'],
+    ['spaces around the colon and upper case', 'SUBJECT \t:  x'],
+    ['an empty value', 'Subject:'],
+    ['a value of spaces', 'Subject: \t '],
+    ['8-bit', 'Subject: Grüße, naïve café, 日本語'],
+    ['a folded list', 'References: <a@x>\r\n\t<b@x>\r\n <c@x>'],
+    ['tabs inside', 'To:\tBob\t\t<bob@example.com>\t'],
+  ]
+  const rsa = generateDkimKey('rsa')
+  const ed25519 = generateDkimKey('ed25519')
+  const keyOf = (algorithm: 'rsa' | 'ed25519', pair = algorithm === 'rsa' ? rsa : ed25519) =>
+    ({ domain: 'signed.test', accountId: 1, selector: algorithm, algorithm, createdAt: 0, ...pair }) as const
+  const records = [dnsRecords(keyOf('rsa'), 'x')[0], dnsRecords(keyOf('ed25519'), 'x')[0]]
+  const sha256 = (text: string) => createHash('sha256').update(text, 'latin1').digest('base64')
+  /** mailauth's own signature of a message, for its bh= and h=. */
+  const theirs = async (message: Buffer) => {
+    const { signatures } = await dkimSign(message, {
+      signatureData: [{ signingDomain: 'signed.test', selector: 'rsa', privateKey: rsa.privateKey }],
+    } as DKIMSignOptions)
+    return signatures
+  }
+  const tag = (signature: string, name: string) =>
+    signature.match(new RegExp(`[; ]${name}=([^;]*)`))?.[1].replace(/\s+/g, '')
+
+  it.each(bodies)("canonicalizes a body (%s) as mailauth's does", async (_, body) => {
+    const message = Buffer.from(`${HEAD}\r\n${body}`)
+    expect(sha256(relaxedBody(Buffer.from(body)))).toBe(tag(await theirs(message), 'bh'))
+  })
+
+  it.each(headers)("canonicalizes a header field (%s) as mailauth's does", (_, field) => {
+    // Both take the field's bytes one for one, as a message's header is read.
+    const bytes = Buffer.from(field)
+    expect(relaxedHeader(bytes.toString('latin1'))).toBe(formatRelaxedLine(bytes, '\r\n').toString('latin1'))
+  })
+
+  it('keeps 8-bit bytes that are not spaces or tabs, such as 0xA0 (RFC 6376 §3.4.2: WSP only)', () => {
+    expect(relaxedHeader('Subject: \u00a0x\u00a0 ')).toBe('subject:\u00a0x\u00a0\r\n')
+  })
+
+  it.each([
+    ...bodies.map(([name, body]) => [`body: ${name}`, HEAD, body]),
+    ...headers.map(([name, field]) => [`header: ${name}`, `${HEAD}${field}\r\n`, 'body\r\n']),
+  ])('signs a message (%s) that mailauth verifies, with RSA and Ed25519', async (_, head, body) => {
+    const message = Buffer.from(`${head}\r\n${body}`)
+    for (const algorithm of ['rsa', 'ed25519'] as const) {
+      const signature = await dkimSignature(message, keyOf(algorithm), Date.now())
+      expect(signature.split('\r\n').every((line) => line.length <= 78)).toBe(true)
+      expect(await verify(Buffer.concat([Buffer.from(signature, 'latin1'), message]), records)).toEqual([
+        `signed.test/${algorithm}: pass`,
+      ])
+    }
+  })
+
+  it("signs every instance of a repeated field, the last first, as mailauth's h= lists them", async () => {
+    const message = Buffer.from(
+      `${HEAD}Received: from a\r\nto: carol@example.com\r\nsubject: again\r\nX-Other: x\r\n\r\nbody\r\n`,
+    )
+    const signature = await dkimSignature(message, keyOf('rsa'), Date.now())
+    expect(tag(signature, 'h')?.toLowerCase()).toBe(tag(await theirs(message), 'h')?.toLowerCase())
+    expect(tag(signature, 'h')).toMatch(/^subject:to:Content-Type:MIME-Version:Message-ID:Date:Subject:To:From$/)
+    expect(await verify(Buffer.concat([Buffer.from(signature), message]), records)).toEqual(['signed.test/rsa: pass'])
+    // The first instance is covered as well as the last: changing it breaks the signature.
+    const changed = Buffer.from(message.toString().replace('To: bob@', 'To: mallory@'))
+    expect(await verify(Buffer.concat([Buffer.from(signature), changed]), records)).toEqual(['signed.test/rsa: fail'])
+  })
+
+  it('signs with the key a selector has now, though another was parsed for it before', async () => {
+    const message = Buffer.from(`${HEAD}\r\nbody\r\n`)
+    await dkimSignature(message, keyOf('rsa'), Date.now())
+    const next = generateDkimKey('rsa')
+    const signature = await dkimSignature(message, keyOf('rsa', next), Date.now())
+    const nextRecords = [dnsRecords(keyOf('rsa', next), 'x')[0]]
+    expect(await verify(Buffer.concat([Buffer.from(signature), message]), nextRecords)).toEqual([
+      'signed.test/rsa: pass',
+    ])
+  })
+
+  it('signs a message without an empty line as one with an empty body', async () => {
+    // RSA signatures (PKCS #1 v1.5) are deterministic: the same data, the same signature.
+    const time = Date.now()
+    const withEmptyLine = await dkimSignature(Buffer.from(`${HEAD}\r\n`), keyOf('rsa'), time)
+    expect(await dkimSignature(Buffer.from(HEAD), keyOf('rsa'), time)).toBe(withEmptyLine)
+    expect(await dkimSignature(Buffer.from(HEAD.slice(0, -2)), keyOf('rsa'), time)).toBe(withEmptyLine)
+    // mailauth's parser needs the empty line to find the header's end; the canonical forms are the same.
+    const message = Buffer.from(`${withEmptyLine}${HEAD}\r\n`)
+    expect(await verify(message, records)).toEqual(['signed.test/rsa: pass'])
   })
 })
 
