@@ -1,12 +1,12 @@
 import { InvalidArgumentError, type Command } from 'commander'
 import { readFileSync } from 'node:fs'
 import { basename } from 'node:path'
-import { isEmail } from '../relay/addresses.js'
+import { canonicalAddress, isEmail } from '../relay/addresses.js'
 import { accountAction, accountOption, adminAction, senderPattern } from './common.js'
 
 const recipientAddress = (v: string) => {
   if (!isEmail(v)) throw new InvalidArgumentError(`"${v}" is not an address`)
-  return v.toLowerCase()
+  return canonicalAddress(v).toLowerCase()
 }
 
 /** `trap`, `blocklist` and `suppress`: what the spam filter refuses. */
@@ -51,7 +51,7 @@ export function addBlockCommands(program: Command): void {
         .map((l) => l.trim())
         .filter((l) => l && !l.startsWith('#'))
       const invalid = lines.filter((l) => !isEmail(l))
-      const valid = lines.filter((l) => isEmail(l))
+      const valid = lines.filter((l) => isEmail(l)).map(canonicalAddress)
       for (const address of valid) {
         await rt.store.blocks.addToList({
           accountId: o.account,

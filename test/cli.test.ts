@@ -326,6 +326,8 @@ describe('mailroom command', () => {
     expect(json('trap', 'add', 'Trap@Example.net', '--json')).toEqual({ trap: 'trap@example.net', added: true })
     json('trap', 'add', '@honeypot.test', '--json')
     expect(json('trap', 'list', '--json')).toEqual(['@honeypot.test', 'trap@example.net'])
+    // An escaped quoted local part names the same mailbox (RFC 5321 §4.1.2): stored as the sends read it.
+    expect(json('trap', 'add', '"t\\rap"@example.net', '--json')).toEqual({ trap: 'trap@example.net', added: false })
     expect(run('trap', 'remove', 'nobody@example.net').stderr).toContain('is not a trap')
 
     const file = join(dataDir, 'feed.txt')
@@ -337,6 +339,7 @@ describe('mailroom command', () => {
     })
 
     json('suppress', 'add', '--account', String(account.id), 'Gone@Example.com', '--json')
+    json('suppress', 'add', '--account', String(account.id), '"g\\one"@example.com', '--json')
     expect(json('suppress', 'list', '--account', String(account.id), '--json')).toEqual([
       { address: 'gone@example.com', reason: 'suppressed by the operator', since: expect.any(String) },
     ])
