@@ -4,16 +4,16 @@ import { defineTool, JSON_AND_FORM } from './define.js'
 import { ok, resolveOrder, sendComposed, singleAddress } from './common.js'
 import { emailOf, GenericResponse, OrderId } from './schemas.js'
 
-const USE_ADV = 'for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)'
+const ADV = 'sendAdvMail (POST /mail/advsend)'
 /**
  * A bare address. A display name (RFC 5322 name-addr) or an address list is refused with the way
  * to send it: sendAdvMail takes both, and an agent that wrote one meant to send, not to be told no.
  */
-const bareEmail = (takes: string) =>
+const bareEmail = (takes: string, advice: string) =>
   emailOf((input) =>
-    /[<>,;]/.test(input) ? `"${input}" is not a bare address: sendMail takes ${takes}; ${USE_ADV}` : undefined,
+    /[<>,;]/.test(input) ? `"${input}" is not a bare address: sendMail takes ${takes}; ${advice} ${ADV}` : undefined,
   )
-const Recipient = bareEmail('bare addresses, several as an array')
+const Recipient = bareEmail('bare addresses, several as an array', 'for display names or comma-separated lists use')
 
 export const sendMail = defineTool({
   name: 'sendMail',
@@ -28,7 +28,9 @@ export const sendMail = defineTool({
     'mail. Returns `text` = the transaction id, the `mailid` of viewMailLog.',
   input: z.object({
     to: z.union([Recipient, z.array(Recipient).min(1)]).describe('Recipient address, or an array of addresses.'),
-    from: bareEmail('one bare address').describe('Sender address, authorized for the mail order.'),
+    from: bareEmail('one bare address', 'for a display name use').describe(
+      'Sender address, authorized for the mail order.',
+    ),
     subject: z.string().describe('Subject line.'),
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     id: OrderId.optional(),

@@ -270,20 +270,23 @@ describe('sendMail', () => {
       expectSchemaRefusal(sendMail, { ...MAIL, ...input }, path)
     })
 
+    const LIST = 'bare addresses, several as an array;'
     it.each([
-      ['to', { to: 'Kay <k@example.com>' }, 'bare addresses, several as an array'],
-      ['to', { to: 'a@x.example, b@y.example' }, 'bare addresses, several as an array'],
-      ['to.1', { to: ['bob@example.com', 'Kay <k@example.com>'] }, 'bare addresses, several as an array'],
-      ['from', { from: 'Kay <k@example.com>' }, 'one bare address'],
+      ['to', { to: 'Kay <k@example.com>' }, `${LIST} for display names or comma-separated lists use`],
+      ['to', { to: 'a@x.example, b@y.example' }, `${LIST} for display names or comma-separated lists use`],
+      [
+        'to.1',
+        { to: ['bob@example.com', 'Kay <k@example.com>'] },
+        `${LIST} for display names or comma-separated lists use`,
+      ],
+      // sendAdvMail takes a display name in from, but one sender only.
+      ['from', { from: 'Kay <k@example.com>' }, 'one bare address; for a display name use'],
     ])('refuses a display name or a list in %s, pointing to sendAdvMail', (path, input, takes) => {
       const result = sendMail.input.safeParse({ ...MAIL, ...input })
       const given = Object.values(input)[0]
       const text = Array.isArray(given) ? given[1] : given
       expect(result.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([
-        [
-          path,
-          `"${text}" is not a bare address: sendMail takes ${takes}; for display names or comma-separated lists use sendAdvMail (POST /mail/advsend)`,
-        ],
+        [path, `"${text}" is not a bare address: sendMail takes ${takes} sendAdvMail (POST /mail/advsend)`],
       ])
     })
 
