@@ -171,6 +171,15 @@ export const ConfigSchema = z.object({
   MAILROOM_BLOCK_EVENT_RETENTION: DurationAtLeast(5 * 86_400_000, '5d').prefault('30d'),
   /** The API key `mailroom stdio` acts with. */
   MAILROOM_API_KEY: z.string().min(1).optional(),
+  /** The server secret (base64 of 32 bytes) that encrypts order passwords and DKIM keys, instead of the data directory's secret.key. */
+  MAILROOM_SECRET_KEY: z
+    .string()
+    .refine(
+      (s) => /^[A-Za-z0-9+/]{43}=$/.test(s) && Buffer.from(s, 'base64').length === 32,
+      `expected base64 of exactly 32 bytes; make one with \`openssl rand -base64 32\` or \`node -e "console.log(require('crypto').randomBytes(32).toString('base64'))"\``,
+    )
+    .transform((s) => Buffer.from(s, 'base64'))
+    .optional(),
 })
 
 /** The settings as the code reads them, grouped, built from the checked environment. */
@@ -190,6 +199,8 @@ const Settings = ConfigSchema.transform((e) => ({
   logLevel: e.MAILROOM_LOG_LEVEL,
   nodeName: e.MAILROOM_NODE_NAME,
   apiKey: e.MAILROOM_API_KEY,
+  /** The server secret given in the environment, or null for the data directory's secret.key. */
+  secretKey: e.MAILROOM_SECRET_KEY ?? null,
   blockEventRetention: e.MAILROOM_BLOCK_EVENT_RETENTION,
   smtp: {
     host: e.MAILROOM_SMTP_HOST,
@@ -228,6 +239,9 @@ export type Config = z.output<typeof Settings>
 
 export class ConfigError extends Error {}
 
+/** Settings whose value is a secret: a refusal names them but never repeats the value. */
+const SECRET_SETTINGS = new Set(['MAILROOM_SECRET_KEY', 'MAILROOM_API_KEY'])
+
 /** Reads and checks the environment once; a bad value throws a ConfigError that names the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   // A variable set to nothing (`MAILROOM_X=`, or blanks) is refused rather than read as unset: the
@@ -241,7 +255,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const lines = [
       ...blank.map((k) => `${k}=${JSON.stringify(env[k])}: empty; give it a value, or unset it for the default`),
       ...(parsed.error?.issues ?? []).map(
-        (i) => `${i.path.join('.')}=${JSON.stringify(picked[String(i.path[0])])}: ${i.message}`,
+        (i) =>
+          `${i.path.join('.')}${SECRET_SETTINGS.has(String(i.path[0])) ? '' : `=${JSON.stringify(picked[String(i.path[0])])}`}: ${i.message}`,
       ),
     ]
     throw new ConfigError(`invalid configuration: ${lines.join('; ')}`)

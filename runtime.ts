@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import { ConfigError, type Config } from './config.js'
 import { createRelay } from './relay/pipeline.js'
 import { DB_FILE, openDataDir } from './storage/sqlite.js'
+import { WrongSecretError } from './storage/secrets.js'
 import type { Store } from './storage/store.js'
 import type { Services } from './tools/define.js'
 
@@ -38,11 +39,19 @@ export function openRuntime(
   }
   let store: ReturnType<typeof openDataDir>
   try {
-    store = openDataDir(config.dataDir)
+    store = openDataDir(config.dataDir, config.secretKey)
   } catch (err) {
+    if (err instanceof WrongSecretError) throw new ConfigError(wrongSecretMessage(config.dataDir, err.file))
     throw new ConfigError(
       `cannot open the data directory ${config.dataDir} (MAILROOM_DATA_DIR): ${(err as Error).message}`,
     )
   }
   return { ...createServices(store, config, options), close: () => store.close() }
+}
+
+function wrongSecretMessage(dataDir: string, file: string | null): string {
+  const fix = file
+    ? `they were encrypted with the key in ${file}: set MAILROOM_SECRET_KEY to its content ("$(cat ${file})"), or unset it to use the file`
+    : 'they were encrypted with another key: set MAILROOM_SECRET_KEY to that one'
+  return `MAILROOM_SECRET_KEY does not decrypt the order passwords and DKIM keys stored in ${dataDir}; ${fix}`
 }

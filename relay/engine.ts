@@ -138,7 +138,7 @@ async function runEngineThread(config: Config): Promise<void> {
   const logger = createLogger(config, {
     write: batcher<string>((lines) => post({ log: lines.join('') }), setImmediate),
   })
-  const store = openDataDir(config.dataDir)
+  const store = openDataDir(config.dataDir, config.secretKey)
   // A small page cache: this connection mostly appends, and a large message would otherwise
   // fill SQLite's 16 MB default here, beside the main thread's own.
   store.sqlite.pragma('cache_size = -4000')

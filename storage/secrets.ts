@@ -22,9 +22,44 @@ export function loadOrCreateSecret(dataDir: string): Buffer {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
     }
   }
+  return readSecretFile(file)
+}
+
+function readSecretFile(file: string): Buffer {
   const secret = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64')
   if (secret.length !== 32) throw new Error(`${file} is not a 32-byte base64 secret`)
   return secret
+}
+
+/** Thrown when a given secret does not decrypt what the database holds. */
+export class WrongSecretError extends Error {
+  constructor(
+    /** The data directory's secret.key when it is the key that does, else null. */
+    readonly file: string | null,
+  ) {
+    super('the secret does not decrypt the order passwords and DKIM keys stored in the database')
+  }
+}
+
+/**
+ * Refuses `secret` when it does not decrypt `stored` (one value of each kind the database
+ * holds): AES-GCM's tag fails under any other key. Checked at start, or a wrong key would show
+ * only at the first login or signature, and new secrets would be encrypted with a key the old
+ * ones do not share. Names the data directory's secret.key when that is the key that does.
+ */
+export function checkSecret(secret: Buffer, stored: string[], dataDir: string): void {
+  const opens = (key: Buffer) =>
+    stored.every((value) => {
+      try {
+        decrypt(key, value)
+        return true
+      } catch {
+        return false
+      }
+    })
+  if (opens(secret)) return
+  const file = join(dataDir, SECRET_FILE)
+  throw new WrongSecretError(existsSync(file) && opens(readSecretFile(file)) ? file : null)
 }
 
 /** AES-256-GCM; the result is `v1:` + base64(iv | tag | ciphertext). */

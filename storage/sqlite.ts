@@ -14,6 +14,7 @@ import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
 import {
   apiKeyPrefix,
+  checkSecret,
   decrypt,
   encrypt,
   generateApiKey,
@@ -44,8 +45,11 @@ export interface SqliteOptions {
   secret: Buffer
 }
 
-/** Opens the store of a data directory: `<dir>/mailroom.db`, `<dir>/secret.key`, created on first use. */
-export function openDataDir(dataDir: string): SqliteStore {
+/**
+ * Opens the store of a data directory: `<dir>/mailroom.db`, created on first use, with `secret`
+ * (which must decrypt what the database holds), or else `<dir>/secret.key`, created on first use.
+ */
+export function openDataDir(dataDir: string, secret: Uint8Array | null = null): SqliteStore {
   // The database holds every account's log, queued messages and key hashes: only its owner may
   // read it. A new directory is the owner's alone; the database file is created (or narrowed) to
   // 0600, and SQLite gives its -wal and -shm files the same mode.
@@ -53,7 +57,20 @@ export function openDataDir(dataDir: string): SqliteStore {
   const file = join(dataDir, DB_FILE)
   closeSync(openSync(file, 'a', 0o600))
   for (const f of [file, `${file}-wal`, `${file}-shm`]) if (existsSync(f)) chmodSync(f, 0o600)
-  return openSqliteStore({ file, secret: loadOrCreateSecret(dataDir) })
+  if (!secret) return openSqliteStore({ file, secret: loadOrCreateSecret(dataDir) })
+  // A copy: a secret that crossed to a thread arrives as a plain Uint8Array.
+  const key = Buffer.from(secret)
+  const store = openSqliteStore({ file, secret: key })
+  const stored = ['SELECT password_enc FROM mail_orders LIMIT 1', 'SELECT private_key_enc FROM dkim_keys LIMIT 1']
+    .map((query) => store.sqlite.prepare(query).pluck().get() as string | undefined)
+    .filter((value) => value !== undefined)
+  try {
+    checkSecret(key, stored, dataDir)
+  } catch (err) {
+    void store.close()
+    throw err
+  }
+  return store
 }
 
 export type SqliteStore = Store & { db: Db; sqlite: Database.Database }

@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import {
   copyFileSync,
   existsSync,
@@ -52,12 +53,13 @@ describe('mailroom command', () => {
       child.stderr.on('data', (d) => (stderr += d))
       child.on('close', (status) => resolve({ status, stdout, stderr }))
     })
-  const json = (...args: string[]) => {
-    const r = run(...args)
+  const jsonWith = (overrides: Record<string, string>, ...args: string[]) => {
+    const r = runWith(overrides, ...args)
     expect(r.stderr).toBe('')
     expect(r.status).toBe(0)
     return JSON.parse(r.stdout)
   }
+  const json = (...args: string[]) => jsonWith({}, ...args)
 
   /** Starts `mailroom serve` and resolves with its base URL and everything it printed so far. */
   const serve = (overrides: Record<string, string> = {}) =>
@@ -676,6 +678,68 @@ describe('mailroom command', () => {
       stderr: `mailroom: ${copy} already exists: a backup never overwrites a file\n`,
     })
     expect(readFileSync(copy).equals(bytes)).toBe(true)
+  })
+
+  it('takes the server secret from MAILROOM_SECRET_KEY: the command and the server read each other, and no secret.key is made', async () => {
+    const withKey = { MAILROOM_SECRET_KEY: randomBytes(32).toString('base64') }
+    const account = jsonWith(withKey, 'account', 'create', '--json')
+    const order = jsonWith(withKey, 'order', 'create', '--account', String(account.id), '--json')
+    const { base } = await serve(withKey)
+    const headers = { 'X-API-KEY': account.apiKey }
+    const detail = await (await fetch(`${base}/mail/${order.id}`, { headers })).json()
+    expect(detail.password).toBe(order.password)
+    // The engine thread opened the store with the same key: it takes the message.
+    const sent = await fetch(`${base}/mail/send`, {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ from: 'me@example.org', to: 'you@example.com', subject: 's', body: 'b' }),
+    })
+    expect(sent.status).toBe(200)
+
+    // The backup's reminder points at the environment, where the key is.
+    const copy = join(dataDir, 'copy.db')
+    const backup = runWith(withKey, 'backup', copy)
+    expect({ status: backup.status, stderr: backup.stderr, stdout: backup.stdout }).toEqual({
+      status: 0,
+      stderr: '',
+      stdout: `database copied to ${copy}\nKeep the value of MAILROOM_SECRET_KEY (the key is in the environment, not in the data directory) with it: it encrypts the order passwords, which cannot be read from the copy without it.\n`,
+    })
+    expect(existsSync(join(dataDir, 'secret.key'))).toBe(false)
+  })
+
+  it('refuses a MAILROOM_SECRET_KEY that does not decrypt the stored passwords, saying which key does, and stores nothing', async () => {
+    const account = json('account', 'create', '--json')
+    json('order', 'create', '--account', String(account.id), '--json')
+    const file = join(dataDir, 'secret.key')
+    const other = { MAILROOM_SECRET_KEY: randomBytes(32).toString('base64') }
+    const refused = `mailroom: MAILROOM_SECRET_KEY does not decrypt the order passwords and DKIM keys stored in ${dataDir}; they were encrypted with the key in ${file}: set MAILROOM_SECRET_KEY to its content ("$(cat ${file})"), or unset it to use the file\n`
+    const r = runWith(other, 'order', 'create', '--account', String(account.id))
+    expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }).toEqual({ status: 1, stdout: '', stderr: refused })
+    await expect(serve(other)).rejects.toThrow(refused.slice('mailroom: '.length, -1))
+    expect(json('order', 'list', '--account', String(account.id), '--json')).toHaveLength(1)
+
+    // The file's own key, moved to the environment, is the same key: it works.
+    const moved = { MAILROOM_SECRET_KEY: readFileSync(file, 'utf8').trim() }
+    expect(jsonWith(moved, 'order', 'list', '--account', String(account.id), '--json')).toHaveLength(1)
+    // Without the file, the message cannot name it.
+    rmSync(file)
+    const lost = runWith(other, 'order', 'list', '--account', String(account.id))
+    expect({ status: lost.status, stderr: lost.stderr }).toEqual({
+      status: 1,
+      stderr: `mailroom: MAILROOM_SECRET_KEY does not decrypt the order passwords and DKIM keys stored in ${dataDir}; they were encrypted with another key: set MAILROOM_SECRET_KEY to that one\n`,
+    })
+
+    // A DKIM key is tried as an order password is; a secret.key that encrypts nothing yet is no obstacle.
+    const dkimOnly = { MAILROOM_DATA_DIR: join(dataDir, 'dkim') }
+    const second = jsonWith(dkimOnly, 'account', 'create', '--json')
+    jsonWith({ ...dkimOnly, ...other }, 'account', 'list', '--json')
+    const domainArgs = ['domain', 'add', 'acme.example', '--account', String(second.id), '--algorithm', 'ed25519']
+    expect(runWith(dkimOnly, ...domainArgs).status).toBe(0)
+    const dkim = runWith({ ...dkimOnly, ...other }, 'domain', 'list', '--account', String(second.id))
+    expect({ status: dkim.status, stderr: dkim.stderr }).toEqual({
+      status: 1,
+      stderr: expect.stringContaining(`they were encrypted with the key in ${join(dataDir, 'dkim', 'secret.key')}`),
+    })
   })
 
   it('stops with a message naming a bad setting', () => {

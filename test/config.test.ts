@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
 import { ConfigError, ConfigSchema, loadConfig } from '../config.js'
 
@@ -157,6 +158,27 @@ describe('config', () => {
   ])('refuses a bad %s and names it', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError)
     expect(() => loadConfig({ [name]: value })).toThrow(name)
+  })
+
+  it('reads the server secret as base64 of 32 bytes, and none by default', () => {
+    expect(loadConfig({}).secretKey).toBeNull()
+    const key = randomBytes(32)
+    expect(loadConfig({ MAILROOM_SECRET_KEY: key.toString('base64') }).secretKey).toEqual(key)
+  })
+
+  it.each([
+    ['31 bytes', randomBytes(31).toString('base64')],
+    ['33 bytes', randomBytes(33).toString('base64')],
+    ['hex', randomBytes(32).toString('hex')],
+    ['base64url', `${'-_'.repeat(21)}A=`],
+    ['without padding', randomBytes(32).toString('base64').slice(0, -1)],
+    ['with blanks around it', ` ${randomBytes(32).toString('base64')}`],
+  ])('refuses a server secret in %s, says how to make one, and does not repeat it', (_, value) => {
+    expect(() => loadConfig({ MAILROOM_SECRET_KEY: value })).toThrow(ConfigError)
+    expect(() => loadConfig({ MAILROOM_SECRET_KEY: value })).toThrow(
+      'MAILROOM_SECRET_KEY: expected base64 of exactly 32 bytes; make one with `openssl rand -base64 32`',
+    )
+    expect(() => loadConfig({ MAILROOM_SECRET_KEY: value })).not.toThrow(value.trim())
   })
 
   it('takes the longest delivery timeout a timer keeps', () => {
