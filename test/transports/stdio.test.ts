@@ -3,7 +3,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js'
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -22,19 +23,19 @@ describe('mailroom stdio', () => {
     for (const f of cleanup.splice(0).reverse()) await f()
   })
 
-  const localDataDir = () => {
+  const localDataDir = (env: Record<string, string> = {}) => {
     const dir = mkdtempSync(join(tmpdir(), 'mailroom-stdio-'))
     cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
     const cli = (...args: string[]) =>
       JSON.parse(
         spawnSync(process.execPath, [BIN, ...args, '--json'], {
-          env: { ...process.env, MAILROOM_DATA_DIR: dir },
+          env: { ...process.env, MAILROOM_DATA_DIR: dir, ...env },
           encoding: 'utf8',
         }).stdout,
       )
     const account = cli('account', 'create')
     const order = cli('order', 'create', '--account', String(account.id))
-    return { dir, apiKey: account.apiKey as string, orderId: order.id as number }
+    return { dir, apiKey: account.apiKey as string, orderId: order.id as number, password: order.password as string }
   }
 
   const connect = async (args: string[], env: Record<string, string>) => {
@@ -80,6 +81,16 @@ describe('mailroom stdio', () => {
       total: 1,
       emails: [{ id: txid, user: `mb${orderId}`, subject: 'stdio' }],
     })
+  })
+
+  it('reads the order passwords the admin commands wrote with the same MAILROOM_SECRET_KEY, and makes no secret.key', async () => {
+    const withKey = { MAILROOM_SECRET_KEY: randomBytes(32).toString('base64') }
+    const { dir, apiKey, orderId, password } = localDataDir(withKey)
+    const client = await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey, ...withKey })
+    const order = await client.callTool({ name: 'getMailOrderById', arguments: { id: orderId } })
+    expect(order.isError).toBeFalsy()
+    expect(order.structuredContent).toMatchObject({ id: orderId, password })
+    expect(existsSync(join(dir, 'secret.key'))).toBe(false)
   })
 
   it('serves the tools as a client of a remote mailroom (--url)', async () => {
