@@ -11,7 +11,7 @@ import {
 } from './store.js'
 
 /** `YYYY-MM-DD HH:MM:SS` in UTC, the contract's `created` format. */
-export const sqlDateTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
+const sqlDateTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
 
 /** The columns of a log row, in the contract's order; `to` depends on the grouping. */
 const logColumns = (
