@@ -1,9 +1,9 @@
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
+import { timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
 import { domainToASCII } from 'node:url'
 import type { Config } from '../config.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
-import { safeEqual } from '../storage/secrets.js'
 import type { MailOrder, Store } from '../storage/store.js'
 import { canonicalAddress, isAscii, isEmail, notAnEmail } from './addresses.js'
 import { authClient, authThrottle } from './auth-throttle.js'
@@ -312,4 +312,11 @@ class MessageBuffer {
     const last = this.pieces.at(-1)?.buffer
     return this.pieces.map((piece) => (piece.buffer === last ? Buffer.from(piece) : piece))
   }
+}
+
+/** Whether a password given matches the order's, in a time that does not tell how much of it did. */
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
 }

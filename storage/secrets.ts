@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, hash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createCipheriv, createDecipheriv, hash, randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -105,10 +105,4 @@ export function hashApiKey(key: string): string {
 
 export function apiKeyPrefix(key: string): string {
   return key.slice(0, API_KEY_PREFIX.length + 6)
-}
-
-export function safeEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a)
-  const y = Buffer.from(b)
-  return x.length === y.length && timingSafeEqual(x, y)
 }

@@ -10,16 +10,16 @@ import {
   type Store,
 } from './store.js'
 
-/** `YYYY-MM-DD HH:MM:SS` in UTC, the contract's `created` format. */
-export const sqlDateTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
-
-/** The columns of a log row, in the contract's order; `to` depends on the grouping. */
+/**
+ * The columns of a log row (LogRow); `to` depends on the grouping. The lease time is kept as
+ * text and the queue time as ISO 8601 (the contract's types): both are read back as epoch ms.
+ */
 const logColumns = (
   to: string,
 ) => `d.id AS _id, m.txid AS id, m.env_from AS "from", ${to} AS "to", m.subject, m.message_id AS messageId,
-  NULL AS created, m.time, NULL AS user, m.created_at AS createdAt, m.order_id AS orderId, m.transtype, m.origin, m.interface, m.sending_zone AS sendingZone,
-  m.body_size AS bodySize, d.seq, d.delivered, d.code, d.recipient, d.domain, d.locked, d.lock_time AS lockTime, d.assigned,
-  d.queued, d.mx_hostname AS mxHostname, d.response`
+  m.created_at AS createdAt, m.time, m.order_id AS orderId, m.transtype, m.origin, m.interface, m.sending_zone AS sendingZone,
+  m.body_size AS bodySize, d.seq, d.delivered, d.code, d.recipient, d.domain, d.locked, CAST(d.lock_time AS INTEGER) AS lockTime,
+  d.assigned, CAST(ROUND(unixepoch(d.queued, 'subsec') * 1000) AS INTEGER) AS queued, d.mx_hostname AS mxHostname, d.response`
 
 /** The message-level filters of the log, each answered by an (order_id, column) index. */
 const MESSAGE_FILTERS = {
@@ -274,15 +274,7 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
         : idRange || q.messageId !== undefined
           ? countOf(query.count, query.countParams)
           : keptTotal(query)
-      const rows = prepare(select).all(...params, q.limit, q.skip) as (LogRow & {
-        createdAt: number
-        orderId: number
-      })[]
-      for (const r of rows) {
-        r.created = sqlDateTime(r.createdAt)
-        r.user = `mb${r.orderId}`
-      }
-      return { total, rows: rows.map(({ createdAt, orderId, ...r }) => r) }
+      return { total, rows: prepare(select).all(...params, q.limit, q.skip) as LogRow[] }
     },
 
     async stats(q) {

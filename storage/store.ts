@@ -112,7 +112,10 @@ export interface LogQuery {
   groupby: 'message' | 'recipient'
 }
 
-/** A delivery-log row, named as the contract's MailLogEntry. */
+/**
+ * A delivery-log row, named as the contract's MailLogEntry where it holds the same value; times
+ * are epoch values, which the tool writes in the contract's formats.
+ */
 export interface LogRow {
   _id: number
   id: string
@@ -120,9 +123,11 @@ export interface LogRow {
   to: string
   subject: string | null
   messageId: string | null
-  created: string
+  /** When the message was accepted (ms). */
+  createdAt: number
+  /** The same, in epoch seconds. */
   time: number
-  user: string
+  orderId: number
   transtype: string
   origin: string
   interface: string
@@ -134,9 +139,11 @@ export interface LogRow {
   recipient: string | null
   domain: string | null
   locked: number | null
-  lockTime: string | null
+  /** When the lease was taken or last renewed (ms). */
+  lockTime: number | null
   assigned: string | null
-  queued: string | null
+  /** When the recipient was queued (ms). */
+  queued: number
   mxHostname: string | null
   response: string | null
 }

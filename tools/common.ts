@@ -80,3 +80,6 @@ export function singleAddress(field: string, value: Parameters<typeof toMailboxe
 export const ok = (text: string) => ({ status: 'ok', text })
 
 export const utcDate = (ms: number) => new Date(ms).toISOString().slice(0, 10)
+
+/** `YYYY-MM-DD HH:MM:SS` in UTC, the contract's `created` format. */
+export const utcDateTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')

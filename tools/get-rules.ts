@@ -1,7 +1,6 @@
 import { z } from 'zod'
-import { sqlDateTime } from '../storage/sqlite-mail.js'
 import { defineTool } from './define.js'
-import { activeOrders } from './common.js'
+import { activeOrders, utcDateTime } from './common.js'
 import { DenyRuleRecord } from './schemas.js'
 
 export const getRules = defineTool({
@@ -25,7 +24,7 @@ export const getRules = defineTool({
       user: `mb${r.orderId}`,
       type: r.type,
       data: r.data,
-      created: sqlDateTime(r.createdAt),
+      created: utcDateTime(r.createdAt),
     }))
   },
 })

@@ -2,9 +2,10 @@ import * as chrono from 'chrono-node'
 import { isIP } from 'node:net'
 import { z } from 'zod'
 import { badInput } from '../errors.js'
+import type { LogRow } from '../storage/store.js'
 import { defineTool } from './define.js'
-import { resolveOrder } from './common.js'
-import { DateOrTimestamp, Email, MailLog, OrderId } from './schemas.js'
+import { resolveOrder, utcDateTime } from './common.js'
+import { DateOrTimestamp, Email, MailLog, type MailLogEntry, OrderId } from './schemas.js'
 
 export const viewMailLog = defineTool({
   name: 'viewMailLog',
@@ -77,9 +78,44 @@ export const viewMailLog = defineTool({
       dir: input.dir,
       groupby: input.groupby,
     })
-    return { total, skip: input.skip, limit: input.limit, emails: rows }
+    return { total, skip: input.skip, limit: input.limit, emails: rows.map(logEntry) }
   },
 })
+
+/**
+ * A log row as the contract writes it, its fields in the contract's order: `created` as
+ * `YYYY-MM-DD HH:MM:SS` UTC, `user` as the order's SMTP username, `lockTime` as epoch ms in text,
+ * `queued` as ISO 8601.
+ */
+function logEntry(r: LogRow): z.input<typeof MailLogEntry> {
+  return {
+    _id: r._id,
+    id: r.id,
+    from: r.from,
+    to: r.to,
+    subject: r.subject,
+    messageId: r.messageId,
+    created: utcDateTime(r.createdAt),
+    time: r.time,
+    user: `mb${r.orderId}`,
+    transtype: r.transtype,
+    origin: r.origin,
+    interface: r.interface,
+    sendingZone: r.sendingZone,
+    bodySize: r.bodySize,
+    seq: r.seq,
+    delivered: r.delivered,
+    code: r.code,
+    recipient: r.recipient,
+    domain: r.domain,
+    locked: r.locked,
+    lockTime: r.lockTime === null ? null : String(r.lockTime),
+    assigned: r.assigned,
+    queued: new Date(r.queued).toISOString(),
+    mxHostname: r.mxHostname,
+    response: r.response,
+  }
+}
 
 /**
  * A DateOrTimestamp as epoch seconds. A date without a time of day means the start of that day

@@ -532,7 +532,7 @@ describe('delivery', () => {
         to: 'sender@example.org',
         subject: 'Undelivered Mail Returned to Sender',
         transtype: 'DSN',
-        user: `mb${t.env.orderId}`,
+        orderId: t.env.orderId,
       })
       await t.settled(report.id, (r) => r[0].delivered === 1)
       expect(t.sink.messages.map((m) => [m.from, m.to])).toEqual([

@@ -198,7 +198,7 @@ describe('SMTP submission: AUTH and acceptance', () => {
         expect(row).toMatchObject({
           id: txid,
           from: 'alice@example.org',
-          user: t.user,
+          orderId: t.env.orderId,
           transtype: 'ESMTPSA',
           interface: 'feeder',
           origin: '127.0.0.1',
@@ -410,7 +410,7 @@ describe('SMTP submission: refused credentials', () => {
     const txid = txidOf(
       (await c.send({ from: 'dave@example.org', to: ['bob@example.net'] }, message('dave@example.org'))).response,
     )
-    expect((await t.log(other.orderId)).map((r) => [r.id, r.user])).toEqual([[txid, `mb${other.orderId}`]])
+    expect((await t.log(other.orderId)).map((r) => [r.id, r.orderId])).toEqual([[txid, other.orderId]])
     expect(await t.log()).toEqual([])
   })
 })

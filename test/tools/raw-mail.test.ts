@@ -112,7 +112,7 @@ describe('rawMail', () => {
         messageId: '<Signed-1@Example.org>',
         transtype: 'HTTP',
         interface: 'api',
-        user: `mb${env.orderId}`,
+        orderId: env.orderId,
       })
     })
 
@@ -139,7 +139,7 @@ describe('rawMail', () => {
     it('uses an explicitly given active order', async () => {
       const { order } = await addOrder(env)
       const { text } = await send(SIGNED, { id: order.id })
-      expect((await logRows(env, { orderId: order.id })).rows[0]).toMatchObject({ id: text, user: `mb${order.id}` })
+      expect((await logRows(env, { orderId: order.id })).rows[0]).toMatchObject({ id: text, orderId: order.id })
     })
   })
 

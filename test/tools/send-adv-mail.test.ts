@@ -65,7 +65,11 @@ describe('sendAdvMail', () => {
       const [messageId] = headerValues(raw, 'Message-ID')
       expect(messageId).toMatch(/^<\S+@example\.org>$/)
       expect(headerValues(raw, 'Date')).toEqual(['Mon, 05 Jan 2026 08:30:15 +0000'])
-      expect((await logRows(env)).rows[0]).toMatchObject({ id: text, messageId, created: '2026-01-05 08:30:15' })
+      expect((await logRows(env)).rows[0]).toMatchObject({
+        id: text,
+        messageId,
+        createdAt: Date.UTC(2026, 0, 5, 8, 30, 15),
+      })
     })
 
     it('writes no Reply-To when replyto is not given', async () => {
@@ -323,8 +327,6 @@ describe('sendAdvMail', () => {
   it('sends with an explicitly chosen active order', async () => {
     const { order } = await addOrder(env)
     const { text } = await send({ id: order.id })
-    expect((await logRows(env, { orderId: order.id })).rows.map((r) => [r.id, r.user])).toEqual([
-      [text, `mb${order.id}`],
-    ])
+    expect((await logRows(env, { orderId: order.id })).rows.map((r) => [r.id, r.orderId])).toEqual([[text, order.id]])
   })
 })

@@ -215,7 +215,7 @@ describe('sendMail', () => {
     it('uses the first active order when id is omitted', async () => {
       const { order: second } = await addOrder(env)
       await send()
-      expect((await logRows(env)).rows[0].user).toBe(`mb${env.orderId}`)
+      expect((await logRows(env)).rows[0].orderId).toBe(env.orderId)
       expect((await logRows(env, { orderId: second.id })).total).toBe(0)
     })
 
@@ -223,7 +223,7 @@ describe('sendMail', () => {
       const { order: second } = await addOrder(env)
       await env.services.store.orders.setStatus(env.orderId, 'canceled')
       await send()
-      expect((await logRows(env, { orderId: second.id })).rows.map((r) => r.user)).toEqual([`mb${second.id}`])
+      expect((await logRows(env, { orderId: second.id })).rows.map((r) => r.orderId)).toEqual([second.id])
     })
 
     it('uses an explicitly given active order', async () => {

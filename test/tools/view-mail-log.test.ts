@@ -2,7 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { rawMail } from '../../tools/raw-mail.js'
 import { toEpochSeconds, viewMailLog } from '../../tools/view-mail-log.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
-import { addOrder, expectRefused, expectSchemaRefusal, run, setDelivery } from './support.js'
+import { MailLogEntry } from '../../tools/schemas.js'
+import { addOrder, expectRefused, expectSchemaRefusal, logRows, run, setDelivery } from './support.js'
 
 const T_A = Date.UTC(2026, 10, 20, 10, 0, 0)
 const T_B = Date.UTC(2026, 10, 21, 15, 0, 0)
@@ -96,6 +97,26 @@ describe('viewMailLog', () => {
       mxHostname: null,
       subject: 'Invoice 1',
       messageId: '<q3@example.com>',
+    })
+  })
+
+  it("writes the store's epoch times in the contract's formats, its fields in the contract's order", async () => {
+    const at = NOW + 789
+    env.clock.set(at)
+    const { text } = await run(rawMail, { raw_email: MESSAGES.C.raw }, env.ctx)
+    await env.services.store.queue.claim({ node: 'node-a', now: at + 1234, leaseMs: 60_000, limit: 10 })
+    const [row] = (await logRows(env, { mailid: text })).rows
+    expect(row).toMatchObject({ createdAt: at, time: sec(NOW), orderId: env.orderId, lockTime: at + 1234, queued: at })
+    const [entry] = (await view({ mailid: text })).emails
+    expect(Object.keys(entry)).toEqual(Object.keys(MailLogEntry.shape))
+    expect(entry).toMatchObject({
+      created: '2026-11-22 12:00:00',
+      time: sec(NOW),
+      user: `mb${env.orderId}`,
+      locked: 1,
+      lockTime: String(at + 1234),
+      assigned: 'node-a',
+      queued: '2026-11-22T12:00:00.789Z',
     })
   })
 
