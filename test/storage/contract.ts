@@ -120,8 +120,8 @@ const outcome = (id: number, state: AttemptOutcome['state'], nextAttemptAt: numb
 })
 
 /** The log of the fixture's order, one row per recipient, oldest first. */
-const logOf = (f: Fixture, query: Partial<LogQuery> = {}) =>
-  f.store.mail.log({
+const logOf = (f: Fixture, query: Partial<LogQuery> = {}, store = f.store) =>
+  store.mail.log({
     orderId: f.orderId,
     skip: 0,
     limit: 1000,
@@ -272,6 +272,29 @@ function queueContract(f: Fixture) {
       const [again] = await claim('node-a', T0 + 1000)
       await f.store.queue.record([outcome(again.id, 'delivered')])
       expect(await f.store.queue.body(rowId)).toBeUndefined()
+    })
+
+    it('answers a write only once another connection can read it', async () => {
+      const other = await f.another()
+      const m = newMessage(f, { recipients: ['one@b.example', 'two@b.example'] })
+      const { rowId, leased } = await f.store.mail.enqueue(m, { node: 'node-a', now: T0 })
+      expect(await other.queue.waiting({ now: T0, leaseMs: LEASE_MS })).toMatchObject([
+        { txid: m.txid, state: 'in flight', node: 'node-a' },
+        { txid: m.txid, state: 'in flight', node: 'node-a' },
+      ])
+      expect((await other.queue.body(rowId))?.equals(Buffer.concat(m.raw))).toBe(true)
+      const [one, two] = leased!
+      await f.store.queue.record([outcome(one.id, 'delivered'), outcome(two.id, 'deferred', T0 + 1000)])
+      expect((await logOf(f, {}, other)).rows.map((r) => r.response)).toEqual([
+        outcome(one.id, 'delivered').response,
+        outcome(two.id, 'deferred').response,
+      ])
+      expect(await other.queue.pending()).toBe(1)
+      const event = { envFrom: 's@a.example', subject: 'FREE', createdAt: T0, messageId: null, rcptTo: 'r@b.example' }
+      await f.store.blocks.takeSubject(f.accountId, event, 0, 10)
+      await f.store.blocks.addEvent(f.accountId, { ...event, rule: 'MBTRAP' })
+      expect((await other.blocks.events(f.accountId, 'SUBJECT', 0)).length).toBe(1)
+      expect((await other.blocks.events(f.accountId, 'MBTRAP', 0)).length).toBe(1)
     })
 
     describe("the operator's changes (mailroom queue)", () => {
