@@ -260,6 +260,29 @@ function queueContract(f: Fixture) {
       expect(await claim('node-b', T0 + 10 * LEASE_MS)).toEqual([])
     })
 
+    it('queues a report to the sender with the outcomes it reports, once, and never for a row already final', async () => {
+      const m = newMessage(f, { recipients: ['gone@b.example', 'busy@b.example'] })
+      const { leased } = await f.store.mail.enqueue(m, { node: 'node-a', now: T0 })
+      const [gone, busy] = leased!
+      const report = (rows: number[], action: 'failed' | 'delayed') => ({
+        rows,
+        action,
+        message: newMessage(f, { envFrom: '', recipients: [m.envFrom] }),
+      })
+      const attempt = () => [outcome(gone.id, 'failed'), outcome(busy.id, 'deferred', T0 + 1000)]
+      const first = [report([gone.id], 'failed'), report([busy.id], 'delayed')]
+      expect(await f.store.queue.record(attempt(), first)).toEqual(first.map((r) => r.message.txid))
+      // The same again: the failed row is final, the deferred one reported delayed already.
+      expect(
+        await f.store.queue.record(attempt(), [report([gone.id], 'failed'), report([busy.id], 'delayed')]),
+      ).toEqual([])
+      // A report is queued like any message: due at once, for any worker.
+      const queued = (await claim('node-b', T0 + 1000)).filter((i) => i.envFrom === '')
+      expect(queued.map((i) => [i.txid, i.recipient]).sort()).toEqual(
+        first.map((r) => [r.message.txid, m.envFrom]).sort(),
+      )
+    })
+
     it('drops the bytes of a message once every recipient is final, and not before', async () => {
       const { rowId } = await f.store.mail.enqueue(
         newMessage(f, { recipients: ['one@b.example', 'two@b.example', 'three@b.example'] }),
