@@ -1,0 +1,181 @@
+import { describe, expect, it } from 'vitest'
+import { type Fixture, T0 } from './fixture.js'
+
+export function rulesContract(f: Fixture) {
+  describe('deny rules', () => {
+    it('creates a rule once, its value lowercased, and lists the rules of the orders asked', async () => {
+      const rule = await f.store.rules.create({ orderId: f.orderId, type: 'domain', data: 'Spam.Example', now: T0 })
+      expect(rule).toMatchObject({ orderId: f.orderId, type: 'domain', data: 'spam.example', createdAt: T0 })
+      // The same rule again, in any case, is the one there.
+      expect(
+        await f.store.rules.create({ orderId: f.orderId, type: 'domain', data: 'SPAM.example', now: T0 + 1 }),
+      ).toEqual(rule)
+      const email = await f.store.rules.create({ orderId: f.orderId, type: 'email', data: 'spam.example', now: T0 })
+      const theirs = await f.store.rules.create({
+        orderId: f.otherOrderId,
+        type: 'startswith',
+        data: 'news',
+        now: T0,
+      })
+      expect(await f.store.rules.list([f.orderId])).toEqual([rule, email])
+      expect(await f.store.rules.list([f.otherOrderId])).toEqual([theirs])
+      expect(await f.store.rules.list([f.orderId, f.otherOrderId])).toEqual([rule, email, theirs])
+      expect(await f.store.rules.list([])).toEqual([])
+    })
+
+    it('deletes a rule only for the orders it belongs to', async () => {
+      const rule = await f.store.rules.create({ orderId: f.orderId, type: 'destination', data: 'x.example', now: T0 })
+      expect(await f.store.rules.delete(rule.id, [f.otherOrderId])).toBe(false)
+      expect(await f.store.rules.delete(rule.id, [])).toBe(false)
+      expect(await f.store.rules.list([f.orderId])).toEqual([rule])
+      expect(await f.store.rules.delete(rule.id, [f.otherOrderId, f.orderId])).toBe(true)
+      expect(await f.store.rules.delete(rule.id, [f.orderId])).toBe(false)
+      expect(await f.store.rules.list([f.orderId])).toEqual([])
+    })
+  })
+}
+
+export function blocksContract(f: Fixture) {
+  describe('block lists', () => {
+    const add = (kind: 'sender' | 'recipient', address: string, source: 'external' | 'internal' = 'internal') =>
+      f.store.blocks.addToList({ accountId: f.accountId, source, kind, address, reason: `${kind} ${address}`, now: T0 })
+
+    it('answers for an address in any case, of the account and the kind it was listed for', async () => {
+      await add('sender', 'Spam@A.example', 'external')
+      await add('recipient', 'Gone@B.example')
+      const sender = { source: 'external', kind: 'sender', address: 'spam@a.example', reason: 'sender Spam@A.example' }
+      expect(await f.store.blocks.blockedSender(f.accountId, 'SPAM@a.EXAMPLE')).toMatchObject(sender)
+      expect(await f.store.blocks.suppressed(f.accountId, 'gone@b.example')).toMatchObject({
+        kind: 'recipient',
+        address: 'gone@b.example',
+      })
+      expect(await f.store.blocks.suppressed(f.accountId, 'spam@a.example')).toBeUndefined()
+      expect(await f.store.blocks.blockedSender(f.accountId, 'gone@b.example')).toBeUndefined()
+      expect(await f.store.blocks.blockedSender(f.otherAccountId, 'spam@a.example')).toBeUndefined()
+      expect(await f.store.blocks.suppressed(f.otherAccountId, 'gone@b.example')).toBeUndefined()
+    })
+
+    it('lists the entries of a kind by address, and removes one', async () => {
+      await add('recipient', 'b@b.example')
+      await add('recipient', 'a@b.example', 'external')
+      await add('recipient', 'a@b.example')
+      await add('sender', 'c@b.example')
+      const listed = async () =>
+        (await f.store.blocks.listEntries(f.accountId, 'recipient')).map((e) => [e.address, e.source])
+      expect((await listed()).sort()).toEqual([
+        ['a@b.example', 'external'],
+        ['a@b.example', 'internal'],
+        ['b@b.example', 'internal'],
+      ])
+      expect((await listed()).map(([address]) => address)).toEqual(['a@b.example', 'a@b.example', 'b@b.example'])
+      expect(await f.store.blocks.listEntries(f.otherAccountId, 'recipient')).toEqual([])
+      expect(await f.store.blocks.removeFromList(f.accountId, 'B@b.example', 'sender')).toBe(false)
+      expect(await f.store.blocks.removeFromList(f.accountId, 'B@b.example', 'recipient')).toBe(true)
+      expect(await f.store.blocks.removeFromList(f.accountId, 'b@b.example', 'recipient')).toBe(false)
+      expect(await f.store.blocks.suppressed(f.accountId, 'b@b.example')).toBeUndefined()
+    })
+
+    it("delists an address from the account's lists and events, and counts what went", async () => {
+      await add('sender', 'spam@a.example')
+      await add('recipient', 'spam@a.example')
+      const event = { envFrom: 'Spam@a.example', messageId: null, subject: 'x', rcptTo: 'r@b.example' }
+      await f.store.blocks.addEvent(f.accountId, { ...event, rule: 'MBTRAP', createdAt: T0 })
+      await f.store.blocks.addEvent(f.otherAccountId, { ...event, rule: 'MBTRAP', createdAt: T0 })
+      expect(await f.store.blocks.delist(f.accountId, 'SPAM@a.example')).toBe(3)
+      expect(await f.store.blocks.blockedSender(f.accountId, 'spam@a.example')).toBeUndefined()
+      expect(await f.store.blocks.suppressed(f.accountId, 'spam@a.example')).toBeUndefined()
+      expect(await f.store.blocks.events(f.accountId, 'MBTRAP', 0)).toEqual([])
+      expect(await f.store.blocks.events(f.otherAccountId, 'MBTRAP', 0)).toHaveLength(1)
+      expect(await f.store.blocks.delist(f.accountId, 'spam@a.example')).toBe(0)
+    })
+
+    it('keeps spam-filter events of an account and a rule, newest first, and prunes the old', async () => {
+      const event = (rule: 'MBTRAP' | 'LOCAL_BL_RCPT', createdAt: number) => ({
+        rule,
+        createdAt,
+        envFrom: 'from@a.example',
+        messageId: `<${createdAt}@a.example>`,
+        subject: 'subject',
+        rcptTo: 'to@b.example',
+      })
+      for (const e of [event('MBTRAP', T0), event('MBTRAP', T0 + 2000), event('LOCAL_BL_RCPT', T0 + 1000)])
+        await f.store.blocks.addEvent(f.accountId, e)
+      expect(await f.store.blocks.events(f.accountId, 'MBTRAP', T0)).toEqual([
+        event('MBTRAP', T0 + 2000),
+        event('MBTRAP', T0),
+      ])
+      expect(await f.store.blocks.events(f.accountId, 'MBTRAP', T0 + 1)).toEqual([event('MBTRAP', T0 + 2000)])
+      expect(await f.store.blocks.events(f.otherAccountId, 'MBTRAP', 0)).toEqual([])
+      expect(await f.store.blocks.prune(T0 + 1000)).toBe(1)
+      expect(await f.store.blocks.events(f.accountId, 'MBTRAP', 0)).toEqual([event('MBTRAP', T0 + 2000)])
+      expect(await f.store.blocks.events(f.accountId, 'LOCAL_BL_RCPT', 0)).toEqual([event('LOCAL_BL_RCPT', T0 + 1000)])
+    })
+  })
+}
+
+export function trapsContract(f: Fixture) {
+  describe('traps', () => {
+    it('catches an address itself or anyone at a trapped domain, in any case', async () => {
+      expect(await f.store.traps.add('Trap@A.example', T0)).toBe(true)
+      expect(await f.store.traps.add('trap@a.example', T0)).toBe(false)
+      expect(await f.store.traps.add('@Spam.example', T0)).toBe(true)
+      expect(await f.store.traps.list()).toEqual(['@spam.example', 'trap@a.example'])
+      for (const [address, trap] of [
+        ['TRAP@a.example', 'trap@a.example'],
+        ['other@a.example', undefined],
+        ['anyone@SPAM.example', '@spam.example'],
+        ['anyone@sub.spam.example', undefined],
+      ] as const)
+        expect(await f.store.traps.match(address)).toBe(trap)
+      expect(await f.store.traps.remove('TRAP@a.example')).toBe(true)
+      expect(await f.store.traps.remove('trap@a.example')).toBe(false)
+      expect(await f.store.traps.match('trap@a.example')).toBeUndefined()
+      expect(await f.store.traps.list()).toEqual(['@spam.example'])
+    })
+  })
+}
+
+export function spamFilterContract(f: Fixture) {
+  describe('spam-filter subject counts', () => {
+    const THRESHOLD = 2
+    const take = (envFrom: string, subject = 'FREE MONEY', createdAt = T0, since = T0 - 1000, store = f.store) =>
+      store.blocks.takeSubject(
+        f.accountId,
+        { envFrom, subject, createdAt, messageId: null, rcptTo: 'r@b.example' },
+        since,
+        THRESHOLD,
+      )
+
+    it('lets a sender send a subject as many times as the threshold allows, in any case of its address', async () => {
+      const answers = []
+      for (const from of ['s@a.example', 'S@a.example', 's@A.EXAMPLE', 's@a.example']) answers.push(await take(from))
+      expect(answers).toEqual([true, true, true, false])
+      // Reported once past the threshold: the sender has sent it THRESHOLD + 1 times.
+      expect(await f.store.blocks.subjectPairs(f.accountId, T0 - 1000, THRESHOLD)).toEqual([
+        { from: 's@a.example', subject: 'FREE MONEY' },
+      ])
+      expect(await f.store.blocks.subjectPairs(f.accountId, T0 - 1000, THRESHOLD + 1)).toEqual([])
+      // Another subject, another sender, another account, or events before the window: counted apart.
+      expect(await take('s@a.example', 'free money')).toBe(true)
+      expect(await take('t@a.example')).toBe(true)
+      expect(await take('s@a.example', 'FREE MONEY', T0 + 60_000, T0 + 1)).toBe(true)
+      expect(
+        await f.store.blocks.takeSubject(
+          f.otherAccountId,
+          { envFrom: 's@a.example', subject: 'FREE MONEY', createdAt: T0, messageId: null, rcptTo: 'r@b.example' },
+          0,
+          THRESHOLD,
+        ),
+      ).toBe(true)
+    })
+
+    it('counts concurrent sends through two connections as one', async () => {
+      const other = await f.another()
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => take('s@a.example', 'FREE MONEY', T0, T0 - 1000, i % 2 ? other : f.store)),
+      )
+      expect(answers.filter(Boolean)).toHaveLength(THRESHOLD + 1)
+      expect(await f.store.blocks.events(f.accountId, 'SUBJECT', 0)).toHaveLength(THRESHOLD + 1)
+    })
+  })
+}

@@ -1,0 +1,31 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import * as sources from '../../storage/sqlite.js'
+import { type OpenedStore, storeContract } from './contract.js'
+
+// The built store, as `mailroom serve` runs it: the log and the statistics are read in a thread of
+// their own (storage/reader.ts), which loads JavaScript only and so is not started from the sources.
+const built = (await import(new URL('../../dist/storage/sqlite.js', import.meta.url).href)) as typeof sources
+
+/**
+ * A data directory of its own for each test, opened as the server opens it; `reopen` is another
+ * process on the same directory (the admin command, or a second server).
+ */
+const dataDir =
+  ({ openDataDir }: typeof sources) =>
+  async (): Promise<OpenedStore> => {
+    const dir = mkdtempSync(join(tmpdir(), 'mailroom-contract-'))
+    const store = openDataDir(dir)
+    return {
+      store,
+      reopen: async () => openDataDir(dir),
+      async close() {
+        await store.close()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+  }
+
+storeContract('SQLite', dataDir(sources))
+storeContract('SQLite as built, with its reader thread', dataDir(built))
