@@ -159,7 +159,7 @@ export function logContract(f: Fixture) {
       for (const [, filter] of FILTERS) {
         const theirs = await logOf(f, { ...filter, orderId: f.otherOrderId })
         expect(theirs.rows.every((r) => !mine.some((m) => m.txid === r.id))).toBe(true)
-        expect(theirs.rows.every((r) => r.user === `mb${f.otherOrderId}`)).toBe(true)
+        expect(theirs.rows.every((r) => r.orderId === f.otherOrderId)).toBe(true)
       }
       const theirs = await logOf(f, { orderId: f.otherOrderId })
       expect(theirs.rows.map((r) => [r.to, r.subject])).toEqual([['x@b.example', 'Invoice 1']])
