@@ -2,9 +2,9 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
 import { createLogger, type LogStream } from '../logger.js'
-import { openDataDir } from '../storage/sqlite.js'
+import { openDataDir } from '../storage/sqlite/index.js'
 import type { NewMessage, Store } from '../storage/store.js'
-import { type CallOutcome, threadCalls } from '../storage/thread-calls.js'
+import { type CallOutcome, threadCalls } from '../thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
 import { createResolver } from './routes.js'
 
