@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import SMTPConnection from 'nodemailer/lib/smtp-connection'
 import { addDomainKey } from '../cli/domains.js'
 import { createTxidGenerator } from '../relay/txid.js'
-import { openDataDir } from '../storage/sqlite.js'
+import { openDataDir } from '../storage/sqlite/index.js'
 import { freePort, startMailroom, startSmtpSink, waitFor } from '../test/system/peers.js'
 import { seedLog } from './seed.js'
 

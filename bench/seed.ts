@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
-import { openDataDir } from '../storage/sqlite.js'
+import { openDataDir } from '../storage/sqlite/index.js'
 
 /**
  * The seeded log's indexes whose keys grow with the row id (the transaction id, the order with or

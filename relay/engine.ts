@@ -2,9 +2,9 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
 import { createLogger, type LogStream } from '../logger.js'
-import { openDataDir } from '../storage/sqlite.js'
+import { openStore } from '../storage/index.js'
 import type { NewMessage, Store } from '../storage/store.js'
-import { type CallOutcome, threadCalls } from '../storage/thread-calls.js'
+import { type CallOutcome, threadCalls } from '../thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
 import { createResolver } from './routes.js'
 
@@ -138,10 +138,8 @@ async function runEngineThread(config: Config): Promise<void> {
   const logger = createLogger(config, {
     write: batcher<string>((lines) => post({ log: lines.join('') }), setImmediate),
   })
-  const store = openDataDir(config.dataDir, config.secretKey)
-  // A small page cache: this connection mostly appends, and a large message would otherwise
-  // fill SQLite's 16 MB default here, beside the main thread's own.
-  store.sqlite.pragma('cache_size = -4000')
+  // This connection mostly appends: the store keeps its cache small, beside the main thread's own.
+  const store = openStore(config, { appending: true })
   const worker = new DeliveryWorker({
     store,
     config,

@@ -1,5 +1,5 @@
 /**
- * The storage interface. SQLite (storage/sqlite.ts) is the embedded default; a server database
+ * The storage interface. SQLite (storage/sqlite/) is the embedded default; a server database
  * can implement the same interface. Every method is async so that one can.
  * Times are epoch milliseconds.
  */

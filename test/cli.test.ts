@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { openDataDir } from '../storage/sqlite.js'
+import { openDataDir } from '../storage/sqlite/index.js'
 import { startSink } from './relay/sink.js'
 
 // The CLI as a user runs it: the package's bin, built by `npm test` (npm run build) before vitest.

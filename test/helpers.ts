@@ -6,7 +6,7 @@ import { pino } from 'pino'
 import { loadConfig, type Config } from '../config.js'
 import { createAccount, createOrder } from '../accounts.js'
 import { createServices } from '../runtime.js'
-import { openDataDir, openSqliteStore } from '../storage/sqlite.js'
+import { openDataDir, openSqliteStore } from '../storage/sqlite/index.js'
 import type { Services, ToolContext } from '../tools/define.js'
 import { createHttpApp } from '../transports/http.js'
 

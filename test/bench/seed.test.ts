@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import { existsSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { openDataDir } from '../../storage/sqlite.js'
+import { openDataDir } from '../../storage/sqlite/index.js'
 import { dataDirToSeed } from '../helpers.js'
 
 // The built seeder: it builds the Message-ID index in a worker thread, which loads JavaScript only.

@@ -3,7 +3,7 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
-import { openDataDir } from '../../storage/sqlite.js'
+import { openDataDir } from '../../storage/sqlite/index.js'
 import { dataDirToSeed } from '../helpers.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { afterAll, describe, expect, it } from 'vitest'
-import { buildLogQuery, buildStatsQueries } from '../../storage/sqlite-mail.js'
-import { openSqliteStore, type SqliteStore } from '../../storage/sqlite.js'
+import { buildLogQuery, buildStatsQueries } from '../../storage/sqlite/mail.js'
+import { openSqliteStore, type SqliteStore } from '../../storage/sqlite/index.js'
 import type { LogQuery } from '../../storage/store.js'
 
 const base: LogQuery = { orderId: 1, skip: 0, limit: 100, dir: 'desc', groupby: 'recipient' }

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { buildLogQuery } from '../../storage/sqlite-mail.js'
-import { openSqliteStore, type SqliteStore } from '../../storage/sqlite.js'
+import { buildLogQuery } from '../../storage/sqlite/mail.js'
+import { openSqliteStore, type SqliteStore } from '../../storage/sqlite/index.js'
 import type { AttemptOutcome, LogQuery } from '../../storage/store.js'
 
 // A log total of exact filters is counted in full once, then, asked again, only for the messages
-// since (storage/sqlite-mail.ts, keptTotal). It must always be the count of every row: after new
+// since (storage/sqlite/mail.ts, keptTotal). It must always be the count of every row: after new
 // messages, and after deliveries were delivered, deferred or failed at one MX host or another.
 describe('log totals kept between queries', () => {
   let store: SqliteStore

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { openSqliteStore, type SqliteStore } from '../../storage/sqlite.js'
+import { openSqliteStore, type SqliteStore } from '../../storage/sqlite/index.js'
 
 // The trigram index of Message-IDs is written in batches, not in each message's transaction
 // (migration 0006): searches must still see every message, and deletes must not corrupt it.

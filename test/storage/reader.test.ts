@@ -8,10 +8,12 @@ import { dataDirToSeed } from '../helpers.js'
 
 // The built store: its statistics thread loads JavaScript only.
 const built = (path: string) => new URL(`../../dist/${path}`, import.meta.url).href
-const { openDataDir } = (await import(built('storage/sqlite.js'))) as typeof import('../../storage/sqlite.js')
+const { openDataDir } = (await import(
+  built('storage/sqlite/index.js')
+)) as typeof import('../../storage/sqlite/index.js')
 const { createMailStore } = (await import(
-  built('storage/sqlite-mail.js')
-)) as typeof import('../../storage/sqlite-mail.js')
+  built('storage/sqlite/mail.js')
+)) as typeof import('../../storage/sqlite/mail.js')
 const { seedLog } = (await import(built('bench/seed.js'))) as typeof import('../../bench/seed.js')
 
 const DAY = 86_400_000
@@ -123,7 +125,7 @@ describe("storage: the log's reader thread", () => {
   it('does not keep a process alive once idle', async () => {
     // A process that asks for statistics and never closes its store still ends on its own.
     const script = `
-      const { openDataDir } = await import(${JSON.stringify(built('storage/sqlite.js'))})
+      const { openDataDir } = await import(${JSON.stringify(built('storage/sqlite/index.js'))})
       const store = openDataDir(${JSON.stringify(dataDir)})
       const stats = await store.mail.stats({ orderIds: [1], since: null, cycleStart: 0, cycleEnd: Date.now(), top: 5 })
       console.log(stats.received)`

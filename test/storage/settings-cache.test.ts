@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { openDataDir, type SqliteStore } from '../../storage/sqlite.js'
+import { openDataDir, type SqliteStore } from '../../storage/sqlite/index.js'
 
 /** The next turn of the event loop: a cached read checks the settings' version once per turn. */
 const nextTurn = () => new Promise((r) => setImmediate(r))

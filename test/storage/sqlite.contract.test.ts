@@ -1,12 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import * as sources from '../../storage/sqlite.js'
+import * as sources from '../../storage/sqlite/index.js'
 import { type OpenedStore, storeContract } from './contract.js'
 
 // The built store, as `mailroom serve` runs it: the log and the statistics are read in a thread of
-// their own (storage/reader.ts), which loads JavaScript only and so is not started from the sources.
-const built = (await import(new URL('../../dist/storage/sqlite.js', import.meta.url).href)) as typeof sources
+// their own (storage/sqlite/reader.ts), which loads JavaScript only and so is not started from the sources.
+const built = (await import(new URL('../../dist/storage/sqlite/index.js', import.meta.url).href)) as typeof sources
 
 /**
  * A data directory of its own for each test, opened as the server opens it; `reopen` is another

@@ -3,7 +3,7 @@ import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { openDataDir } from '../../storage/sqlite.js'
+import { openDataDir } from '../../storage/sqlite/index.js'
 import { startMailroom, startSmtpSink, waitFor } from './peers.js'
 
 // `mailroom serve` commits accepted messages and delivers them in its engine thread: what the

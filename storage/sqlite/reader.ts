@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3'
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
-import { createMailStore } from './sqlite-mail.js'
-import type { Store } from './store.js'
-import { type CallOutcome, threadCalls } from './thread-calls.js'
+import { createMailStore } from './mail.js'
+import type { Store } from '../store.js'
+import { type CallOutcome, threadCalls } from '../../thread-calls.js'
 
 /**
  * The log and the statistics, read in a thread of their own with a connection of its own (WAL:

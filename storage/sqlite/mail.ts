@@ -8,7 +8,7 @@ import {
   type NewMessage,
   type QueueItem,
   type Store,
-} from './store.js'
+} from '../store.js'
 
 /**
  * The columns of a log row (LogRow); `to` depends on the grouping. The lease time is kept as

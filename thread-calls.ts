@@ -3,7 +3,7 @@ export type CallOutcome = { id: number; result: unknown } | { id: number; error:
 
 /**
  * Calls made to another thread by message, each settled by the outcome that comes back with its
- * id: those to the relay engine (relay/engine.ts) and to the log's reader (storage/reader.ts).
+ * id: those to the relay engine (relay/engine.ts) and to the log's reader (storage/sqlite/reader.ts).
  */
 export function threadCalls() {
   const pending = new Map<number, { resolve: (r: unknown) => void; reject: (e: Error) => void }>()

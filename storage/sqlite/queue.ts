@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
-import { messageInserter } from './sqlite-mail.js'
+import { messageInserter } from './mail.js'
 import {
   joinPieces,
   type AttemptOutcome,
@@ -9,7 +9,7 @@ import {
   type SenderReport,
   type Store,
   type WaitingRecipient,
-} from './store.js'
+} from '../store.js'
 
 /**
  * How long the outcome of a delivery attempt may wait for others to share its commit. Until it is

@@ -7,8 +7,8 @@ import { access, statfs } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as schema from './schema.js'
-import { createMailStore } from './sqlite-mail.js'
-import { createQueueStore } from './sqlite-queue.js'
+import { createMailStore } from './mail.js'
+import { createQueueStore } from './queue.js'
 import { groupCommit } from './group-commit.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
@@ -21,7 +21,7 @@ import {
   generatePassword,
   hashApiKey,
   loadOrCreateSecret,
-} from './secrets.js'
+} from '../secrets.js'
 import type {
   Account,
   ApiKeyInfo,
@@ -32,7 +32,7 @@ import type {
   MailOrder,
   SigningKey,
   Store,
-} from './store.js'
+} from '../store.js'
 
 export const DB_FILE = 'mailroom.db'
 
@@ -93,7 +93,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   const { secret } = options
   const mail = createMailStore(sqlite)
   // The log and statistics of a database file are read in a thread of their own
-  // (storage/reader.ts); an in-memory database is this connection's alone.
+  // (storage/sqlite/reader.ts); an in-memory database is this connection's alone.
   const reader = options.file !== ':memory:' && READER_THREAD ? readerThread(options.file) : undefined
 
   // The statements of every send, prepared once: drizzle would build and prepare them on each call.
@@ -520,11 +520,11 @@ async function backupTo(sqlite: Database.Database, file: string): Promise<void> 
   }
 }
 
-/** The checked-in migrations: beside this module in the source tree, two levels up from dist/storage/. */
+/** The checked-in migrations: beside this module in the source tree, three levels up from dist/storage/sqlite/. */
 function migrationsFolder(): string {
   const here = fileURLToPath(new URL('.', import.meta.url))
-  return here.includes(`${join('dist', 'storage')}`)
-    ? join(here, '..', '..', 'storage', 'migrations')
+  return here.includes(`${join('dist', 'storage', 'sqlite')}`)
+    ? join(here, '..', '..', '..', 'storage', 'sqlite', 'migrations')
     : join(here, 'migrations')
 }
 

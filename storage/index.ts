@@ -1,0 +1,45 @@
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { ConfigError, type Config } from '../config.js'
+import { WrongSecretError } from './secrets.js'
+import { DB_FILE, openDataDir } from './sqlite/index.js'
+import type { Store } from './store.js'
+
+export interface OpenStoreOptions {
+  /** Refuse a data directory without a database rather than create one (an admin command pointed at the wrong place must not answer from a new, empty one). */
+  existing?: boolean
+  /** This connection mostly appends (the engine's queue writes): keep its page cache small. */
+  appending?: boolean
+}
+
+/**
+ * Opens the store the configuration names: SQLite in the data directory (created and migrated
+ * on open). A store that cannot be opened is a ConfigError that names the setting behind it.
+ */
+export function openStore(config: Config, options: OpenStoreOptions = {}): Store {
+  if (options.existing && !existsSync(join(config.dataDir, DB_FILE))) {
+    throw new ConfigError(
+      `no mailroom database in ${config.dataDir} (MAILROOM_DATA_DIR): point it at the data directory of \`mailroom serve\`, which creates one on its first start`,
+    )
+  }
+  let store: ReturnType<typeof openDataDir>
+  try {
+    store = openDataDir(config.dataDir, config.secretKey)
+  } catch (err) {
+    if (err instanceof WrongSecretError) throw new ConfigError(wrongSecretMessage(config.dataDir, err.file))
+    throw new ConfigError(
+      `cannot open the data directory ${config.dataDir} (MAILROOM_DATA_DIR): ${(err as Error).message}`,
+    )
+  }
+  // A small page cache: a large message would otherwise fill SQLite's 16 MB default here,
+  // beside the main connection's own.
+  if (options.appending) store.sqlite.pragma('cache_size = -4000')
+  return store
+}
+
+function wrongSecretMessage(dataDir: string, file: string | null): string {
+  const fix = file
+    ? `they were encrypted with the key in ${file}: set MAILROOM_SECRET_KEY to its content ("$(cat ${file})"), or unset it to use the file`
+    : 'they were encrypted with another key: set MAILROOM_SECRET_KEY to that one'
+  return `MAILROOM_SECRET_KEY does not decrypt the order passwords and DKIM keys stored in ${dataDir}; ${fix}`
+}
