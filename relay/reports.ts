@@ -18,6 +18,8 @@ import { dateHeader, header, multipart, newMessageId, textPart } from './message
 
 /** The local part reports come from (RFC 5321 §4.5.5: sent with a null reverse-path). */
 const MAILER_DAEMON = 'MAILER-DAEMON'
+/** The address reports come from: the From header, and the domain whose key signs them. */
+const reportSender = (nodeName: string) => `${MAILER_DAEMON}@${nodeName}`
 /** Characters of a reply quoted in a report: its lines stay well within 998 (RFC 5322 §2.1.1). */
 const MAX_DIAGNOSTIC = 900
 /** Most bytes of the original read for its header block. */
@@ -49,7 +51,7 @@ export interface ReportInput {
  * as `text/rfc822-headers` (RFC 6522 §4), under `multipart/report; report-type=delivery-status`.
  */
 export function composeReport(input: ReportInput): { raw: Buffer; messageId: string; subject: string } {
-  const from = `${MAILER_DAEMON}@${input.nodeName}`
+  const from = reportSender(input.nodeName)
   const messageId = newMessageId(input.txid, from)
   const subject = SUBJECTS[input.action]
   const headers = [
@@ -205,7 +207,7 @@ export async function senderReports(
     })
     // From MAILER-DAEMON@<node name>: signed like any mail from that domain, when it is a sending
     // domain of the account.
-    const from = `MAILER-DAEMON@${deps.config.nodeName}`
+    const from = reportSender(deps.config.nodeName)
     const raw = joinPieces(
       await signMessage(deps, { accountId: first.accountId, from, raw: [composed.raw], time: now, txid }),
     )
@@ -231,7 +233,7 @@ function reportMessage(
     orderId: original.orderId,
     envFrom: '',
     recipients: [original.envFrom],
-    headerFrom: `${MAILER_DAEMON}@${nodeName}`,
+    headerFrom: reportSender(nodeName),
     replyTo: null,
     subject: report.subject,
     messageId: report.messageId,
