@@ -1,6 +1,7 @@
 import { serve } from '@hono/node-server'
 import type { Server } from 'node:http'
 import type { AddressInfo, Server as NodeServer } from 'node:net'
+import type { SMTPServer } from 'smtp-server'
 import { ConfigError, type Config } from './config.js'
 import { deliverInProcess } from './relay/delivery.js'
 import { startEngineThread } from './relay/engine.js'
@@ -100,25 +101,17 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
 
   // One count of connections and AUTH failures per client across both submission ports.
   const submission = { ...rt, tls, limits: submissionLimits(config, rt.clock) }
-  const smtp = createSubmissionServer(submission)
-  await listening(
-    smtp.server,
-    () => smtp.listen(config.smtp.port, config.smtp.host),
-    'MAILROOM_SMTP_HOST, MAILROOM_SMTP_PORT',
-    `${config.smtp.host}:${config.smtp.port}`,
-  )
-  const smtpPort = (smtp.server.address() as AddressInfo).port
-  const smtps = config.smtp.securePort === null ? null : createSubmissionServer(submission, { secure: true })
-  if (smtps) {
-    const port = config.smtp.securePort!
-    await listening(
-      smtps.server,
-      () => smtps.listen(port, config.smtp.host),
-      'MAILROOM_SMTP_HOST, MAILROOM_SMTPS_PORT',
-      `${config.smtp.host}:${port}`,
-    )
+  /** Starts a submission server on `port` of MAILROOM_SMTP_HOST; resolves with the port it got. */
+  const listenSubmission = async (server: SMTPServer, port: number, setting: string) => {
+    const { host } = config.smtp
+    await listening(server.server, () => server.listen(port, host), `MAILROOM_SMTP_HOST, ${setting}`, `${host}:${port}`)
+    return (server.server.address() as AddressInfo).port
   }
-  const smtpsPort = smtps ? (smtps.server.address() as AddressInfo).port : null
+  const smtp = createSubmissionServer(submission)
+  const smtpPort = await listenSubmission(smtp, config.smtp.port, 'MAILROOM_SMTP_PORT')
+  const { securePort } = config.smtp
+  const smtps = securePort === null ? null : createSubmissionServer(submission, { secure: true })
+  const smtpsPort = smtps ? await listenSubmission(smtps, securePort!, 'MAILROOM_SMTPS_PORT') : null
   const { smarthost } = config.delivery
   const mailTo = smarthost ? `smarthost ${smarthost.host}:${smarthost.port}` : 'MX lookup'
   logger.info(
