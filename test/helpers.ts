@@ -6,6 +6,7 @@ import { pino } from 'pino'
 import { loadConfig, type Config } from '../config.js'
 import { createAccount, createOrder } from '../accounts.js'
 import { createServices } from '../runtime.js'
+import { startServer } from '../serve.js'
 import { openDataDir, openSqliteStore } from '../storage/sqlite/index.js'
 import type { Services, ToolContext } from '../tools/define.js'
 import { createHttpApp } from '../transports/http.js'
@@ -66,6 +67,24 @@ export async function dataDirToSeed(prefix: string): Promise<string> {
 }
 
 /** The API key and SMTP credentials `mailroom serve` prints on the first start of a data directory. */
+/**
+ * `mailroom serve` in process over a new data directory (every port 0, no log lines), `env`
+ * setting the rest. The caller stops it and removes the directory.
+ */
+export async function startTestServer(prefix: string, env: Record<string, string> = {}) {
+  const dataDir = mkdtempSync(join(tmpdir(), prefix))
+  const config = loadConfig({
+    MAILROOM_DATA_DIR: dataDir,
+    MAILROOM_HTTP_PORT: '0',
+    MAILROOM_SMTP_PORT: '0',
+    MAILROOM_SMTPS_PORT: '0',
+    MAILROOM_LOG_LEVEL: 'silent',
+    ...env,
+  })
+  const server = await startServer(config, { engine: 'in-process' })
+  return { server, config, dataDir, ...firstStartCredentials(server.firstStart!) }
+}
+
 export function firstStartCredentials(firstStart: string) {
   const find = (pattern: RegExp) => pattern.exec(firstStart)![1]
   return {

@@ -1,11 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { connect } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { loadConfig } from '../config.js'
-import { startServer, type RunningServer } from '../serve.js'
+import type { RunningServer } from '../serve.js'
+import { startTestServer } from './helpers.js'
 
 // `mailroom serve` in process, reached over real sockets: what Node's HTTP server itself answers.
 describe('mailroom serve over HTTP', () => {
@@ -14,16 +12,7 @@ describe('mailroom serve over HTTP', () => {
   let apiKey: string
 
   beforeAll(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'mailroom-serve-'))
-    const config = loadConfig({
-      MAILROOM_DATA_DIR: dataDir,
-      MAILROOM_HTTP_PORT: '0',
-      MAILROOM_SMTP_PORT: '0',
-      MAILROOM_SMTPS_PORT: '0',
-      MAILROOM_LOG_LEVEL: 'silent',
-    })
-    server = await startServer(config, { engine: 'in-process' })
-    apiKey = /API key \(shown only now\): (\S+)/.exec(server.firstStart!)![1]
+    ;({ server, dataDir, apiKey } = await startTestServer('mailroom-serve-'))
   })
   afterAll(async () => {
     await server.stop()

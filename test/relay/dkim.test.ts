@@ -1,9 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { rmSync } from 'node:fs'
 import type { DKIMSignOptions } from 'mailauth'
 import { dkimSign } from 'mailauth/lib/dkim/sign.js'
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js'
@@ -12,7 +10,6 @@ import nodemailer from 'nodemailer'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createAccount } from '../../accounts.js'
 import { addDomainKey, checkRecords, type AddedKey } from '../../cli/domains.js'
-import { loadConfig } from '../../config.js'
 import {
   dkimSignature,
   dnsRecords,
@@ -23,8 +20,8 @@ import {
   withCrlf,
 } from '../../relay/dkim.js'
 import { openRuntime, type Runtime } from '../../runtime.js'
-import { startServer, type RunningServer } from '../../serve.js'
-import { firstStartCredentials, silentLogger } from '../helpers.js'
+import type { RunningServer } from '../../serve.js'
+import { silentLogger, startTestServer } from '../helpers.js'
 import { startSink } from './sink.js'
 
 /** What a receiver's DNS answers: only the TXT records given, NXDOMAIN for every other name. */
@@ -58,18 +55,13 @@ describe('DKIM signing of every door', () => {
 
   beforeAll(async () => {
     sink = await startSink()
-    dataDir = mkdtempSync(join(tmpdir(), 'mailroom-dkim-'))
-    const config = loadConfig({
-      MAILROOM_DATA_DIR: dataDir,
-      MAILROOM_HTTP_PORT: '0',
-      MAILROOM_SMTP_PORT: '0',
+    const started = await startTestServer('mailroom-dkim-', {
       MAILROOM_SMTPS_PORT: 'off',
-      MAILROOM_LOG_LEVEL: 'silent',
       MAILROOM_NODE_NAME: 'mx.relay.test',
       MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
     })
-    server = await startServer(config, { engine: 'in-process' })
-    ;({ apiKey, smtp } = firstStartCredentials(server.firstStart!))
+    ;({ server, dataDir, apiKey, smtp } = started)
+    const { config } = started
     base = `http://127.0.0.1:${server.httpPort}`
     admin = openRuntime(config, { logger: silentLogger })
     signed = await addDomainKey(admin, { accountId: 1, domain: 'signed.test', algorithm: 'rsa' })

@@ -1,13 +1,11 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import nodemailer from 'nodemailer'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { loadConfig } from '../../config.js'
-import { startServer, type RunningServer } from '../../serve.js'
-import { firstStartCredentials } from '../helpers.js'
+import type { RunningServer } from '../../serve.js'
+import { startTestServer } from '../helpers.js'
 import { startSink } from './sink.js'
 
 // `mailroom serve` in process: REST, MCP and SMTP submission in front of one pipeline, and the
@@ -23,20 +21,10 @@ describe('every door delivers', () => {
 
   beforeAll(async () => {
     sink = await startSink()
-    dataDir = mkdtempSync(join(tmpdir(), 'mailroom-e2e-'))
-    const config = loadConfig({
-      MAILROOM_DATA_DIR: dataDir,
-      MAILROOM_HTTP_PORT: '0',
-      MAILROOM_SMTP_PORT: '0',
-      MAILROOM_SMTPS_PORT: '0',
-      MAILROOM_LOG_LEVEL: 'silent',
-      MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
-    })
-    server = await startServer(config, { engine: 'in-process' })
-    const credentials = firstStartCredentials(server.firstStart!)
-    apiKey = credentials.apiKey
-    smtpUser = credentials.smtp.user
-    smtpPassword = credentials.smtp.pass
+    const started = await startTestServer('mailroom-e2e-', { MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}` })
+    ;({ server, dataDir, apiKey } = started)
+    smtpUser = started.smtp.user
+    smtpPassword = started.smtp.pass
     base = `http://127.0.0.1:${server.httpPort}`
   })
   afterAll(async () => {
