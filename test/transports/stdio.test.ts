@@ -38,6 +38,19 @@ describe('mailroom stdio', () => {
     return { dir, apiKey: account.apiKey as string, orderId: order.id as number, password: order.password as string }
   }
 
+  /** A mailroom's HTTP app on a port of its own, for `stdio --url` to be a client of. */
+  const remoteMailroom = async () => {
+    const env: TestEnv = await createTestEnv()
+    const server: ServerType = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
+    await new Promise((r) => server.once('listening', r))
+    cleanup.push(
+      () => env.close(),
+      () => env.app.close(),
+      () => new Promise<void>((r) => server.close(() => r())),
+    )
+    return { env, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }
+  }
+
   const connect = async (args: string[], env: Record<string, string>) => {
     // The child's environment is the test's without any MAILROOM_API_KEY of its own, and `env`.
     const inherited = Object.entries(process.env).filter(([k, v]) => k !== 'MAILROOM_API_KEY' && v !== undefined) as [
@@ -94,15 +107,7 @@ describe('mailroom stdio', () => {
   })
 
   it('serves the tools as a client of a remote mailroom (--url)', async () => {
-    const env: TestEnv = await createTestEnv()
-    const server: ServerType = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
-    await new Promise((r) => server.once('listening', r))
-    cleanup.push(
-      () => env.close(),
-      () => env.app.close(),
-      () => new Promise<void>((r) => server.close(() => r())),
-    )
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const { env, url } = await remoteMailroom()
     const client = await connect(['--url', url], { MAILROOM_API_KEY: env.apiKey })
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
     const orders = await client.callTool({ name: 'getMailOrders', arguments: {} })
@@ -116,17 +121,10 @@ describe('mailroom stdio', () => {
 
   it('refuses a tool name that is not a string, or arguments that are not an object, as a 400, locally and through --url', async () => {
     const { dir, apiKey } = localDataDir()
-    const env: TestEnv = await createTestEnv()
-    const server: ServerType = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
-    await new Promise((r) => server.once('listening', r))
-    cleanup.push(
-      () => env.close(),
-      () => env.app.close(),
-      () => new Promise<void>((r) => server.close(() => r())),
-    )
+    const { env, url } = await remoteMailroom()
     const clients = [
       await connect([], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey }),
-      await connect(['--url', `http://127.0.0.1:${(server.address() as AddressInfo).port}`], {
+      await connect(['--url', url], {
         MAILROOM_API_KEY: env.apiKey,
       }),
     ]
