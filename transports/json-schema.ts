@@ -34,7 +34,7 @@ export function mcpOutputSchema(tool: AnyTool): JsonSchema {
 /** A schema without its descriptions, patterns, `required` lists and closed objects. */
 function shapeOf(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(shapeOf)
-  if (!isSchemaObject(node)) return node
+  if (!isObject(node)) return node
   const dropped = (k: string, v: unknown) =>
     ((k === 'description' || k === 'pattern') && typeof v === 'string') ||
     (k === 'required' && Array.isArray(v)) ||
@@ -50,8 +50,7 @@ export const resultKey = (tool: AnyTool) => tool.resultKey ?? 'result'
 
 /** A handler's result as MCP structured content (an object). */
 export function structuredResult(tool: AnyTool, result: unknown): Record<string, unknown> {
-  const isObject = typeof result === 'object' && result !== null && !Array.isArray(result)
-  return isObject ? (result as Record<string, unknown>) : { [resultKey(tool)]: result }
+  return isObject(result) ? result : { [resultKey(tool)]: result }
 }
 
 /**
@@ -72,7 +71,7 @@ const VALUES = new Set(['enum', 'const', 'default'])
 /** Drops what restates something else in the same node, in every node. */
 function tidy(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(tidy)
-  if (!isSchemaObject(node)) return node
+  if (!isObject(node)) return node
   const out: JsonSchema = Object.fromEntries(Object.entries(node).map(([k, v]) => [k, VALUES.has(k) ? v : tidy(v)]))
   // `format: email` names the address syntax (RFC 5321, whose path limit is the 254 characters);
   // the pattern and the length beside it are the server's own check.
@@ -94,7 +93,7 @@ function nullableAsType(node: JsonSchema): JsonSchema {
   const options = node.anyOf
   if (!Array.isArray(options) || options.length !== 2) return node
   const inner = options.find((o) => !isNullType(o))
-  if (!options.some(isNullType) || !isSchemaObject(inner) || typeof inner.type !== 'string') return node
+  if (!options.some(isNullType) || !isObject(inner) || typeof inner.type !== 'string') return node
   if (['enum', 'const', 'anyOf', 'oneOf', 'allOf', '$ref'].some((k) => k in inner)) return node
   const { anyOf: _drop, ...rest } = node
   return { ...inner, ...rest, type: [inner.type, 'null'] }
@@ -102,7 +101,7 @@ function nullableAsType(node: JsonSchema): JsonSchema {
 
 const jsonType = (v: unknown) => (typeof v === 'number' ? 'number' : typeof v)
 
-const isNullType = (o: unknown) => isSchemaObject(o) && Object.keys(o).join() === 'type' && o.type === 'null'
+const isNullType = (o: unknown) => isObject(o) && Object.keys(o).join() === 'type' && o.type === 'null'
 
 /**
  * Writes each titled subschema that occurs more than once under `$defs`, named by its title, and
@@ -115,7 +114,7 @@ function hoistTitled(schema: JsonSchema): JsonSchema {
   for (let shared = sharedTitle(root, defs); shared; shared = sharedTitle(root, defs)) {
     const replace = (node: unknown): unknown => {
       if (Array.isArray(node)) return node.map(replace)
-      if (!isSchemaObject(node)) return node
+      if (!isObject(node)) return node
       if (node.title !== shared) return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, replace(v)]))
       const { title: _t, description, default: fallback, ...body } = node
       defs[shared] ??= body
@@ -140,7 +139,7 @@ function sharedTitle(root: JsonSchema, defs: Record<string, JsonSchema>): string
       for (const n of node) count(n)
       return
     }
-    if (!isSchemaObject(node)) return
+    if (!isObject(node)) return
     if (typeof node.title === 'string') counts.set(node.title, (counts.get(node.title) ?? 0) + 1)
     Object.values(node).forEach(count)
   }
@@ -150,9 +149,10 @@ function sharedTitle(root: JsonSchema, defs: Record<string, JsonSchema>): string
 
 function dropTitles(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(dropTitles)
-  if (!isSchemaObject(node)) return node
+  if (!isObject(node)) return node
   const kept = Object.entries(node).filter(([k, v]) => k !== 'title' || typeof v !== 'string')
   return Object.fromEntries(kept.map(([k, v]) => [k, dropTitles(v)]))
 }
 
-const isSchemaObject = (v: unknown): v is JsonSchema => typeof v === 'object' && v !== null && !Array.isArray(v)
+/** A JSON object: a schema node, a tool call's arguments, a result that needs no wrapping. */
+export const isObject = (v: unknown): v is JsonSchema => typeof v === 'object' && v !== null && !Array.isArray(v)

@@ -5,7 +5,8 @@ import type { Context, Hono } from 'hono'
 import { randomUUID } from 'node:crypto'
 import { MailroomError, unauthorized } from '../errors.js'
 import type { Services } from '../tools/define.js'
-import { createMcpServer, isObject, toolCaller, type CallerOf } from './mcp.js'
+import { isObject } from './json-schema.js'
+import { createMcpServer, toolCaller, type CallerOf } from './mcp.js'
 import type { Authenticate } from './auth.js'
 
 /** A session nobody used for this long is closed. */

@@ -14,7 +14,7 @@ import { asMailroomError, badInput, unauthorized } from '../errors.js'
 import { PACKAGE } from '../package-info.js'
 import type { AnyTool, Services, ToolAnnotations, ToolContext } from '../tools/define.js'
 import { TOOLS } from '../tools/index.js'
-import { mcpInputSchema, mcpOutputSchema, structuredResult } from './json-schema.js'
+import { isObject, mcpInputSchema, mcpOutputSchema, structuredResult } from './json-schema.js'
 import { parseInput } from './input.js'
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18'
@@ -61,9 +61,6 @@ export function mcpToolsOf(tools: readonly AnyTool[]): McpTool[] {
   if (!listed) LISTS.set(tools, (listed = tools.map(mcpToolOf)))
   return listed
 }
-
-export const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v)
 
 /**
  * Runs a tool for MCP: its result as structured content (and JSON text), an error as `isError`
