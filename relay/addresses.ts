@@ -13,16 +13,18 @@ export interface Mailbox {
 // local part (printable ASCII, `"` and `\` only escaped) and a domain with at least one dot. No
 // address literal (`u@[192.0.2.1]`): delivery finds hosts by MX lookup only, and a literal would let
 // a caller aim delivery at any address, the relay's own network included.
-export const EMAIL_PATTERN =
-  /^(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])+")@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}$/
-const DOMAIN = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}$/
+const ATOMS = /[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*/.source
+const QUOTED = /"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])+"/.source
+const LABELS = /(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9-]{2,63}/.source
+export const EMAIL_PATTERN = new RegExp(`^(?:${ATOMS}|${QUOTED})@${LABELS}$`)
+const DOMAIN = new RegExp(`^${LABELS}$`)
 
 export const isEmail = (s: string) => s.length <= 254 && EMAIL_PATTERN.test(s)
 
 /** Whether a text is all ASCII (an address needs no SMTPUTF8, a domain no punycode). */
 export const isAscii = (s: string) => /^[\x00-\x7f]*$/.test(s)
 
-const DOT_ATOM = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/
+const DOT_ATOM = new RegExp(`^${ATOMS}$`)
 
 /** A quoted-string (RFC 5322 §3.2.4): the text in quotes, `"` and `\` escaped. */
 export const quoteString = (text: string) => `"${text.replace(/["\\]/g, '\\$&')}"`
