@@ -2,6 +2,7 @@ import { createHash, createPrivateKey, generateKeyPairSync, type KeyObject, sign
 import { domainToASCII } from 'node:url'
 import type { Logger } from 'pino'
 import { joinPieces, type DkimAlgorithm, type SigningKey, type Store } from '../storage/store.js'
+import { hasOnlyCrlf } from './smtp-session.js'
 
 /** A DNS record to publish, as a DNS provider's form asks for it. */
 export interface DnsRecord {
@@ -272,13 +273,5 @@ export function relaxedBody(body: Buffer): string {
 }
 
 /** The bytes with every bare CR and bare LF made CRLF (a copy only when one is there). */
-export function withCrlf(raw: Buffer): Buffer {
-  let lfs = 0
-  for (let i = raw.indexOf(0x0a); i !== -1; i = raw.indexOf(0x0a, i + 1), lfs++)
-    if (raw[i - 1] !== 0x0d) return fix(raw)
-  let crs = 0
-  for (let i = raw.indexOf(0x0d); i !== -1; i = raw.indexOf(0x0d, i + 1)) crs++
-  return crs === lfs ? raw : fix(raw)
-}
-
-const fix = (raw: Buffer) => Buffer.from(raw.toString('latin1').replace(/\r\n|\r|\n/g, '\r\n'), 'latin1')
+export const withCrlf = (raw: Buffer): Buffer =>
+  hasOnlyCrlf(raw) ? raw : Buffer.from(raw.toString('latin1').replace(/\r\n|\r|\n/g, '\r\n'), 'latin1')

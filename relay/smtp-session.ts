@@ -403,12 +403,12 @@ export function toDataLines(raw: Buffer): Buffer[] {
 }
 
 /** True when every line ends in CRLF and none starts with a dot: the usual case, found with native searches. */
-function isClean(raw: Buffer): boolean {
-  if (raw[0] === 0x2e) return false
+const isClean = (raw: Buffer) => raw[0] !== 0x2e && raw.indexOf('\n.') === -1 && hasOnlyCrlf(raw)
+
+/** True when every line end is a CRLF: no bare LF, and no bare CR (what delivery writes as is). */
+export function hasOnlyCrlf(raw: Buffer): boolean {
   let lines = 0
-  for (let i = raw.indexOf(0x0a); i !== -1; i = raw.indexOf(0x0a, i + 1), lines++) {
-    if (raw[i - 1] !== 0x0d || raw[i + 1] === 0x2e) return false
-  }
+  for (let i = raw.indexOf(0x0a); i !== -1; i = raw.indexOf(0x0a, i + 1), lines++) if (raw[i - 1] !== 0x0d) return false
   // Every LF has its CR: any CR more is a bare one.
   let crs = 0
   for (let i = raw.indexOf(0x0d); i !== -1; i = raw.indexOf(0x0d, i + 1)) crs++
