@@ -12,7 +12,7 @@ import {
 import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { senderReports } from './reports.js'
-import { sameReply } from './smtp-session.js'
+import { cut, sameReply } from './smtp-session.js'
 import { resolveRoute, type MxResolver, type Route } from './routes.js'
 import { createTxidGenerator } from './txid.js'
 
@@ -33,10 +33,6 @@ const MAX_RCPTS_PER_TRANSACTION = 100
 const BODY_IN_MEMORY_MAX = 64 * 1024
 /** Characters of a destination's reply kept in the log: a page of the log stays small, whatever a server says. */
 export const MAX_STORED_RESPONSE = 4096
-
-/** A reply's text as the log keeps it: at most MAX_STORED_RESPONSE characters. */
-const storedResponse = (response: string) =>
-  response.length > MAX_STORED_RESPONSE ? `${response.slice(0, MAX_STORED_RESPONSE)} [cut]` : response
 
 export interface DeliveryDeps {
   store: Store
@@ -320,7 +316,7 @@ export class DeliveryWorker {
       const verdict = classify(reply.code, reply.response)
       let state = verdict.state
       let next: number | null = null
-      let response = storedResponse(reply.response)
+      let response = cut(reply.response, MAX_STORED_RESPONSE)
       if (state === 'deferred') {
         next = nextAttempt(retrySchedule, item.attempts + 1, item.queuedAt, now, maxQueueAge)
         if (next === null) {

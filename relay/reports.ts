@@ -15,6 +15,7 @@ import {
 } from '../storage/store.js'
 import { signMessage } from './dkim.js'
 import { dateHeader, header, multipart, newMessageId, textPart } from './message.js'
+import { cut } from './smtp-session.js'
 
 /** The local part reports come from (RFC 5321 §4.5.5: sent with a null reverse-path). */
 const MAILER_DAEMON = 'MAILER-DAEMON'
@@ -134,7 +135,7 @@ export function status(action: 'failed' | 'delayed', r: Pick<AttemptOutcome, 'co
 function diagnostic(r: Pick<AttemptOutcome, 'code' | 'response'>): string {
   const text = r.response.replace(/\s*\n\s*/g, ' ').replace(/[^\x20-\x7e]/g, '?')
   const withCode = r.code === null || text.startsWith(String(r.code)) ? text : `${r.code} ${text}`
-  return withCode.length > MAX_DIAGNOSTIC ? `${withCode.slice(0, MAX_DIAGNOSTIC)} [cut]` : withCode
+  return cut(withCode, MAX_DIAGNOSTIC)
 }
 
 /** A message's header block (up to the blank line that ends it), with CRLF line ends. */

@@ -47,6 +47,9 @@ export const MAX_REPLY_LINE = 1000
 export const MAX_REPLY_LENGTH = 64 * 1024
 export const MAX_REPLY_LINES = 100
 
+/** A server's text kept to `max` characters, marked where it was cut. */
+export const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)} [cut]` : text)
+
 /**
  * One SMTP client session toward a destination MX: EHLO (HELO for servers that refuse it),
  * opportunistic STARTTLS (certificates are not checked, as is usual between MTAs), then
@@ -334,9 +337,8 @@ export class SmtpSession {
   }
 
   private endLine(): void {
-    let line = this.buffer.replace(/\r?\n?$/, '')
+    const line = cut(this.buffer.replace(/\r?\n?$/, ''), MAX_REPLY_LINE)
     this.buffer = ''
-    if (line.length > MAX_REPLY_LINE) line = `${line.slice(0, MAX_REPLY_LINE)} [cut]`
     this.lines.push(line)
     // The last line of a reply has a space (or nothing) after its code.
     if (line.length > 3 && line[3] === '-') {
