@@ -72,6 +72,18 @@ const isProxyEntry = (s: string) => {
 export const ConfigSchema = z.object({
   /** Where the SQLite database, the server secret and generated certificates live. */
   MAILROOM_DATA_DIR: z.string().min(1).default('./data'),
+  /** `postgres://user:password@host:port/database`: the shared database of several nodes, instead of SQLite in MAILROOM_DATA_DIR. */
+  MAILROOM_DATABASE_URL: z
+    .string()
+    .refine((s) => {
+      try {
+        const url = new URL(s)
+        return ['postgres:', 'postgresql:'].includes(url.protocol) && url.hostname !== ''
+      } catch {
+        return false
+      }
+    }, 'expected postgres://user:password@host:port/database')
+    .optional(),
   /** Address the HTTP server (REST, MCP, documents) binds to. Loopback by default: nothing is exposed by surprise. */
   MAILROOM_HTTP_HOST: z.string().min(1).default('127.0.0.1'),
   /** HTTP port. */
@@ -167,6 +179,10 @@ export const ConfigSchema = z.object({
       `expected at most ${MAX_TIMER_MS}ms (about 24.8 days), the longest timer Node.js keeps`,
     )
     .prefault('60s'),
+  /** A delivery leased by a node that has not renewed it this long is taken over by another (its node is taken for dead). */
+  MAILROOM_LEASE_TIMEOUT: DurationAtLeast(5000, '5s')
+    .refine((ms) => ms <= MAX_TIMER_MS, `expected at most ${MAX_TIMER_MS}ms`)
+    .prefault('10m'),
   /** Spam-filter events older than this are deleted (the block lists look back 5 days at most, so no less). */
   MAILROOM_BLOCK_EVENT_RETENTION: DurationAtLeast(5 * 86_400_000, '5d').prefault('30d'),
   /** The API key `mailroom stdio` acts with. */
@@ -185,6 +201,8 @@ export const ConfigSchema = z.object({
 /** The settings as the code reads them, grouped, built from the checked environment. */
 const Settings = ConfigSchema.transform((e) => ({
   dataDir: resolve(e.MAILROOM_DATA_DIR),
+  /** The server database of several nodes, or null for SQLite in the data directory. */
+  databaseUrl: e.MAILROOM_DATABASE_URL ?? null,
   http: {
     host: e.MAILROOM_HTTP_HOST,
     port: e.MAILROOM_HTTP_PORT,
@@ -227,6 +245,7 @@ const Settings = ConfigSchema.transform((e) => ({
     retrySchedule: e.MAILROOM_RETRY_SCHEDULE,
     maxQueueAge: e.MAILROOM_MAX_QUEUE_AGE,
     timeout: e.MAILROOM_DELIVERY_TIMEOUT,
+    leaseTimeout: e.MAILROOM_LEASE_TIMEOUT,
   },
   reports: {
     enabled: e.MAILROOM_BOUNCE_REPORTS === 'on',
@@ -240,7 +259,7 @@ export type Config = z.output<typeof Settings>
 export class ConfigError extends Error {}
 
 /** Settings whose value is a secret: a refusal names them but never repeats the value. */
-const SECRET_SETTINGS = new Set(['MAILROOM_SECRET_KEY', 'MAILROOM_API_KEY'])
+const SECRET_SETTINGS = new Set(['MAILROOM_SECRET_KEY', 'MAILROOM_API_KEY', 'MAILROOM_DATABASE_URL'])
 
 /** Reads and checks the environment once; a bad value throws a ConfigError that names the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {

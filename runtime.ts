@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from './config.js'
-import { createRelay } from './relay/pipeline.js'
+import { createRelay, type Intake } from './relay/pipeline.js'
 import { openStore } from './storage/index.js'
 import type { Store } from './storage/store.js'
 import type { Services } from './tools/define.js'
@@ -13,10 +13,10 @@ export interface Runtime extends Services {
 export function createServices(
   store: Store,
   config: Config,
-  options: { logger: Logger; clock?: () => number },
+  options: { logger: Logger; clock?: () => number; intake?: Intake },
 ): Services {
   const clock = options.clock ?? Date.now
-  const relay = createRelay({ store, config, logger: options.logger, clock })
+  const relay = createRelay({ store, intake: options.intake, config, logger: options.logger, clock })
   return { store, relay, config, logger: options.logger, clock }
 }
 
@@ -24,10 +24,10 @@ export function createServices(
  * Opens the configured store (see openStore; with `existing`, a missing database is refused
  * rather than created) and wires the services.
  */
-export function openRuntime(
+export async function openRuntime(
   config: Config,
   options: { logger: Logger; clock?: () => number; existing?: boolean },
-): Runtime {
-  const store = openStore(config, { existing: options.existing })
+): Promise<Runtime> {
+  const store = await openStore(config, { existing: options.existing })
   return { ...createServices(store, config, options), close: () => store.close() }
 }

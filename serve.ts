@@ -3,14 +3,13 @@ import type { Server } from 'node:http'
 import type { AddressInfo, Server as NodeServer } from 'node:net'
 import type { SMTPServer } from 'smtp-server'
 import { ConfigError, type Config } from './config.js'
-import { deliverInProcess } from './relay/delivery.js'
 import { startEngineThread } from './relay/engine.js'
-import { createResolver, type MxResolver } from './relay/routes.js'
 import { createSubmissionServer, submissionLimits } from './relay/submission.js'
 import { loadTls, tlsCertFile } from './relay/tls.js'
 import { bootstrap } from './accounts.js'
 import { createLogger, logStream } from './logger.js'
-import { openRuntime } from './runtime.js'
+import { createServices } from './runtime.js'
+import { openStore, storeName } from './storage/index.js'
 import { HTTP_SERVER_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
@@ -26,54 +25,44 @@ export interface RunningServer {
   stop(): Promise<void>
 }
 
-export interface ServeOptions {
-  /** Where the engine runs: its own worker thread (the default), or this event loop. */
-  engine?: 'thread' | 'in-process'
-  /** MX lookups of the in-process engine (the thread always uses DNS). */
-  resolver?: MxResolver
-}
-
 /**
- * `mailroom serve`: the data directory (migrated on open), HTTP (REST, MCP, documents) and the
- * SMTP submission server over the one pipeline, and the engine (queue commits and the delivery
- * worker) in its own thread.
+ * `mailroom serve`: the store (migrated on open), HTTP (REST, MCP, documents) and the SMTP
+ * submission server over the one pipeline, and the relay engine (queue commits and the delivery
+ * worker) in its own thread, with its own connection to the store.
  */
-export async function startServer(config: Config, options: ServeOptions = {}): Promise<RunningServer> {
+export async function startServer(config: Config): Promise<RunningServer> {
   // Kept to write the engine thread's lines through: stdout has one writer.
   const out = logStream(1)
   const logger = createLogger(config, out)
-  const rt = openRuntime(config, { logger })
+  const store = await openStore(config)
   // Read before anything listens: a bad certificate stops the start with a message naming it.
-  const tls = await loadTls(config)
+  let tls: Awaited<ReturnType<typeof loadTls>>
+  try {
+    tls = await loadTls(config)
+  } catch (err) {
+    await store.close()
+    throw err
+  }
+
+  // The engine: accepted messages and spam-filter events are written by its thread (the pipeline's
+  // intake), which delivers them too.
+  const engine = await startEngineThread(config, out, (err) => {
+    logger.fatal({ err }, 'the relay engine stopped; exiting')
+    process.exit(1)
+  })
+  const rt = createServices(store, config, { logger, intake: engine })
 
   // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, so the
   // table does not grow without end; the database refreshes its statistics.
   const prune = () =>
-    rt.store.blocks
+    store.blocks
       .prune(rt.clock() - config.blockEventRetention)
       .then((n) => n && logger.info({ pruned: n }, 'old spam-filter events pruned'))
-      .then(() => rt.store.maintain())
+      .then(() => store.maintain())
       .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()
   const pruning = setInterval(prune, 3_600_000)
   pruning.unref()
-
-  // The engine (queue commits and delivery) runs in its own thread; in process when asked (the
-  // in-process tests, which run from TypeScript sources that a worker thread cannot load).
-  let engine: { stop(): Promise<void>; stopped(): string | null }
-  if (options.engine === 'in-process') {
-    engine = await deliverInProcess({ ...rt, resolver: options.resolver ?? createResolver(config.delivery.dnsServers) })
-  } else {
-    const thread = await startEngineThread(config, out, (err) => {
-      logger.fatal({ err }, 'the relay engine stopped; exiting')
-      process.exit(1)
-    })
-    // Accepted messages and spam-filter events are written by the engine thread: the pipeline's
-    // store hands them over.
-    rt.store.mail.enqueue = thread.enqueue
-    Object.assign(rt.store.blocks, thread.blocks)
-    engine = thread
-  }
 
   // HTTP listens before the app is made, so that on port 0 the documents can name the port it got.
   let app: ReturnType<typeof createHttpApp> | undefined
@@ -121,7 +110,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
       smtpHost: config.smtp.host,
       smtpPort,
       smtpsPort,
-      dataDir: config.dataDir,
+      store: storeName(config),
       delivery: mailTo,
     },
     'HTTP and SMTP listening',
@@ -177,7 +166,7 @@ export async function startServer(config: Config, options: ServeOptions = {}): P
         logger.warn(
           `deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`,
         )
-      await rt.close()
+      await store.close()
       // The last lines out before the process exits, through the ordinary (asynchronous) writes:
       // a stdout whose reader is gone fails them with EPIPE, after which the logger drops lines.
       // Left to the synchronous flush at exit, that EPIPE would be retried forever.

@@ -37,7 +37,7 @@ export async function withRuntime<T>(
 ): Promise<void> {
   const config = loadConfig()
   // Admin commands keep stdout for their own output.
-  const rt = openRuntime(config, {
+  const rt = await openRuntime(config, {
     logger: createLogger({ logLevel: json ? 'silent' : 'warn' }, 2),
     existing: !options.create,
   })

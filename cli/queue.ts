@@ -1,5 +1,4 @@
 import type { Command } from 'commander'
-import { LEASE_MS } from '../relay/delivery.js'
 import type { Runtime } from '../runtime.js'
 import type { QueueChange, WaitingRecipient } from '../storage/store.js'
 import { accountAction, accountOption, adminAction } from './common.js'
@@ -48,7 +47,7 @@ function changed(txid: string | undefined, change: QueueChange | undefined): Que
 const inFlightNote = (n: number) =>
   n ? `; ${n} in flight left to the worker that holds ${n === 1 ? 'it' : 'them'}` : ''
 const of = (txid: string | null) => (txid ? ` of ${txid}` : '')
-const lease = (rt: Runtime) => ({ now: rt.clock(), leaseMs: LEASE_MS })
+const lease = (rt: Runtime) => ({ now: rt.clock(), leaseMs: rt.config.delivery.leaseTimeout })
 
 /** `queue list|retry|cancel`: the recipients still to deliver, for the operator. */
 export function addQueueCommands(program: Command): void {

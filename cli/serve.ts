@@ -31,6 +31,9 @@ export function addServeCommands(program: Command): void {
         await serveStdioRemote(o.url, config.apiKey)
         return
       }
-      await serveStdioLocal(openRuntime(config, { logger: createLogger(config, 2), existing: true }), config.apiKey)
+      await serveStdioLocal(
+        await openRuntime(config, { logger: createLogger(config, 2), existing: true }),
+        config.apiKey,
+      )
     })
 }

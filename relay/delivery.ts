@@ -11,15 +11,14 @@ import {
 } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
+import { type Intake, storeIntake } from './pipeline.js'
 import { senderReports } from './reports.js'
 import { cut, sameReply } from './smtp-session.js'
 import { resolveRoute, type MxResolver, type Route } from './routes.js'
 import { createTxidGenerator } from './txid.js'
 
-/** A lease older than this is taken to belong to a dead worker. */
-export const LEASE_MS = 10 * 60_000
-/** How often a live worker renews the leases it holds, well within LEASE_MS. */
-const RENEW_MS = LEASE_MS / 5
+/** How often a live worker renews the leases it holds, as a share of the lease timeout (MAILROOM_LEASE_TIMEOUT). */
+const RENEW_SHARE = 1 / 5
 /** How often the queue is looked at when nothing wakes the worker. */
 const POLL_MS = 1_000
 /** Successful MX lookups are reused this long. */
@@ -84,15 +83,12 @@ export class DeliveryWorker {
   private routes = new Map<string, { route: Route; expires: number }>()
   private renewedAt = 0
   private readonly mx: MxClient
-  /** The store's own enqueue, kept before a caller routes the pipeline's enqueue through `accept`. */
-  private readonly enqueue: Store['mail']['enqueue']
   private readonly node: string
   /** Transaction ids of the reports to senders this worker queues. */
   private readonly newTxid = createTxidGenerator()
 
   constructor(private readonly deps: DeliveryDeps) {
     this.mx = new MxClient({ heloName: deps.config.nodeName, timeout: deps.config.delivery.timeout })
-    this.enqueue = deps.store.mail.enqueue
     this.node = deps.node ?? deps.config.nodeName
   }
 
@@ -124,7 +120,7 @@ export class DeliveryWorker {
    */
   async accept(message: NewMessage): Promise<{ rowId: number }> {
     if (!this.running || this.held() >= this.claimLimit()) {
-      const queued = await this.enqueue(message)
+      const queued = await this.deps.store.mail.enqueue(message)
       this.kick()
       return { rowId: queued.rowId }
     }
@@ -132,7 +128,7 @@ export class DeliveryWorker {
     this.reserved++
     try {
       // The store is handed the joined bytes too, so that it does not join the pieces again.
-      const { rowId, leased = [] } = await this.enqueue(body ? { ...message, raw: [body] } : message, {
+      const { rowId, leased = [] } = await this.deps.store.mail.enqueue(body ? { ...message, raw: [body] } : message, {
         node: this.node,
         now: this.deps.clock(),
       })
@@ -192,7 +188,7 @@ export class DeliveryWorker {
           const items = await this.deps.store.queue.claim({
             node: this.node,
             now: this.deps.clock(),
-            leaseMs: LEASE_MS,
+            leaseMs: this.deps.config.delivery.leaseTimeout,
             limit,
           })
           claimed = items.length
@@ -209,13 +205,13 @@ export class DeliveryWorker {
   }
 
   /**
-   * Every RENEW_MS, the leases of the rows this worker holds (waiting for a connection, or in a
-   * delivery to a slow host) are renewed: else after LEASE_MS its own claim would take them again
+   * Every fifth of the lease timeout, the leases of the rows this worker holds (waiting for a connection, or in a
+   * delivery to a slow host) are renewed: else after the timeout its own claim would take them again
    * and deliver them twice.
    */
   private async renewLeases(): Promise<void> {
     const now = this.deps.clock()
-    if (now - this.renewedAt < RENEW_MS) return
+    if (now - this.renewedAt < this.deps.config.delivery.leaseTimeout * RENEW_SHARE) return
     try {
       await this.deps.store.queue.renew(this.node, now)
       this.renewedAt = now
@@ -387,14 +383,13 @@ export class DeliveryWorker {
 }
 
 /**
- * Delivery in this process (`mailroom stdio`, and `serve` with an in-process engine): a worker over
- * the store, through which the pipeline's accepted messages go, so that they start at once.
+ * Delivery in this process (`mailroom stdio`): a worker over the store, started, and the intake to
+ * give the relay, through which accepted messages go to the worker, so that they start at once.
  */
-export async function deliverInProcess(deps: DeliveryDeps): Promise<DeliveryWorker> {
+export async function deliverInProcess(deps: DeliveryDeps): Promise<{ worker: DeliveryWorker; intake: Intake }> {
   const worker = new DeliveryWorker(deps)
-  deps.store.mail.enqueue = (message) => worker.accept(message)
   await worker.start()
-  return worker
+  return { worker, intake: { ...storeIntake(deps.store), enqueue: (message) => worker.accept(message) } }
 }
 
 /** Leased rows grouped by message and domain, at most MAX_RCPTS_PER_TRANSACTION per group. */

@@ -3,9 +3,10 @@ import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
 import { createLogger, type LogStream } from '../logger.js'
 import { openStore } from '../storage/index.js'
-import type { NewMessage, Store } from '../storage/store.js'
+import type { NewMessage } from '../storage/store.js'
 import { type CallOutcome, threadCalls } from '../thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
+import type { Intake } from './pipeline.js'
 import { createResolver } from './routes.js'
 
 /**
@@ -17,21 +18,19 @@ import { createResolver } from './routes.js'
  * every spam-indicative subject and refused recipient). The main thread keeps its own connection
  * for everything else.
  */
-export interface Engine {
+export interface Engine extends Intake {
   /**
    * Resolves once the message is committed (the reply to the client may then be sent). The
    * memory under the pieces of `raw` (their whole ArrayBuffers) is handed over to the engine
-   * thread: the caller must not read it afterwards.
+   * thread: the caller must not read it afterwards. The spam filter's events are written there too.
    */
   enqueue(message: NewMessage): Promise<{ rowId: number }>
-  /** The store's writes of spam-filter events, made in the engine thread. */
-  blocks: BlockWrites
   /** Why the engine is not delivering (stopping, or its thread died), or null while it is. */
   stopped(): string | null
   stop(): Promise<void>
 }
 
-type BlockWrites = Pick<Store['blocks'], 'addEvent' | 'takeSubject'>
+type BlockWrites = Pick<Intake, 'addEvent' | 'takeSubject'>
 // Messages from the engine carry batches: whatever one turn of its event loop produced.
 type ToEngine =
   | { enqueue: { id: number; message: NewMessage } }
@@ -119,7 +118,8 @@ export async function startEngineThread(
 
   return {
     enqueue: (message) => ask((id) => send(id, message)),
-    blocks: { addEvent: blocksCall('addEvent'), takeSubject: blocksCall('takeSubject') },
+    addEvent: blocksCall('addEvent'),
+    takeSubject: blocksCall('takeSubject'),
     stopped: () =>
       dead ? `the relay engine stopped: ${dead.message}` : stopping ? 'the relay engine is stopping' : null,
     async stop() {
@@ -139,7 +139,7 @@ async function runEngineThread(config: Config): Promise<void> {
     write: batcher<string>((lines) => post({ log: lines.join('') }), setImmediate),
   })
   // This connection mostly appends: the store keeps its cache small, beside the main thread's own.
-  const store = openStore(config, { appending: true })
+  const store = await openStore(config, { appending: true })
   const worker = new DeliveryWorker({
     store,
     config,

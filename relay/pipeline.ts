@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { MailroomError, badInput } from '../errors.js'
-import { byteLength, type DenyRule, type MailOrder, type Store } from '../storage/store.js'
+import { byteLength, type DenyRule, type MailOrder, type NewMessage, type Store } from '../storage/store.js'
 import { findDenyRule, senderAuthorized } from './deny-rules.js'
 import { signMessage } from './dkim.js'
 import { receivedHeader } from './message.js'
@@ -69,8 +69,28 @@ export interface Relay {
   submit(submission: Submission): Promise<string>
 }
 
+/**
+ * The pipeline's writes to the queue: accepted messages, and the spam filter's events (written as
+ * often as messages). They go where the deployment puts them (the relay engine's own connection
+ * in `mailroom serve`; the store itself elsewhere); see storeIntake.
+ */
+export interface Intake {
+  enqueue(message: NewMessage): Promise<{ rowId: number }>
+  addEvent: Store['blocks']['addEvent']
+  takeSubject: Store['blocks']['takeSubject']
+}
+
+/** The store's own writes as the intake (no relay engine: the tools' tests, the admin command). */
+export const storeIntake = (store: Store): Intake => ({
+  enqueue: (message) => store.mail.enqueue(message),
+  addEvent: (accountId, event) => store.blocks.addEvent(accountId, event),
+  takeSubject: (...args) => store.blocks.takeSubject(...args),
+})
+
 export interface RelayDeps {
   store: Store
+  /** Where accepted messages and spam-filter events are written; the store's own writes unless given. */
+  intake?: Intake
   config: Pick<Config, 'maxMessageSize' | 'maxRecipients' | 'nodeName'>
   logger: Logger
   clock: () => number
@@ -78,9 +98,9 @@ export interface RelayDeps {
 
 const DENIED = { code: 550, enhanced: '5.7.1' }
 
-export function createRelay({ store, config, logger, clock }: RelayDeps): Relay {
+export function createRelay({ store, intake = storeIntake(store), config, logger, clock }: RelayDeps): Relay {
   const newTxid = createTxidGenerator()
-  const filter = createSpamFilter({ store, logger, clock })
+  const filter = createSpamFilter({ store, intake, logger, clock })
 
   const relay: Relay = {
     newTxid: () => newTxid(clock()),
@@ -188,7 +208,7 @@ export function createRelay({ store, config, logger, clock }: RelayDeps): Relay 
           txid,
         },
       )
-      await store.mail.enqueue({
+      await intake.enqueue({
         txid,
         accountId: s.order.accountId,
         orderId: s.order.id,

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import { badInput } from '../errors.js'
 import type { Store } from '../storage/store.js'
+import type { Intake } from './pipeline.js'
 
 const DAY = 86_400_000
 /** The contract's limits: a spam-indicative subject may repeat this many times in the window. */
@@ -33,7 +34,17 @@ export interface FilterContext {
  * the local block list or the operator's trap list are refused and recorded (a trap also blocks
  * the sender); spam-indicative subjects are counted, and past the threshold refused.
  */
-export function createSpamFilter({ store, logger, clock }: { store: Store; logger: Logger; clock: () => number }) {
+export function createSpamFilter({
+  store,
+  intake,
+  logger,
+  clock,
+}: {
+  store: Store
+  intake: Intake
+  logger: Logger
+  clock: () => number
+}) {
   return {
     async checkSender(accountId: number, envFrom: string): Promise<void> {
       const entry = await store.blocks.blockedSender(accountId, envFrom)
@@ -53,7 +64,7 @@ export function createSpamFilter({ store, logger, clock }: { store: Store; logge
       }
       const suppression = await store.blocks.suppressed(c.accountId, rcpt)
       if (suppression) {
-        await store.blocks.addEvent(c.accountId, { ...event, rule: 'LOCAL_BL_RCPT' })
+        await intake.addEvent(c.accountId, { ...event, rule: 'LOCAL_BL_RCPT' })
         throw badInput(
           `${c.field ?? 'to'}: recipient ${rcpt} is on this account's local block list (${suppression.reason}); if it is valid again, ${DELIST}`,
           BLOCKED,
@@ -61,7 +72,7 @@ export function createSpamFilter({ store, logger, clock }: { store: Store; logge
       }
       const trap = await store.traps.match(rcpt)
       if (trap) {
-        await store.blocks.addEvent(c.accountId, { ...event, rule: 'MBTRAP' })
+        await intake.addEvent(c.accountId, { ...event, rule: 'MBTRAP' })
         await store.blocks.addToList({
           accountId: c.accountId,
           source: 'internal',
@@ -91,7 +102,7 @@ export function createSpamFilter({ store, logger, clock }: { store: Store; logge
         subject: c.subject,
         rcptTo: recipients.join(','),
       }
-      if (await store.blocks.takeSubject(c.accountId, event, clock() - SUBJECT_WINDOW_MS, SUBJECT_THRESHOLD)) return
+      if (await intake.takeSubject(c.accountId, event, clock() - SUBJECT_WINDOW_MS, SUBJECT_THRESHOLD)) return
       await store.blocks.addToList({
         accountId: c.accountId,
         source: 'internal',

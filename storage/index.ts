@@ -16,7 +16,7 @@ export interface OpenStoreOptions {
  * Opens the store the configuration names: SQLite in the data directory (created and migrated
  * on open). A store that cannot be opened is a ConfigError that names the setting behind it.
  */
-export function openStore(config: Config, options: OpenStoreOptions = {}): Store {
+export async function openStore(config: Config, options: OpenStoreOptions = {}): Promise<Store> {
   if (options.existing && !existsSync(join(config.dataDir, DB_FILE))) {
     throw new ConfigError(
       `no mailroom database in ${config.dataDir} (MAILROOM_DATA_DIR): point it at the data directory of \`mailroom serve\`, which creates one on its first start`,
@@ -42,4 +42,11 @@ function wrongSecretMessage(dataDir: string, file: string | null): string {
     ? `they were encrypted with the key in ${file}: set MAILROOM_SECRET_KEY to its content ("$(cat ${file})"), or unset it to use the file`
     : 'they were encrypted with another key: set MAILROOM_SECRET_KEY to that one'
   return `MAILROOM_SECRET_KEY does not decrypt the order passwords and DKIM keys stored in ${dataDir}; ${fix}`
+}
+
+/** Where the configured store is, for messages: never the database's password. */
+export function storeName(config: Pick<Config, 'dataDir' | 'databaseUrl'>): string {
+  if (!config.databaseUrl) return `the data directory ${config.dataDir} (MAILROOM_DATA_DIR)`
+  const url = new URL(config.databaseUrl)
+  return `the PostgreSQL database ${url.pathname.slice(1) || 'postgres'} on ${url.host} (MAILROOM_DATABASE_URL)`
 }

@@ -34,11 +34,13 @@ describe('documentation', () => {
 
   it('docs/configuration.md lists every setting, and no page names one that does not exist', () => {
     const settings = Object.keys(ConfigSchema.shape)
+    // Read by the tests, not by mailroom: where the PostgreSQL suites find a server.
+    const testSettings = ['MAILROOM_TEST_DATABASE_URL']
     const reference = text('docs/configuration.md')
     expect(settings.filter((s) => !reference.includes(`\`${s}\``))).toEqual([])
     const named = DOCS.flatMap((file) =>
       [...text(file).matchAll(/\bMAILROOM_[A-Z0-9_]+/g)].map((m) => `${file}: ${m[0]}`),
     )
-    expect(named.filter((n) => !settings.includes(n.split(': ')[1]))).toEqual([])
+    expect(named.filter((n) => ![...settings, ...testSettings].includes(n.split(': ')[1]))).toEqual([])
   })
 })

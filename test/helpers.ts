@@ -6,12 +6,16 @@ import { pino } from 'pino'
 import { loadConfig, type Config } from '../config.js'
 import { createAccount, createOrder } from '../accounts.js'
 import { createServices } from '../runtime.js'
-import { startServer } from '../serve.js'
+import type * as serveSources from '../serve.js'
 import { openDataDir, openSqliteStore } from '../storage/sqlite/index.js'
 import type { Services, ToolContext } from '../tools/define.js'
 import { createHttpApp } from '../transports/http.js'
 
 export const silentLogger = pino({ level: 'silent' })
+
+// `mailroom serve` as built, in its production layout: its relay engine runs in a worker thread,
+// which loads JavaScript only, so the server is not started from the sources.
+const { startServer } = (await import(new URL('../dist/serve.js', import.meta.url).href)) as typeof serveSources
 
 /** A controllable clock for tests. */
 export function testClock(start = Date.UTC(2026, 10, 22, 12, 0, 0)) {
@@ -81,7 +85,7 @@ export async function startTestServer(prefix: string, env: Record<string, string
     MAILROOM_LOG_LEVEL: 'silent',
     ...env,
   })
-  const server = await startServer(config, { engine: 'in-process' })
+  const server = await startServer(config)
   return { server, config, dataDir, ...firstStartCredentials(server.firstStart!) }
 }
 

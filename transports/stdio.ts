@@ -6,7 +6,8 @@ import { CallToolResultSchema, ListToolsRequestSchema, type CallToolRequest } fr
 import { PACKAGE } from '../package-info.js'
 import { deliverInProcess } from '../relay/delivery.js'
 import { createResolver } from '../relay/routes.js'
-import type { Runtime } from '../runtime.js'
+import { createServices, type Runtime } from '../runtime.js'
+import { storeName } from '../storage/index.js'
 import { TOOLS } from '../tools/index.js'
 import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from './mcp.js'
 
@@ -45,13 +46,13 @@ const KEY_HELP =
  * that it never takes back those of a `serve` on the same node, which may run beside it: leases
  * keep two processes from delivering one recipient. It stops when stdin ends or at SIGTERM or
  * SIGINT, once its deliveries under way are done; the leases of a process killed before that
- * expire after 10 minutes, and another node takes them.
+ * expire after MAILROOM_LEASE_TIMEOUT (10 minutes by default), and another node takes them.
  */
 export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): Promise<Server> {
   const accountId = apiKey ? await rt.store.apiKeys.authenticate(apiKey) : undefined
   if (accountId === undefined) {
     const reason = apiKey
-      ? `MAILROOM_API_KEY is not a key of the data directory ${rt.config.dataDir} (MAILROOM_DATA_DIR), or it was revoked: ${KEY_HELP}`
+      ? `MAILROOM_API_KEY is not a key of ${storeName(rt.config)}, or it was revoked: ${KEY_HELP}`
       : `MAILROOM_API_KEY is not set: ${KEY_HELP}`
     rt.logger.error(reason)
     const server = await refuseEveryCall(reason)
@@ -59,12 +60,14 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
     return server
   }
   const { config } = rt
-  const delivery = await deliverInProcess({
+  const { worker: delivery, intake } = await deliverInProcess({
     ...rt,
     resolver: createResolver(config.delivery.dnsServers),
     node: `${config.nodeName}-stdio-${process.pid}`,
   })
-  const server = createMcpServer(rt, () => ({ accountId, origin: '127.0.0.1' }))
+  // The tools' relay hands accepted messages to this process's worker, which starts them at once.
+  const services = createServices(rt.store, config, { logger: rt.logger, clock: rt.clock, intake })
+  const server = createMcpServer(services, () => ({ accountId, origin: '127.0.0.1' }))
   await server.connect(new StdioServerTransport())
   let stopping: Promise<void> | undefined
   const stop = () =>

@@ -2,12 +2,16 @@ import { dkimVerify } from 'mailauth/lib/dkim/verify.js'
 import { simpleParser } from 'mailparser'
 import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
-import { DeliveryWorker, LEASE_MS } from '../../relay/delivery.js'
+import { DeliveryWorker } from '../../relay/delivery.js'
+import { createRelay, storeIntake } from '../../relay/pipeline.js'
 import { dnsRecords, generateDkimKey } from '../../relay/dkim.js'
 import type { MxResolver } from '../../relay/routes.js'
 import type { LogRow } from '../../storage/store.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { startSink, stubResolver } from './sink.js'
+
+/** The default MAILROOM_LEASE_TIMEOUT, which these workers run with. */
+const LEASE_TIMEOUT = 10 * 60_000
 
 const MIN = 60_000
 
@@ -54,11 +58,15 @@ describe('delivery', () => {
       resolver: options.resolver(port),
       logger: logger ?? env.services.logger,
     })
-    env.services.store.mail.enqueue = (message) => worker.accept(message)
+    // Accepted messages go to the worker, as in `mailroom serve`'s engine.
+    const relay = createRelay({
+      ...env.services,
+      intake: { ...storeIntake(env.services.store), enqueue: (message) => worker.accept(message) },
+    })
     cleanup.push(() => worker.stop())
     await worker.start()
     const send = (to: string[], extra: Record<string, unknown> = {}) =>
-      env.services.relay.submit({
+      relay.submit({
         order: {
           id: env.orderId,
           accountId: env.accountId,
@@ -107,7 +115,9 @@ describe('delivery', () => {
 
   /** The rows of a message still to deliver (a report to its sender is a message of its own). */
   const waitingOf = async (t: Awaited<ReturnType<typeof setup>>, txid: string) =>
-    (await t.env.services.store.queue.waiting({ now: t.env.clock(), leaseMs: LEASE_MS })).filter((w) => w.txid === txid)
+    (await t.env.services.store.queue.waiting({ now: t.env.clock(), leaseMs: LEASE_TIMEOUT })).filter(
+      (w) => w.txid === txid,
+    )
 
   const local = (_port: number, domains: string[] = ['example.com']) =>
     stubResolver({
@@ -115,7 +125,7 @@ describe('delivery', () => {
       a: Object.fromEntries(domains.map((d) => [`mx.${d}`, ['127.0.0.1']])),
     })
 
-  it('keeps the leases of rows it holds past LEASE_MS (a slow host): its own claim does not take them again', async () => {
+  it('keeps the leases of rows it holds past MAILROOM_LEASE_TIMEOUT (a slow host): its own claim does not take them again', async () => {
     const t = await setup({
       resolver: (p) => local(p),
       env: { MAILROOM_DOMAIN_CONCURRENCY: '1', MAILROOM_DELIVERY_TIMEOUT: '60s' },
@@ -126,9 +136,9 @@ describe('delivery', () => {
     const first = await t.send(['slow1@example.com'])
     const second = await t.send(['slow2@example.com'])
     await expect.poll(() => t.sink.state.received, { timeout: 10_000 }).toBe(1)
-    // Both still leased when LEASE_MS has passed: a claim must take neither.
+    // Both still leased when the lease timeout has passed: a claim must take neither.
     const claims = t.claimed.length
-    t.later(LEASE_MS + MIN)
+    t.later(LEASE_TIMEOUT + MIN)
     await expect.poll(() => t.claimed.length, { timeout: 10_000 }).toBeGreaterThan(claims)
     expect(t.claimed.slice(claims)).toEqual(t.claimed.slice(claims).map(() => 0))
     answer()
@@ -172,7 +182,7 @@ describe('delivery', () => {
     const claimed = await t.env.services.store.queue.claim({
       node: 'other',
       now: t.env.clock(),
-      leaseMs: LEASE_MS,
+      leaseMs: LEASE_TIMEOUT,
       limit: 10,
     })
     expect(claimed.map((i) => i.recipient)).toEqual(['three@example.com'])
