@@ -81,19 +81,21 @@ export async function insertMessage(
   if (!lease) return { rowId }
   return {
     rowId,
-    leased: rows.map((r) => ({
-      id: r.id!,
-      messageRowId: rowId,
-      txid: m.txid,
-      accountId: m.accountId,
-      orderId: m.orderId,
-      envFrom: m.envFrom,
-      recipient: m.recipients[r.seq! - 1],
-      domain: domainOf(m.recipients[r.seq! - 1]),
-      attempts: 0,
-      queuedAt: m.time,
-      delayReported: false,
-    })),
+    leased: rows
+      .filter((r) => r.id !== null)
+      .map((r) => ({
+        id: r.id!,
+        messageRowId: rowId,
+        txid: m.txid,
+        accountId: m.accountId,
+        orderId: m.orderId,
+        envFrom: m.envFrom,
+        recipient: m.recipients[r.seq! - 1],
+        domain: domainOf(m.recipients[r.seq! - 1]),
+        attempts: 0,
+        queuedAt: m.time,
+        delayReported: false,
+      })),
   }
 }
 

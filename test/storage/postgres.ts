@@ -12,8 +12,8 @@ const withDatabase = (url: string, database: string) => {
   return u.toString()
 }
 
-/** Runs `sql` on the admin database, on a connection of its own. */
-async function admin(sql: string): Promise<void> {
+/** Runs `sql` on the admin database (the one TEST_DATABASE_URL names), on a connection of its own. */
+export async function admin(sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: TEST_DATABASE_URL, connectionTimeoutMillis: 5000 })
   await client.connect()
   try {
