@@ -71,6 +71,25 @@ export function queueContract(f: Fixture) {
       expect(await claim('node-c', T0)).toEqual([])
     })
 
+    it('hands every row to one claimer only when many claim at once, again and again, through two connections', async () => {
+      for (let i = 0; i < 20; i++)
+        await f.store.mail.enqueue(
+          newMessage(f, { recipients: [`a${i}@b.example`, `b${i}@c.example`, `c${i}@d.example`] }),
+        )
+      const other = f.opened.reopen ? await f.another() : f.store
+      const taken: number[] = []
+      // Rounds of eight claimers, half on each connection, each taking a few rows, until none is left.
+      for (let round = 0; round < 10; round++) {
+        const claims = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => claim(`node-${i}`, T0, 3, i % 2 ? other : f.store)),
+        )
+        taken.push(...claims.flatMap(ids))
+        if (claims.every((c) => c.length === 0)) break
+      }
+      expect(taken).toHaveLength(60)
+      expect(new Set(taken).size).toBe(60)
+    })
+
     it('gives a node that released its leases (its previous process is gone) rows back at once', async () => {
       await f.store.mail.enqueue(newMessage(f, { recipients: ['one@b.example', 'two@b.example'] }))
       const held = await claim('node-a', T0)
@@ -167,6 +186,21 @@ export function queueContract(f: Fixture) {
       const [again] = await claim('node-a', T0 + 1000)
       await f.store.queue.record([outcome(again.id, 'delivered')])
       expect(await f.store.queue.body(rowId)).toBeUndefined()
+    })
+
+    it('drops the bytes of a message whose last two recipients are recorded at once through two connections', async () => {
+      const other = f.opened.reopen ? await f.another() : f.store
+      const { rowId, leased } = await f.store.mail.enqueue(
+        newMessage(f, { recipients: ['one@b.example', 'two@b.example'] }),
+        { node: 'node-a', now: T0 },
+      )
+      const [one, two] = leased!
+      await Promise.all([
+        f.store.queue.record([outcome(one.id, 'delivered')]),
+        other.queue.record([outcome(two.id, 'failed')]),
+      ])
+      expect(await f.store.queue.body(rowId)).toBeUndefined()
+      expect(await other.queue.body(rowId)).toBeUndefined()
     })
 
     it('answers a write only once another connection can read it', async () => {

@@ -1,0 +1,182 @@
+import type pg from 'pg'
+import { insertMessage } from './mail.js'
+import { changed, transaction } from './pool.js'
+import { joinPieces, type QueueChange, type QueueItem, type SenderReport, type Store } from '../store.js'
+
+/** The columns of a claimed row's message, as a QueueItem names them. */
+const ITEM_COLUMNS = `c.id, c.message_id AS "messageRowId", m.txid, m.account_id AS "accountId", m.order_id AS "orderId",
+  m.env_from AS "envFrom", c.recipient, c.domain, c.attempts, m.created_at AS "queuedAt", c.delay_reported AS "delayReported"`
+
+/**
+ * Leases due rows in one statement. FOR UPDATE SKIP LOCKED: a row another node's claim is taking
+ * at this moment is passed over, not waited for, and a row it took since this statement began is
+ * checked again (and left, its lease now fresh): no row is ever handed to two nodes.
+ */
+const CLAIM = `WITH c AS (
+    UPDATE deliveries SET locked = 1, lock_time = $1, assigned = $2
+    WHERE id IN (SELECT id FROM deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1
+      AND (locked = 0 OR lock_time < $3) ORDER BY next_attempt_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
+    RETURNING id, message_id, recipient, domain, attempts, delay_reported, next_attempt_at
+  )
+  SELECT ${ITEM_COLUMNS} FROM c JOIN messages m ON m.id = c.message_id ORDER BY c.next_attempt_at, c.id`
+
+/** Records outcomes, one row each, in one statement: a final row (no next attempt) is left as it is. */
+const RECORD = `UPDATE deliveries d SET state = o.state, delivered = o.delivered, code = o.code, response = o.response,
+    mx_hostname = COALESCE(o.mx_hostname, d.mx_hostname), locked = 0, attempts = d.attempts + 1,
+    next_attempt_at = o.next_attempt_at
+  FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::int[], $5::text[], $6::text[], $7::bigint[])
+    AS o(id, state, delivered, code, response, mx_hostname, next_attempt_at)
+  WHERE d.id = o.id AND d.next_attempt_at IS NOT NULL
+  RETURNING d.id, d.message_id AS "messageRowId", d.delay_reported AS "delayReported"`
+
+/**
+ * Drops the bytes of the messages (an array) no recipient waits for any more. The messages are
+ * locked first: of two transactions recording a message's last two recipients at once, each
+ * would otherwise see the other's row still waiting, and neither would drop the bytes; the one
+ * that locks second waits for the first to commit, and then sees its row final.
+ */
+const LOCK_MESSAGES = 'SELECT id FROM messages WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE'
+const DROP_BODIES = `DELETE FROM message_bodies b WHERE b.message_id = ANY($1::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = b.message_id AND d.next_attempt_at IS NOT NULL)`
+
+/** A row a live worker holds (its lease younger than the lease time, `$expired`): left alone by the operator. */
+const held = (expired: string) => `(locked = 1 AND lock_time >= ${expired})`
+
+const WAITING = `SELECT d.id, m.txid, m.account_id AS "accountId", d.recipient,
+    CASE WHEN ${held('$1')} THEN 'in flight' ELSE d.state END AS state, m.created_at AS "queuedAt", d.attempts, d.code,
+    d.response, d.next_attempt_at AS "nextAttemptAt", CASE WHEN ${held('$1')} THEN d.assigned END AS node
+  FROM deliveries d JOIN messages m ON m.id = d.message_id
+  WHERE d.next_attempt_at IS NOT NULL AND ($2::int IS NULL OR m.account_id = $2) ORDER BY d.id`
+
+/** The rows of one message (`$1`), or of every message when null. */
+const OF_MESSAGE = '($1::bigint IS NULL OR message_id = $1)'
+
+/** The durable queue: the deliveries table, leased row by row. */
+export function createQueueStore(pool: pg.Pool): Store['queue'] {
+  /** Applies an operator's change to the rows of a transaction (all rows without txid) that no worker holds. */
+  const operatorTx = (
+    txid: string | undefined,
+    now: number,
+    leaseMs: number,
+    change: (client: pg.PoolClient, messageRowId: number | null, expired: number) => Promise<number>,
+  ): Promise<QueueChange | undefined> =>
+    transaction(pool, async (client) => {
+      let messageRowId: number | null = null
+      if (txid !== undefined) {
+        const { rows } = await client.query<{ id: number }>('SELECT id FROM messages WHERE txid = $1', [txid])
+        if (rows.length === 0) return undefined
+        messageRowId = rows[0].id
+      }
+      const expired = now - leaseMs
+      const changes = await change(client, messageRowId, expired)
+      const { rows } = await client.query<{ n: number }>(
+        `SELECT COUNT(*) AS n FROM deliveries WHERE next_attempt_at IS NOT NULL AND ${held('$2')} AND ${OF_MESSAGE}`,
+        [messageRowId, expired],
+      )
+      return { changed: changes, inFlight: rows[0].n }
+    })
+
+  const dropBodies = async (client: pg.ClientBase, messageRowIds: number[]) => {
+    if (messageRowIds.length === 0) return
+    await client.query(LOCK_MESSAGES, [messageRowIds])
+    await client.query(DROP_BODIES, [messageRowIds])
+  }
+
+  /**
+   * Queues a report if each of its rows was recorded in this transaction (`recorded`) and, when
+   * delayed, none was reported delayed before (as of this transaction's row locks); marks them.
+   */
+  const queueReport = async (client: pg.ClientBase, report: SenderReport, recorded: Map<number, boolean>) => {
+    if (!report.rows.every((id) => recorded.has(id))) return false
+    if (report.action === 'delayed') {
+      if (report.rows.some((id) => recorded.get(id))) return false
+      await client.query('UPDATE deliveries SET delay_reported = true WHERE id = ANY($1::bigint[])', [report.rows])
+      for (const id of report.rows) recorded.set(id, true)
+    }
+    await insertMessage(client, report.message)
+    return true
+  }
+
+  return {
+    async claim({ node, now, leaseMs, limit }) {
+      return (await pool.query<QueueItem>(CLAIM, [now, node, now - leaseMs, limit])).rows
+    },
+    async body(messageRowId) {
+      const { rows } = await pool.query<{ raw: Buffer }>(
+        'SELECT raw FROM message_bodies WHERE message_id = $1 ORDER BY part',
+        [messageRowId],
+      )
+      return rows.length === 0 ? undefined : joinPieces(rows.map((r) => r.raw))
+    },
+    async record(outcomes, reports = []) {
+      // In id order, so that two transactions updating the same rows take their locks in one order.
+      const sorted = [...outcomes].sort((a, b) => a.id - b.id)
+      return transaction(pool, async (client) => {
+        const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>(RECORD, [
+          sorted.map((o) => o.id),
+          sorted.map((o) => o.state),
+          sorted.map((o) => (o.state === 'delivered' ? 1 : 0)),
+          sorted.map((o) => o.code),
+          sorted.map((o) => o.response),
+          sorted.map((o) => o.mxHostname),
+          sorted.map((o) => (o.state === 'deferred' ? o.nextAttemptAt : null)),
+        ])
+        await dropBodies(client, [...new Set(rows.map((r) => r.messageRowId))])
+        const recorded = new Map(rows.map((r) => [r.id, r.delayReported]))
+        const queued: string[] = []
+        for (const report of reports) if (await queueReport(client, report, recorded)) queued.push(report.message.txid)
+        return queued
+      })
+    },
+    async release(node) {
+      return changed(
+        await pool.query(
+          'UPDATE deliveries SET locked = 0 WHERE locked = 1 AND assigned = $1 AND next_attempt_at IS NOT NULL',
+          [node],
+        ),
+      )
+    },
+    async renew(node, now) {
+      return changed(
+        await pool.query(
+          'UPDATE deliveries SET lock_time = $1 WHERE locked = 1 AND assigned = $2 AND next_attempt_at IS NOT NULL',
+          [now, node],
+        ),
+      )
+    },
+    async pending() {
+      const { rows } = await pool.query<{ n: number }>(
+        'SELECT COUNT(*) AS n FROM deliveries WHERE next_attempt_at IS NOT NULL',
+      )
+      return rows[0].n
+    },
+    async waiting({ accountId, now, leaseMs }) {
+      return (await pool.query(WAITING, [now - leaseMs, accountId ?? null])).rows
+    },
+    async retry({ txid, now, leaseMs }) {
+      return operatorTx(txid, now, leaseMs, async (client, messageRowId, expired) =>
+        changed(
+          await client.query(
+            `UPDATE deliveries SET next_attempt_at = LEAST(next_attempt_at, $3)
+            WHERE next_attempt_at IS NOT NULL AND NOT ${held('$2')} AND ${OF_MESSAGE}`,
+            [messageRowId, expired, now],
+          ),
+        ),
+      )
+    },
+    async cancel({ txid, now, leaseMs, response }) {
+      return operatorTx(txid, now, leaseMs, async (client, messageRowId, expired) => {
+        const changes = changed(
+          await client.query(
+            `UPDATE deliveries SET state = 'failed', delivered = 0, code = NULL, response = $3, locked = 0,
+              next_attempt_at = NULL
+            WHERE message_id = $1 AND next_attempt_at IS NOT NULL AND NOT ${held('$2')}`,
+            [messageRowId, expired, response],
+          ),
+        )
+        await dropBodies(client, [messageRowId!])
+        return changes
+      })
+    },
+  }
+}

@@ -1,0 +1,295 @@
+import { sql } from 'drizzle-orm'
+import {
+  bigint,
+  bigserial,
+  boolean,
+  check,
+  customType,
+  doublePrecision,
+  index,
+  integer,
+  pgTable,
+  primaryKey,
+  serial,
+  smallint,
+  text,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core'
+
+// The same tables and meaning as storage/sqlite/schema.ts. Times are epoch milliseconds (bigint,
+// read as numbers) unless a column name says otherwise.
+
+const ms = (name: string) => bigint(name, { mode: 'number' })
+
+/** Message bytes: drizzle's pg-core has no bytea column of its own. */
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' })
+
+export const accounts = pgTable('accounts', {
+  id: serial('id').primaryKey(),
+  name: text('name').notNull(),
+  currency: text('currency').notNull(),
+  priceBase: doublePrecision('price_base').notNull(),
+  pricePerMessage: doublePrecision('price_per_message').notNull(),
+  /** Day of the month (1..28) on which a billing cycle starts. */
+  billingDay: integer('billing_day').notNull(),
+  createdAt: ms('created_at').notNull(),
+})
+
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: serial('id').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    /** The first characters of the key, shown in listings so a key can be recognised. */
+    prefix: text('prefix').notNull(),
+    /** SHA-256 of the whole key, hex. The key itself is never stored. */
+    hash: text('hash').notNull(),
+    createdAt: ms('created_at').notNull(),
+    revokedAt: ms('revoked_at'),
+  },
+  (t) => [uniqueIndex('api_keys_hash').on(t.hash), index('api_keys_account').on(t.accountId)],
+)
+
+export const mailOrders = pgTable(
+  'mail_orders',
+  {
+    // One global sequence: the SMTP username is mb<id>.
+    id: serial('id').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    status: text('status', { enum: ['active', 'canceled'] }).notNull(),
+    comment: text('comment'),
+    /** AES-256-GCM with the server secret; see storage/secrets.ts. */
+    passwordEnc: text('password_enc').notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [index('mail_orders_account').on(t.accountId, t.status)],
+)
+
+export const orderSenders = pgTable(
+  'order_senders',
+  {
+    orderId: integer('order_id')
+      .notNull()
+      .references(() => mailOrders.id),
+    /** `user@example.com` or `@example.com`, lower case. */
+    pattern: text('pattern').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.orderId, t.pattern] })],
+)
+
+export const denyRules = pgTable(
+  'deny_rules',
+  {
+    id: serial('id').primaryKey(),
+    orderId: integer('order_id')
+      .notNull()
+      .references(() => mailOrders.id),
+    type: text('type', { enum: ['domain', 'email', 'startswith', 'destination'] }).notNull(),
+    /** Lower case: rules match case-insensitively. */
+    data: text('data').notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [uniqueIndex('deny_rules_unique').on(t.orderId, t.type, t.data)],
+)
+
+/**
+ * One row per accepted message. Each log filter is answered from an (order_id, column, id,
+ * rcpt_count) index: walked in id order for a page, and covering for the total.
+ */
+export const messages = pgTable(
+  'messages',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    txid: text('txid').notNull(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    orderId: integer('order_id')
+      .notNull()
+      .references(() => mailOrders.id),
+    envFrom: text('env_from').notNull(),
+    headerFrom: text('header_from'),
+    replyTo: text('reply_to'),
+    subject: text('subject'),
+    messageId: text('message_id'),
+    origin: text('origin').notNull(),
+    transtype: text('transtype').notNull(),
+    interface: text('interface').notNull(),
+    sendingZone: text('sending_zone').notNull(),
+    bodySize: integer('body_size').notNull(),
+    /** The envelope recipients, comma-separated (the `to` of groupby=message). */
+    rcptTo: text('rcpt_to').notNull(),
+    /** How many they are: the log's per-recipient total is summed from the indexes below. */
+    rcptCount: integer('rcpt_count').notNull().default(1),
+    /** Epoch seconds of acceptance. */
+    time: bigint('time', { mode: 'number' }).notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [
+    uniqueIndex('messages_txid').on(t.txid),
+    index('messages_order').on(t.orderId, t.id, t.rcptCount),
+    index('messages_order_time').on(t.orderId, t.time, t.id, t.rcptCount),
+    index('messages_order_from').on(t.orderId, t.envFrom, t.id, t.rcptCount),
+    index('messages_order_origin').on(t.orderId, t.origin, t.id, t.rcptCount),
+    index('messages_order_subject').on(t.orderId, t.subject, t.id, t.rcptCount),
+    index('messages_order_header_from').on(t.orderId, t.headerFrom, t.id, t.rcptCount),
+    index('messages_order_reply_to').on(t.orderId, t.replyTo, t.id, t.rcptCount),
+  ],
+)
+
+/**
+ * The message bytes, apart from the log so that log scans stay small, in parts of at most 1 MB
+ * (bodyParts in storage/sqlite/mail.ts): a message received over SMTP is stored in the chunks it
+ * arrived in.
+ */
+export const messageBodies = pgTable(
+  'message_bodies',
+  {
+    messageId: bigint('message_id', { mode: 'number' })
+      .notNull()
+      .references(() => messages.id),
+    part: integer('part').notNull().default(0),
+    raw: bytea('raw').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.messageId, t.part] })],
+)
+
+/**
+ * One row per recipient: the delivery log row (`_id` is its id) and the queue entry the delivery
+ * workers claim with a lease.
+ */
+export const deliveries = pgTable(
+  'deliveries',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    messageId: bigint('message_id', { mode: 'number' })
+      .notNull()
+      .references(() => messages.id),
+    /** The message's order, repeated here so that recipient filters are answered per order from one index. */
+    orderId: integer('order_id').notNull(),
+    seq: integer('seq').notNull(),
+    recipient: text('recipient').notNull(),
+    domain: text('domain').notNull(),
+    state: text('state', { enum: ['queued', 'deferred', 'delivered', 'failed'] }).notNull(),
+    delivered: smallint('delivered').notNull().default(0),
+    code: integer('code'),
+    response: text('response'),
+    mxHostname: text('mx_hostname'),
+    locked: smallint('locked').notNull().default(0),
+    /** When the lease was taken or last renewed. */
+    lockTime: ms('lock_time'),
+    assigned: text('assigned'),
+    attempts: integer('attempts').notNull().default(0),
+    /** Set once the sender was sent a `delayed` report about this recipient: it is sent only once. */
+    delayReported: boolean('delay_reported').notNull().default(false),
+    /** When the row may next be tried; null once final. */
+    nextAttemptAt: ms('next_attempt_at'),
+    /** When the recipient was queued. */
+    queued: ms('queued').notNull(),
+  },
+  (t) => [
+    uniqueIndex('deliveries_message_seq').on(t.messageId, t.seq),
+    index('deliveries_order_recipient').on(t.orderId, t.recipient, t.messageId),
+    index('deliveries_order_mx').on(t.orderId, t.mxHostname, t.messageId),
+    index('deliveries_order_delivered').on(t.orderId, t.delivered, t.messageId),
+    // Only the rows still to deliver: the claim's, the queue's and the count of pending rows.
+    index('deliveries_due').on(t.nextAttemptAt, t.id).where(sql`next_attempt_at IS NOT NULL`),
+  ],
+)
+
+/** Store 1 of the blocks: one record per message the spam filter flagged. */
+export const blockEvents = pgTable(
+  'block_events',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    rule: text('rule', { enum: ['LOCAL_BL_RCPT', 'MBTRAP', 'SUBJECT'] }).notNull(),
+    envFrom: text('env_from').notNull(),
+    messageId: text('message_id'),
+    subject: text('subject').notNull().default(''),
+    rcptTo: text('rcpt_to').notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [
+    index('block_events_account').on(t.accountId, t.rule, t.createdAt),
+    // A sender's events (delisting), and the count of one repeated subject within its window.
+    index('block_events_from').on(t.accountId, t.envFrom, t.rule, t.subject, t.createdAt),
+    index('block_events_created').on(t.createdAt),
+  ],
+)
+
+/**
+ * Stores 2 and 3 of the blocks: `external` = imported from a third-party feed; `internal` =
+ * blocked by our own rules or the operator. `kind`: blocked as a sender or suppressed as a recipient.
+ */
+export const blockList = pgTable(
+  'block_list',
+  {
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    source: text('source', { enum: ['external', 'internal'] }).notNull(),
+    kind: text('kind', { enum: ['sender', 'recipient'] }).notNull(),
+    address: text('address').notNull(),
+    reason: text('reason').notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.address, t.kind, t.source] })],
+)
+
+/** The operator's spam traps, for every account: addresses, or whole domains as `@domain`. */
+export const traps = pgTable('traps', {
+  pattern: text('pattern').primaryKey(),
+  createdAt: ms('created_at').notNull(),
+})
+
+/** The domains an account signs its mail for (DKIM, RFC 6376); a domain belongs to one account. */
+export const sendingDomains = pgTable(
+  'sending_domains',
+  {
+    /** Lower case, without a trailing dot. */
+    domain: text('domain').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [index('sending_domains_account').on(t.accountId)],
+)
+
+/** A domain's DKIM keys, one per selector; the oldest signs. */
+export const dkimKeys = pgTable(
+  'dkim_keys',
+  {
+    domain: text('domain')
+      .notNull()
+      .references(() => sendingDomains.domain, { onDelete: 'cascade' }),
+    selector: text('selector').notNull(),
+    algorithm: text('algorithm', { enum: ['rsa', 'ed25519'] }).notNull(),
+    /** PKCS#8 PEM, AES-256-GCM with the server secret; see storage/secrets.ts. */
+    privateKeyEnc: text('private_key_enc').notNull(),
+    /** The `p=` value of the DNS record. */
+    publicKey: text('public_key').notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.domain, t.selector] })],
+)
+
+/**
+ * One row, counting every change to the settings each node caches (settings-cache.ts); the
+ * triggers that bump it are in a hand-written migration.
+ */
+export const settingsVersion = pgTable(
+  'settings_version',
+  {
+    id: integer('id').primaryKey(),
+    n: bigint('n', { mode: 'number' }).notNull(),
+  },
+  (t) => [check('settings_version_one_row', sql`${t.id} = 1`)],
+)

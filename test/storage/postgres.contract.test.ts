@@ -1,0 +1,31 @@
+import { randomBytes } from 'node:crypto'
+import { afterAll } from 'vitest'
+import { openPostgresStore } from '../../storage/postgres/index.js'
+import { type OpenedStore, storeContract } from './contract.js'
+import { createTestDatabase, describePostgres } from './postgres.js'
+
+/** The tables to empty between tests: all but the settings counter (and drizzle's own, in its schema). */
+const TABLES = `SELECT string_agg(format('%I', tablename), ', ') AS tables FROM pg_tables
+  WHERE schemaname = 'public' AND tablename <> 'settings_version'`
+
+await describePostgres('Store contract: PostgreSQL', () => {
+  const secret = randomBytes(32)
+  // One database for the file, created at the first test, emptied before each.
+  let database: Promise<Awaited<ReturnType<typeof createTestDatabase>>> | undefined
+  afterAll(async () => {
+    await (await database)?.drop()
+  })
+
+  storeContract('PostgreSQL', async (): Promise<OpenedStore> => {
+    const { url } = await (database ??= createTestDatabase())
+    const store = await openPostgresStore({ url, secret })
+    const { rows } = await store.pool.query<{ tables: string }>(TABLES)
+    await store.pool.query(`TRUNCATE ${rows[0].tables} RESTART IDENTITY CASCADE`)
+    return {
+      store,
+      // Another node on the same database.
+      reopen: () => openPostgresStore({ url, secret }),
+      close: () => store.close(),
+    }
+  })
+})

@@ -1,0 +1,149 @@
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import pg from 'pg'
+import { afterEach, beforeEach, expect, it } from 'vitest'
+import { openPostgresStore, type PostgresStore } from '../../storage/postgres/index.js'
+import { SECRET_FILE, WrongSecretError } from '../../storage/secrets.js'
+import { logOf, newMessage, T0 } from './contract/fixture.js'
+import { admin, createTestDatabase, describePostgres } from './postgres.js'
+
+// What the PostgreSQL backend does beyond the Store contract: opening (migrations, the secret),
+// the database's state (read-only, unreachable), and what only it refuses.
+await describePostgres('PostgreSQL store', () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>>
+  let stores: PostgresStore[] = []
+  const secret = randomBytes(32)
+  const open = async (key = secret, dataDir?: string) => {
+    const store = await openPostgresStore({ url: database.url, secret: key, dataDir })
+    stores.push(store)
+    return store
+  }
+  /** Runs `sql` on the database, on a connection of its own. */
+  const run = async (sql: string) => {
+    const client = new pg.Client({ connectionString: database.url })
+    await client.connect()
+    try {
+      return (await client.query(sql)).rows
+    } finally {
+      await client.end()
+    }
+  }
+  const name = () => new URL(database.url).pathname.slice(1)
+  /** Ends the connections of the stores' pools, as a server restart would. */
+  const dropConnections = () =>
+    admin(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'mailroom' AND datname = '${name()}'`,
+    )
+
+  beforeEach(async () => {
+    database = await createTestDatabase()
+  })
+  afterEach(async () => {
+    for (const store of stores) await store.close()
+    stores = []
+    await database.drop()
+  })
+
+  it('migrates a fresh database once when two nodes open it at the same moment', async () => {
+    await Promise.all([open(), open(), open()])
+    const [{ n }] = await run('SELECT COUNT(*)::int AS n FROM drizzle.__drizzle_migrations')
+    const [{ version }] = await run('SELECT n::int AS version FROM settings_version')
+    expect(n).toBe(2)
+    expect(version).toBe(0)
+  })
+
+  it('refuses a secret that does not decrypt what the database holds, naming the key file that does', async () => {
+    const store = await open()
+    const [account] = [
+      await store.accounts.create({
+        name: 'a',
+        currency: 'USD',
+        priceBase: 1,
+        pricePerMessage: 0,
+        billingDay: 1,
+        createdAt: T0,
+      }),
+    ]
+    await store.orders.create({ accountId: account.id, comment: null, senders: [], now: T0 })
+    const wrong = randomBytes(32)
+    await expect(open(wrong)).rejects.toBeInstanceOf(WrongSecretError)
+    const dir = mkdtempSync(join(tmpdir(), 'mailroom-pg-'))
+    try {
+      writeFileSync(join(dir, SECRET_FILE), `${secret.toString('base64')}\n`)
+      await expect(open(wrong, dir)).rejects.toMatchObject({ file: join(dir, SECRET_FILE) })
+      expect(await (await open(secret, dir)).orders.list(account.id)).toHaveLength(1)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('answers numbers, not the strings pg reads bigint columns as', async () => {
+    const store = await open()
+    const account = await store.accounts.create({
+      name: 'a',
+      currency: 'USD',
+      priceBase: 1.5,
+      pricePerMessage: 0.0002,
+      billingDay: 1,
+      createdAt: T0,
+    })
+    const { order } = await store.orders.create({ accountId: account.id, comment: null, senders: [], now: T0 })
+    const f = { accountId: account.id, orderId: order.id }
+    await store.mail.enqueue(newMessage(f), { node: 'n', now: T0 })
+    const [row] = (await logOf({ ...f, store } as never)).rows
+    for (const field of [
+      '_id',
+      'createdAt',
+      'time',
+      'orderId',
+      'bodySize',
+      'delivered',
+      'locked',
+      'lockTime',
+      'queued',
+    ] as const)
+      expect(typeof row[field], field).toBe('number')
+    expect(await store.accounts.get(account.id)).toMatchObject({ priceBase: 1.5, createdAt: T0 })
+    expect(await store.queue.pending()).toBe(1)
+  })
+
+  it("refuses a backup, which is pg_dump's", async () => {
+    await expect((await open()).backup(join(tmpdir(), 'never.db'))).rejects.toThrow(/pg_dump/)
+  })
+
+  it('answers writable while the database takes writes, and says why not once it does not', async () => {
+    const store = await open()
+    await store.writable()
+    await run(`ALTER DATABASE ${name()} SET default_transaction_read_only = on`)
+    await dropConnections()
+    await sleep(100)
+    await expect(store.writable()).rejects.toThrow(/default_transaction_read_only/)
+  })
+
+  it('stops answering settings from memory within a second of losing the database, and resumes with it', async () => {
+    const store = await open()
+    const account = await store.accounts.create({
+      name: 'a',
+      currency: 'USD',
+      priceBase: 1,
+      pricePerMessage: 0,
+      billingDay: 1,
+      createdAt: T0,
+    })
+    const { key } = await store.apiKeys.create(account.id, T0)
+    expect(await store.apiKeys.authenticate(key)).toBe(account.id)
+    await admin(`ALTER DATABASE ${name()} ALLOW_CONNECTIONS false`)
+    try {
+      await dropConnections()
+      await sleep(1300)
+      await expect(store.apiKeys.authenticate(key)).rejects.toThrow()
+    } finally {
+      await admin(`ALTER DATABASE ${name()} ALLOW_CONNECTIONS true`)
+    }
+    await sleep(600)
+    expect(await store.apiKeys.authenticate(key)).toBe(account.id)
+  })
+})
