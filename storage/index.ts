@@ -13,10 +13,12 @@ export interface OpenStoreOptions {
 }
 
 /**
- * Opens the store the configuration names: SQLite in the data directory (created and migrated
- * on open). A store that cannot be opened is a ConfigError that names the setting behind it.
+ * Opens the store the configuration names: PostgreSQL at MAILROOM_DATABASE_URL, or else SQLite in
+ * the data directory (either created and migrated on open). A store that cannot be opened is a
+ * ConfigError that names the setting behind it.
  */
 export async function openStore(config: Config, options: OpenStoreOptions = {}): Promise<Store> {
+  if (config.databaseUrl) return openServerDatabase(config.databaseUrl, config, options)
   if (options.existing && !existsSync(join(config.dataDir, DB_FILE))) {
     throw new ConfigError(
       `no mailroom database in ${config.dataDir} (MAILROOM_DATA_DIR): point it at the data directory of \`mailroom serve\`, which creates one on its first start`,
@@ -35,6 +37,29 @@ export async function openStore(config: Config, options: OpenStoreOptions = {}):
   // beside the main connection's own.
   if (options.appending) store.sqlite.pragma('cache_size = -4000')
   return store
+}
+
+/** PostgreSQL, shared by every node: loaded only when asked for, so that SQLite's users never load its driver. */
+async function openServerDatabase(url: string, config: Config, options: OpenStoreOptions): Promise<Store> {
+  if (!config.secretKey)
+    throw new ConfigError(
+      'MAILROOM_DATABASE_URL needs MAILROOM_SECRET_KEY: every node and the mailroom command must encrypt order passwords and DKIM keys with the same secret. Make one with `openssl rand -base64 32` and give the same value to each of them',
+    )
+  const { openPostgresStore, NotMigratedError } = await import('./postgres/index.js')
+  try {
+    // A copy: a secret that crossed to a thread arrives as a plain Uint8Array.
+    return await openPostgresStore({ url, secret: Buffer.from(config.secretKey), existing: options.existing })
+  } catch (err) {
+    if (err instanceof WrongSecretError)
+      throw new ConfigError(
+        `MAILROOM_SECRET_KEY does not decrypt the order passwords and DKIM keys stored in ${storeName(config)}: give it the value the other nodes have`,
+      )
+    if (err instanceof NotMigratedError)
+      throw new ConfigError(
+        `no mailroom database in ${storeName(config)}: point it at the database of \`mailroom serve\`, which creates its tables on its first start`,
+      )
+    throw new ConfigError(`cannot open ${storeName(config)}: ${(err as Error).message}`)
+  }
 }
 
 function wrongSecretMessage(dataDir: string, file: string | null): string {

@@ -91,6 +91,47 @@ export const byteLength = (pieces: Buffer[]) => pieces.reduce((n, p) => n + p.le
 /** Pieces as one Buffer: a single piece as it is, more joined into a copy. */
 export const joinPieces = (pieces: Buffer[]): Buffer => (pieces.length === 1 ? pieces[0] : Buffer.concat(pieces))
 
+/** A message's bytes are stored in parts of at most this size (a database copies each part it is given). */
+export const BODY_PART_SIZE = 1024 * 1024
+/** Pieces smaller than this are joined with their neighbours into one part. */
+const BODY_PART_MIN = 64 * 1024
+
+/**
+ * The parts a message's pieces are stored as: each piece of at least 64 KB as it is (split at
+ * 1 MB), smaller neighbours joined, so that the chunks of a large SMTP message are not copied
+ * again and a message cut into many small pieces is not stored as many rows. Always one part at least.
+ */
+export function bodyParts(pieces: Buffer[]): Buffer[] {
+  const parts: Buffer[] = []
+  let small: Buffer[] = []
+  let smallBytes = 0
+  const flush = () => {
+    if (small.length) parts.push(joinPieces(small))
+    small = []
+    smallBytes = 0
+  }
+  for (const piece of pieces) {
+    for (let at = 0; at < piece.length; at += BODY_PART_SIZE) {
+      const bytes = piece.subarray(at, at + BODY_PART_SIZE)
+      if (bytes.length >= BODY_PART_MIN) {
+        flush()
+        parts.push(bytes)
+      } else {
+        small.push(bytes)
+        smallBytes += bytes.length
+        if (smallBytes >= BODY_PART_MIN) flush()
+      }
+    }
+  }
+  flush()
+  return parts.length ? parts : [Buffer.alloc(0)]
+}
+
+/** The domain of an address, lower case. */
+export function domainOf(address: string): string {
+  return address.slice(address.lastIndexOf('@') + 1).toLowerCase()
+}
+
 export interface LogQuery {
   orderId: number
   origin?: string

@@ -13,7 +13,6 @@ import * as schema from './schema.js'
 import { settingsCache } from './settings-cache.js'
 import {
   apiKeyPrefix,
-  checkSecret,
   decrypt,
   encrypt,
   generateApiKey,
@@ -30,9 +29,12 @@ export interface PostgresOptions {
   url: string
   /** The 32-byte secret that encrypts order passwords and DKIM keys. */
   secret: Buffer
-  /** A data directory whose `secret.key` a WrongSecretError names when that is the key that decrypts. */
-  dataDir?: string
+  /** Refuse a database without mailroom's tables (NotMigratedError) rather than create them. */
+  existing?: boolean
 }
+
+/** The database has no mailroom tables, and the caller asked not to create them. */
+export class NotMigratedError extends Error {}
 
 /** The key of the advisory lock that migrations are applied under ("mailroom" in ASCII). */
 const MIGRATION_LOCK = '7881706716637179757'
@@ -45,7 +47,7 @@ const SENDERS = 'SELECT pattern FROM order_senders WHERE order_id = $1 ORDER BY 
  * at once), checks that `secret` decrypts what it holds (else WrongSecretError), and opens a pool.
  */
 export async function openPostgresStore(options: PostgresOptions): Promise<PostgresStore> {
-  await migrateDatabase(options.url)
+  await migrateDatabase(options.url, options.existing ?? false)
   const pool = createPool(options.url)
   const cache = settingsCache(pool)
   try {
@@ -63,10 +65,12 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Postg
  * Applies the checked-in migrations on a connection of its own, under a session lock: a node
  * that starts while another migrates waits for it, then finds nothing left to do.
  */
-async function migrateDatabase(url: string): Promise<void> {
+async function migrateDatabase(url: string, existing: boolean): Promise<void> {
   const client = new pg.Client({ connectionString: url, application_name: 'mailroom migrate' })
   await client.connect()
   try {
+    if (existing && (await client.query("SELECT to_regclass('accounts') IS NULL AS none")).rows[0].none)
+      throw new NotMigratedError('no mailroom tables in this database')
     await client.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK})`)
     await migrate(drizzle({ client }), { migrationsFolder: migrationsFolder() })
     await client.query(`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`)
@@ -77,13 +81,12 @@ async function migrateDatabase(url: string): Promise<void> {
 }
 
 /** Refuses a secret that does not decrypt the order passwords and DKIM keys the database holds. */
-async function checkStoredSecrets(pool: pg.Pool, { secret, dataDir }: PostgresOptions): Promise<void> {
+async function checkStoredSecrets(pool: pg.Pool, { secret }: PostgresOptions): Promise<void> {
   const stored = (
     await pool.query<{ value: string }>(
       `(SELECT password_enc AS value FROM mail_orders LIMIT 1) UNION ALL (SELECT private_key_enc FROM dkim_keys LIMIT 1)`,
     )
   ).rows.map((r) => r.value)
-  if (dataDir !== undefined) return checkSecret(secret, stored, dataDir)
   for (const value of stored) {
     try {
       decrypt(secret, value)

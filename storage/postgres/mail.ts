@@ -1,6 +1,14 @@
 import type pg from 'pg'
-import { bodyParts, domainOf } from '../sqlite/mail.js'
-import { byteLength, type LogQuery, type LogRow, type NewMessage, type QueueItem, type Store } from '../store.js'
+import {
+  bodyParts,
+  byteLength,
+  domainOf,
+  type LogQuery,
+  type LogRow,
+  type NewMessage,
+  type QueueItem,
+  type Store,
+} from '../store.js'
 
 /** The columns of a log row (LogRow); `to` depends on the grouping. */
 const logColumns = (to: string) => `d.id AS "_id", m.txid AS id, m.env_from AS "from", ${to} AS "to", m.subject,

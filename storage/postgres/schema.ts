@@ -143,7 +143,7 @@ export const messages = pgTable(
 
 /**
  * The message bytes, apart from the log so that log scans stay small, in parts of at most 1 MB
- * (bodyParts in storage/sqlite/mail.ts): a message received over SMTP is stored in the chunks it
+ * (bodyParts in storage/store.ts): a message received over SMTP is stored in the chunks it
  * arrived in.
  */
 export const messageBodies = pgTable(

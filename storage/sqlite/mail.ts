@@ -1,8 +1,9 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
 import {
+  bodyParts,
   byteLength,
-  joinPieces,
+  domainOf,
   type LogQuery,
   type LogRow,
   type NewMessage,
@@ -32,42 +33,6 @@ const MESSAGE_FILTERS = {
 } as const
 /** The recipient-level filters. */
 const DELIVERY_FILTERS = { to: 'recipient', mx: 'mx_hostname', delivered: 'delivered' } as const
-
-/** A message's bytes are stored in parts of at most this size (SQLite copies each part it is given). */
-export const BODY_PART_SIZE = 1024 * 1024
-/** Pieces smaller than this are joined with their neighbours into one part. */
-const BODY_PART_MIN = 64 * 1024
-
-/**
- * The parts a message's pieces are stored as: each piece of at least 64 KB as it is (split at
- * 1 MB), smaller neighbours joined, so that the chunks of a large SMTP message are not copied
- * again and a message cut into many small pieces is not stored as many rows. Always one part at least.
- */
-export function bodyParts(pieces: Buffer[]): Buffer[] {
-  const parts: Buffer[] = []
-  let small: Buffer[] = []
-  let smallBytes = 0
-  const flush = () => {
-    if (small.length) parts.push(joinPieces(small))
-    small = []
-    smallBytes = 0
-  }
-  for (const piece of pieces) {
-    for (let at = 0; at < piece.length; at += BODY_PART_SIZE) {
-      const bytes = piece.subarray(at, at + BODY_PART_SIZE)
-      if (bytes.length >= BODY_PART_MIN) {
-        flush()
-        parts.push(bytes)
-      } else {
-        small.push(bytes)
-        smallBytes += bytes.length
-        if (smallBytes >= BODY_PART_MIN) flush()
-      }
-    }
-  }
-  flush()
-  return parts.length ? parts : [Buffer.alloc(0)]
-}
 
 /** How soon after a message is queued its Message-ID is indexed (with every other one queued meanwhile). */
 const MESSAGE_ID_INDEX_DELAY_MS = 1000
@@ -456,8 +421,4 @@ export function buildStatsQueries(orders: number, windowed: boolean) {
     from: top('m.env_from', messages('messages_order_from')),
     ip: top('m.origin', messages('messages_order_origin')),
   }
-}
-
-export function domainOf(address: string): string {
-  return address.slice(address.lastIndexOf('@') + 1).toLowerCase()
 }

@@ -132,7 +132,7 @@ export const orderCounts = sqliteTable('order_counts', {
 
 /**
  * The message bytes, apart from the log so that log scans stay small, in parts of at most
- * BODY_PART_SIZE: a large message is never copied into SQLite in one piece (see bodyParts).
+ * BODY_PART_SIZE (storage/store.ts): a large message is never copied into SQLite in one piece (see bodyParts).
  */
 export const messageBodies = sqliteTable(
   'message_bodies',

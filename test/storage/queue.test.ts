@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { BODY_PART_SIZE } from '../../storage/sqlite/mail.js'
+import { BODY_PART_SIZE } from '../../storage/store.js'
 import { openSqliteStore, type SqliteStore } from '../../storage/sqlite/index.js'
 
 describe('the durable queue', () => {
