@@ -1,4 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -7,6 +8,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection'
 import { addDomainKey } from '../cli/domains.js'
 import { createTxidGenerator } from '../relay/txid.js'
 import { openDataDir } from '../storage/sqlite/index.js'
+import { createTestDatabase } from '../test/storage/postgres.js'
 import { freePort, startMailroom, startSmtpSink, waitFor } from '../test/system/peers.js'
 import { seedLog } from './seed.js'
 
@@ -63,9 +65,18 @@ function record(r: Omit<Row, 'ratio' | 'met'>, better: 'higher' | 'lower', bar: 
 /** autocannon in its own process: 2xx responses, and their rate per second. */
 function autocannon(
   url: string,
-  options: { method?: string; body?: string; headers?: Record<string, string> },
+  options: { method?: string; body?: string; headers?: Record<string, string>; connections?: number },
 ): Promise<{ count: number; rate: number }> {
-  const args = [AUTOCANNON, '--json', '-c', '32', '-d', String(DURATION), '-m', options.method ?? 'GET']
+  const args = [
+    AUTOCANNON,
+    '--json',
+    '-c',
+    String(options.connections ?? 32),
+    '-d',
+    String(DURATION),
+    '-m',
+    options.method ?? 'GET',
+  ]
   for (const [k, v] of Object.entries(options.headers ?? {})) args.push('-H', `${k}=${v}`)
   if (options.body) args.push('-b', options.body)
   args.push(url)
@@ -188,6 +199,93 @@ async function httpFigures() {
   )
   await s.stop()
   await stopSink()
+}
+
+/**
+ * #7: REST sends on one node over PostgreSQL against the same over SQLite; then two nodes on the
+ * one database, 16 connections each, against that one node with 32. Legs alternate round after
+ * round, as in #1; the sink has every message before each leg starts.
+ */
+async function postgresFigures() {
+  const db = await createTestDatabase()
+  const dropDb = stopAtEnd(() => db.drop())
+  const sink = await startSmtpSink([], { dump: false })
+  const stopSink = stopAtEnd(() => sink.stop())
+  const smarthost = { MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}` }
+  const onSqlite = await serve({ MAILROOM_DATA_DIR: tempDir('pg-sqlite'), ...smarthost })
+  const shared = {
+    ...smarthost,
+    MAILROOM_DATABASE_URL: db.url,
+    MAILROOM_SECRET_KEY: randomBytes(32).toString('base64'),
+  }
+  const a = await serve({ ...shared, MAILROOM_DATA_DIR: tempDir('pg-a'), MAILROOM_NODE_NAME: 'bench-a' })
+  const b = await serve({ ...shared, MAILROOM_DATA_DIR: tempDir('pg-b'), MAILROOM_NODE_NAME: 'bench-b' }, a)
+  const mail = JSON.stringify({
+    from: 'bench@bench.example',
+    to: 'sink@bench.example',
+    subject: 'bench',
+    body: 'hello',
+  })
+  const send = (s: typeof a, connections = 32) =>
+    autocannon(`${s.base}/mail/send`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-API-KEY': s.apiKey },
+      body: mail,
+      connections,
+    })
+  let sent = 0
+  const drained = () => waitFor(async () => sink.count() >= sent, 300_000)
+  const totals = { sqlite: 0, one: 0, two: 0 }
+  for (let round = 0; round <= ROUNDS; round++) {
+    await drained()
+    const lite = await send(onSqlite)
+    sent += lite.count
+    await drained()
+    const one = await send(a)
+    sent += one.count
+    await drained()
+    const both = await Promise.all([send(a, 16), send(b, 16)])
+    sent += both[0].count + both[1].count
+    const two = both[0].rate + both[1].rate
+    console.error(
+      `#7 round ${round}: SQLite ${lite.rate.toFixed(0)}, PostgreSQL ${one.rate.toFixed(0)} (${(one.rate / lite.rate).toFixed(2)}), two nodes ${two.toFixed(0)} (${(two / one.rate).toFixed(2)}) per second${round === 0 ? ' (warm-up, not counted)' : ''}`,
+    )
+    if (round === 0) continue
+    totals.sqlite += lite.rate
+    totals.one += one.rate
+    totals.two += two
+  }
+  await drained()
+  const mean = (v: number) => v / ROUNDS
+  record(
+    {
+      n: 7,
+      figure: 'POST /mail/send on PostgreSQL, one node',
+      value: mean(totals.one),
+      unit: 'req/s',
+      baseline: 'the same on SQLite',
+      baselineValue: mean(totals.sqlite),
+      bar: '≥ 0.5',
+    },
+    'higher',
+    0.5,
+  )
+  record(
+    {
+      n: 7,
+      figure: 'POST /mail/send on PostgreSQL, two nodes',
+      value: mean(totals.two),
+      unit: 'req/s',
+      baseline: 'one node',
+      baselineValue: mean(totals.one),
+      bar: '—',
+    },
+    'higher',
+    0,
+  )
+  for (const s of [onSqlite, a, b]) await s.stop()
+  await stopSink()
+  await dropDb()
 }
 
 function smtpLoad(
@@ -578,7 +676,14 @@ function cleanUp(): Promise<void> {
 }
 
 async function main() {
-  const figures = { http: httpFigures, relay: relayFigure, log: logFigures, rss: memoryFigure, dkim: dkimFigures }
+  const figures = {
+    http: httpFigures,
+    relay: relayFigure,
+    log: logFigures,
+    rss: memoryFigure,
+    dkim: dkimFigures,
+    postgres: postgresFigures,
+  }
   const only = process.argv[2]
   if (only && !(only in figures)) {
     console.error(`no figures named ${only}: run all of them, or one of ${Object.keys(figures).join(', ')}`)

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import { generate } from 'selfsigned'
@@ -51,6 +51,8 @@ export async function loadTls(
         },
       ],
     })
+    // With a server database nothing else made the data directory: it holds the key, so it is the owner's alone.
+    mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
     writeFileSync(keyFile, pems.private, { mode: 0o600 })
     writeFileSync(certFile, pems.cert)
   }

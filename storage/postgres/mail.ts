@@ -1,4 +1,5 @@
 import type pg from 'pg'
+import { groupCommit } from './pool.js'
 import {
   bodyParts,
   byteLength,
@@ -29,6 +30,9 @@ const MESSAGE_FILTERS = {
 const DELIVERY_FILTERS = { to: 'recipient', mx: 'mx_hostname', delivered: 'delivered' } as const
 
 type Lease = { node: string; now: number }
+
+/** Enqueue transactions under way at once: each waits on its round trips and its commit, the others meanwhile use the database's cores. */
+const ENQUEUE_CONCURRENCY = 4
 
 /**
  * Stores a message, its body parts and one queued delivery row per recipient (leased to `lease`'s
@@ -62,14 +66,16 @@ export async function insertMessage(
   ]
   const $ = (value: unknown) => `$${params.push(value)}`
   // Each part its own parameter: pg sends a Buffer as it is, where an array of them goes as hex text.
-  const parts = bodyParts(m.raw)
-    .map((bytes, part) => `(${part}, ${$(bytes)}::bytea)`)
-    .join(', ')
+  const pieces = bodyParts(m.raw)
+  const partCount = pieces.length
+  const parts = pieces.map((bytes, part) => `(${part}, ${$(bytes)}::bytea)`).join(', ')
   const recipients = $(m.recipients)
   const domains = $(m.recipients.map(domainOf))
   const lock = lease ? `1, ${$(lease.now)}::bigint, ${$(lease.node)}` : '0, NULL::bigint, NULL'
-  const { rows } = await db.query<{ rowId: number; id: number | null; seq: number | null }>(
-    `WITH m AS (
+  const { rows } = await db.query<{ rowId: number; id: number | null; seq: number | null }>({
+    // Named, so that each connection parses and plans it once per shape (parts, leased or not).
+    name: `enqueue-${partCount}-${lease ? 'leased' : 'queued'}`,
+    text: `WITH m AS (
       INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject, message_id, origin,
         transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id
@@ -83,8 +89,8 @@ export async function insertMessage(
       RETURNING id, seq
     )
     SELECT m.id AS "rowId", d.id, d.seq FROM m LEFT JOIN d ON true ORDER BY d.seq`,
-    params,
-  )
+    values: params,
+  })
   const rowId = rows[0].rowId
   if (!lease) return { rowId }
   return {
@@ -190,11 +196,22 @@ function statsQueries(windowed: boolean) {
 }
 
 export function createMailStore(pool: pg.Pool): Store['mail'] {
+  /**
+   * Messages accepted while a commit is under way share the next one: one WAL flush for all of
+   * them, each still acknowledged only once it is committed.
+   */
+  const enqueue = groupCommit<{ message: NewMessage; lease?: Lease }, { rowId: number; leased?: QueueItem[] }>(
+    pool,
+    ENQUEUE_CONCURRENCY,
+    async (client, calls) => {
+      const out: { rowId: number; leased?: QueueItem[] }[] = []
+      for (const { message, lease } of calls) out.push(await insertMessage(client, message, lease))
+      return out
+    },
+  )
   const count = async (text: string, params: unknown[]) => (await pool.query<{ n: number }>(text, params)).rows[0].n
   return {
-    async enqueue(message, lease) {
-      return insertMessage(pool, message, lease)
-    },
+    enqueue: (message, lease) => enqueue({ message, lease }),
 
     async log(q) {
       const { count: countSql, rows, params } = buildLogQuery(q)

@@ -44,3 +44,48 @@ export async function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient
 
 /** The number of rows a statement changed. */
 export const changed = (result: { rowCount: number | null }) => result.rowCount ?? 0
+
+/**
+ * Work handed over one call at a time, done in shared transactions (group commit): the calls that
+ * arrive while `concurrency` transactions are under way wait, then go together in the next one, so
+ * that one commit (one WAL flush, one round trip for BEGIN and one for COMMIT) serves all of them,
+ * however many arrive. `work` answers one output per input, in order. Should a shared transaction
+ * fail, each of its calls is tried again alone, so that one bad call fails only itself.
+ */
+export function groupCommit<I, O>(
+  pool: pg.Pool,
+  concurrency: number,
+  work: (client: pg.PoolClient, inputs: I[]) => Promise<O[]>,
+): (input: I) => Promise<O> {
+  type Call = { input: I; resolve: (o: O) => void; reject: (e: unknown) => void }
+  let waiting: Call[] = []
+  let running = 0
+  const commit = async (batch: Call[]) => {
+    const outputs = await transaction(pool, (client) =>
+      work(
+        client,
+        batch.map((call) => call.input),
+      ),
+    )
+    for (const [i, call] of batch.entries()) call.resolve(outputs[i])
+  }
+  const run = async () => {
+    running++
+    while (waiting.length > 0) {
+      const batch = waiting
+      waiting = []
+      try {
+        await commit(batch)
+      } catch (err) {
+        if (batch.length === 1) batch[0].reject(err)
+        else for (const call of batch) await commit([call]).catch(call.reject)
+      }
+    }
+    running--
+  }
+  return (input) =>
+    new Promise<O>((resolve, reject) => {
+      waiting.push({ input, resolve, reject })
+      if (running < concurrency) void run()
+    })
+}

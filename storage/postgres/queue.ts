@@ -1,7 +1,14 @@
 import type pg from 'pg'
 import { insertMessage } from './mail.js'
-import { changed, transaction } from './pool.js'
-import { joinPieces, type QueueChange, type QueueItem, type SenderReport, type Store } from '../store.js'
+import { changed, groupCommit, transaction } from './pool.js'
+import {
+  type AttemptOutcome,
+  joinPieces,
+  type QueueChange,
+  type QueueItem,
+  type SenderReport,
+  type Store,
+} from '../store.js'
 
 /** The columns of a claimed row's message, as a QueueItem names them. */
 const ITEM_COLUMNS = `c.id, c.message_id AS "messageRowId", m.txid, m.account_id AS "accountId", m.order_id AS "orderId",
@@ -78,8 +85,8 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
 
   const dropBodies = async (client: pg.ClientBase, messageRowIds: number[]) => {
     if (messageRowIds.length === 0) return
-    await client.query(LOCK_MESSAGES, [messageRowIds])
-    await client.query(DROP_BODIES, [messageRowIds])
+    await client.query({ name: 'lock-messages', text: LOCK_MESSAGES, values: [messageRowIds] })
+    await client.query({ name: 'drop-bodies', text: DROP_BODIES, values: [messageRowIds] })
   }
 
   /**
@@ -97,9 +104,46 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
     return true
   }
 
+  /**
+   * Outcomes recorded together: the calls that arrive while a commit is under way share the next
+   * one (each delivery's outcome would otherwise be a transaction of its own).
+   */
+  const record = groupCommit<{ outcomes: AttemptOutcome[]; reports: SenderReport[] }, string[]>(
+    pool,
+    2,
+    async (client, calls) => {
+      // In id order, so that two transactions updating the same rows take their locks in one order.
+      const sorted = calls.flatMap((c) => c.outcomes).sort((a, b) => a.id - b.id)
+      const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>({
+        name: 'record',
+        text: RECORD,
+        values: [
+          sorted.map((o) => o.id),
+          sorted.map((o) => o.state),
+          sorted.map((o) => (o.state === 'delivered' ? 1 : 0)),
+          sorted.map((o) => o.code),
+          sorted.map((o) => o.response),
+          sorted.map((o) => o.mxHostname),
+          sorted.map((o) => (o.state === 'deferred' ? o.nextAttemptAt : null)),
+        ],
+      })
+      await dropBodies(client, [...new Set(rows.map((r) => r.messageRowId))])
+      const recorded = new Map(rows.map((r) => [r.id, r.delayReported]))
+      const queued: string[][] = []
+      for (const call of calls) {
+        const txids: string[] = []
+        for (const report of call.reports)
+          if (await queueReport(client, report, recorded)) txids.push(report.message.txid)
+        queued.push(txids)
+      }
+      return queued
+    },
+  )
+
   return {
     async claim({ node, now, leaseMs, limit }) {
-      return (await pool.query<QueueItem>(CLAIM, [now, node, now - leaseMs, limit])).rows
+      return (await pool.query<QueueItem>({ name: 'claim', text: CLAIM, values: [now, node, now - leaseMs, limit] }))
+        .rows
     },
     async body(messageRowId) {
       const { rows } = await pool.query<{ raw: Buffer }>(
@@ -108,26 +152,7 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
       )
       return rows.length === 0 ? undefined : joinPieces(rows.map((r) => r.raw))
     },
-    async record(outcomes, reports = []) {
-      // In id order, so that two transactions updating the same rows take their locks in one order.
-      const sorted = [...outcomes].sort((a, b) => a.id - b.id)
-      return transaction(pool, async (client) => {
-        const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>(RECORD, [
-          sorted.map((o) => o.id),
-          sorted.map((o) => o.state),
-          sorted.map((o) => (o.state === 'delivered' ? 1 : 0)),
-          sorted.map((o) => o.code),
-          sorted.map((o) => o.response),
-          sorted.map((o) => o.mxHostname),
-          sorted.map((o) => (o.state === 'deferred' ? o.nextAttemptAt : null)),
-        ])
-        await dropBodies(client, [...new Set(rows.map((r) => r.messageRowId))])
-        const recorded = new Map(rows.map((r) => [r.id, r.delayReported]))
-        const queued: string[] = []
-        for (const report of reports) if (await queueReport(client, report, recorded)) queued.push(report.message.txid)
-        return queued
-      })
-    },
+    record: (outcomes, reports = []) => record({ outcomes, reports }),
     async release(node) {
       return changed(
         await pool.query(

@@ -79,6 +79,31 @@ await describePostgres('PostgreSQL store', () => {
     await open(secret, true)
   })
 
+  it('commits messages sent at once together, and one that breaks a constraint fails alone', async () => {
+    const store = await open()
+    const account = await newAccount(store)
+    const { order } = await store.orders.create({ accountId: account.id, comment: null, senders: [], now: T0 })
+    const f = { accountId: account.id, orderId: order.id }
+    const first = newMessage(f)
+    await store.mail.enqueue(first)
+    // The next transaction id to be assigned: each writing transaction takes one.
+    const nextXid = async () => Number((await run('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x'))[0].x)
+    const before = await nextXid()
+    await Promise.all(Array.from({ length: 50 }, () => store.mail.enqueue(newMessage(f))))
+    // Far fewer transactions than messages.
+    expect((await nextXid()) - before).toBeLessThan(20)
+    // The same transaction id again, among others: the unique index refuses it, and only it.
+    const outcomes = await Promise.allSettled(
+      [...Array.from({ length: 20 }, () => newMessage(f)), { ...first }].map((m) => store.mail.enqueue(m)),
+    )
+    expect(outcomes.slice(0, 20).every((o) => o.status === 'fulfilled')).toBe(true)
+    expect(outcomes[20]).toMatchObject({
+      status: 'rejected',
+      reason: { message: expect.stringMatching(/messages_txid/) },
+    })
+    expect((await logOf({ ...f, store } as never)).total).toBe(71)
+  })
+
   it('answers numbers, not the strings pg reads bigint columns as', async () => {
     const store = await open()
     const account = await store.accounts.create({

@@ -24,10 +24,12 @@ await describePostgres('system: two nodes on one PostgreSQL database', () => {
   let smtpAuth: { user: string; pass: string }
   let env: Record<string, string>
 
-  /** A `mailroom serve` named `name` on the shared database, with a data directory of its own (its certificate). */
+  /** A `mailroom serve` named `name` on the shared database, with a data directory of its own (for its certificate). */
   const startNode = async (name: string, extra: Record<string, string> = {}): Promise<Node> => {
-    const dataDir = mkdtempSync(join(tmpdir(), `mailroom-${name}-`))
-    cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }))
+    const parent = mkdtempSync(join(tmpdir(), `mailroom-${name}-`))
+    cleanup.push(() => rmSync(parent, { recursive: true, force: true }))
+    // A data directory that does not exist yet: with a server database, only the certificate goes there.
+    const dataDir = join(parent, 'data')
     const node = await startMailroom({ ...env, MAILROOM_DATA_DIR: dataDir, MAILROOM_NODE_NAME: name, ...extra })
     cleanup.push(() => node.child.kill('SIGKILL'))
     return { ...node, name }
