@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe } from 'vitest'
 import type { Store } from '../../storage/store.js'
+import { durabilityContract } from './contract/durability.js'
 import { type Fixture, type OpenedStore, T0 } from './contract/fixture.js'
 import { identityContract } from './contract/identity.js'
 import { blocksContract, rulesContract, spamFilterContract, trapsContract } from './contract/lists.js'
@@ -57,5 +58,6 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     trapsContract(f)
     spamFilterContract(f)
     settingsContract(f)
+    durabilityContract(f)
   })
 }

@@ -8,6 +8,9 @@ import { type OpenedStore, storeContract } from './contract.js'
 // their own (storage/sqlite/reader.ts), which loads JavaScript only and so is not started from the sources.
 const built = (await import(new URL('../../dist/storage/sqlite/index.js', import.meta.url).href)) as typeof sources
 
+/** SQLite's names of the levels of PRAGMA synchronous. */
+const SYNCHRONOUS = ['OFF', 'NORMAL', 'FULL', 'EXTRA']
+
 /**
  * A data directory of its own for each test, opened as the server opens it; `reopen` is another
  * process on the same directory (the admin command, or a second server).
@@ -20,6 +23,13 @@ const dataDir =
     return {
       store,
       reopen: async () => openDataDir(dir),
+      bodyParts: async () => store.sqlite.prepare('SELECT COUNT(*) FROM message_bodies').pluck().get() as number,
+      async durability() {
+        // A per-connection setting: read from the connection that commits.
+        const level = store.sqlite.pragma('synchronous', { simple: true }) as number
+        // In WAL mode only FULL (2) and EXTRA (3) sync the log at each commit; NORMAL syncs it at checkpoints.
+        return { durable: level >= 2, setting: `synchronous=${SYNCHRONOUS[level]}` }
+      },
       async close() {
         await store.close()
         rmSync(dir, { recursive: true, force: true })

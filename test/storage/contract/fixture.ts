@@ -7,6 +7,17 @@ export interface OpenedStore {
   close(): Promise<void>
   /** Another connection to the same database (another process or node); the suite closes it. */
   reopen?(): Promise<Store>
+  /**
+   * How many stored parts of message bytes the database holds, of all messages: what `queue.body()`
+   * cannot show, bytes kept after nothing can read them.
+   */
+  bodyParts(): Promise<number>
+  /**
+   * Whether the store's own connection has a commit on disk before it returns (not only in the
+   * operating system's cache), and the setting that decides it as the database states it (SQLite
+   * `synchronous=FULL`).
+   */
+  durability(): Promise<{ durable: boolean; setting: string }>
 }
 
 /** What the suite's tests share: filled in before each test. */

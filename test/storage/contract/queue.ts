@@ -174,18 +174,58 @@ export function queueContract(f: Fixture) {
       )
     })
 
-    it('drops the bytes of a message once every recipient is final, and not before', async () => {
-      const { rowId } = await f.store.mail.enqueue(
-        newMessage(f, { recipients: ['one@b.example', 'two@b.example', 'three@b.example'] }),
-      )
-      const [one, two, three] = (await claim('node-a', T0)).sort((a, b) => a.id - b.id)
-      await f.store.queue.record([outcome(one.id, 'delivered'), outcome(two.id, 'deferred', T0 + 1000)])
-      expect(await f.store.queue.body(rowId)).toBeDefined()
-      await f.store.queue.record([outcome(three.id, 'failed')])
-      expect(await f.store.queue.body(rowId)).toBeDefined()
-      const [again] = await claim('node-a', T0 + 1000)
-      await f.store.queue.record([outcome(again.id, 'delivered')])
+    it.each(['delivered', 'failed', 'canceled'] as const)(
+      'keeps the bytes of a message while a recipient waits, and drops them once the last is %s',
+      async (last) => {
+        // Another message waits throughout: its bytes are not the ones dropped.
+        const other = await f.store.mail.enqueue(newMessage(f))
+        const before = await f.opened.bodyParts()
+        const m = newMessage(f, {
+          recipients: ['one@b.example', 'two@b.example'],
+          raw: [randomBytes(100_000), randomBytes(100_000)],
+        })
+        const { rowId, leased } = await f.store.mail.enqueue(m, { node: 'node-a', now: T0 })
+        const stored = (await f.opened.bodyParts()) - before
+        expect(stored).toBeGreaterThan(0)
+        const [one, two] = leased!
+        await f.store.queue.record([
+          outcome(one.id, last === 'failed' ? 'failed' : 'delivered'),
+          outcome(two.id, 'deferred', T0 + 1000),
+        ])
+        expect(await f.opened.bodyParts()).toBe(before + stored)
+        expect((await f.store.queue.body(rowId))?.equals(Buffer.concat(m.raw))).toBe(true)
+        if (last === 'canceled')
+          expect(await f.store.queue.cancel({ txid: m.txid, now: T0, leaseMs: LEASE_MS, response: 'x' })).toEqual({
+            changed: 1,
+            inFlight: 0,
+          })
+        else await f.store.queue.record([outcome(two.id, last)])
+        expect(await f.opened.bodyParts()).toBe(before)
+        expect(await f.store.queue.body(rowId)).toBeUndefined()
+        expect(await f.store.queue.body(other.rowId)).toBeDefined()
+      },
+    )
+
+    it('keeps the bytes of a report it queues in the commit that drops those of the message reported on', async () => {
+      const before = await f.opened.bodyParts()
+      const m = newMessage(f, { recipients: ['gone@b.example'] })
+      const { rowId, leased } = await f.store.mail.enqueue(m, { node: 'node-a', now: T0 })
+      const [gone] = leased!
+      const report = newMessage(f, { envFrom: '', recipients: [m.envFrom] })
+      expect(
+        await f.store.queue.record(
+          [outcome(gone.id, 'failed')],
+          [{ rows: [gone.id], action: 'failed', message: report }],
+        ),
+      ).toEqual([report.txid])
       expect(await f.store.queue.body(rowId)).toBeUndefined()
+      const [queued] = await claim('node-b', T0)
+      expect(queued).toMatchObject({ txid: report.txid, envFrom: '' })
+      expect((await f.store.queue.body(queued.messageRowId))?.equals(Buffer.concat(report.raw))).toBe(true)
+      expect(await f.opened.bodyParts()).toBeGreaterThan(before)
+      // Delivered, the report's bytes go too: what was left were its own.
+      await f.store.queue.record([outcome(queued.id, 'delivered')])
+      expect(await f.opened.bodyParts()).toBe(before)
     })
 
     it('drops the bytes of a message whose last two recipients are recorded at once through two connections', async () => {
