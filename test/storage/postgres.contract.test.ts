@@ -26,6 +26,17 @@ await describePostgres('Store contract: PostgreSQL', () => {
       // Another node on the same database.
       reopen: () => openPostgresStore({ url, secret }),
       close: () => store.close(),
+      bodyParts: async () =>
+        (await store.pool.query<{ n: number }>('SELECT COUNT(*)::int AS n FROM message_bodies')).rows[0].n,
+      // A commit returns once its WAL is flushed to disk: synchronous_commit on, and fsync on.
+      async durability() {
+        const setting = async (name: string) => (await store.pool.query(`SHOW ${name}`)).rows[0][name] as string
+        const [commit, fsync] = [await setting('synchronous_commit'), await setting('fsync')]
+        return {
+          durable: ['on', 'remote_write', 'remote_apply'].includes(commit) && fsync === 'on',
+          setting: `synchronous_commit=${commit}, fsync=${fsync}`,
+        }
+      },
     }
   })
 })

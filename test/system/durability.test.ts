@@ -1,18 +1,17 @@
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { RawSmtp } from '../relay/submission-client.js'
+import { createTestDatabase, describePostgres } from '../storage/postgres.js'
 import { startMailroom, startSmtpSink, waitFor } from './peers.js'
 
 // An acknowledgement only after the data is durable: the client kills the server (kill -9) the
 // moment an acknowledgement arrives, in the handler that receives it, and every message it heard
 // acknowledged is in the log once the server is started again. An engine that answered before its
 // commit would lose some: the commit of a large message takes longer than the answer's way back.
-
-/** The databases `mailroom serve` runs on: the server's environment beside its data directory. */
-const BACKENDS: { name: string; env: Record<string, string> }[] = [{ name: 'SQLite', env: {} }]
 
 /** Kills per door, each during SENDS concurrent sends of BODY_BYTES each. */
 const KILLS = 5
@@ -109,59 +108,78 @@ async function smtpSend(
   }
 }
 
-describe.each(BACKENDS)('system: an acknowledgement only after the data is durable ($name)', (backend) => {
-  const cleanup: (() => unknown)[] = []
-  afterAll(async () => {
-    for (const f of cleanup.reverse()) await f()
+/**
+ * The suite on one backend: `env` gives the server's environment beside its data directory (and
+ * registers the cleanup of what it made).
+ */
+const durabilitySuite = (name: string, backendEnv: (cleanup: (() => unknown)[]) => Promise<Record<string, string>>) =>
+  describe(`system: an acknowledgement only after the data is durable (${name})`, () => {
+    const cleanup: (() => unknown)[] = []
+    afterAll(async () => {
+      for (const f of cleanup.reverse()) await f()
+    })
+
+    it(`keeps every message acknowledged when kill -9 comes at the acknowledgement (${KILLS} kills per door)`, async () => {
+      const sink = await startSmtpSink()
+      cleanup.push(() => sink.stop())
+      const dataDir = mkdtempSync(join(tmpdir(), 'mailroom-durable-'))
+      cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }))
+      const env = {
+        MAILROOM_DATA_DIR: dataDir,
+        MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
+        ...(await backendEnv(cleanup)),
+      }
+      const start = async () => {
+        const server = await startMailroom(env)
+        cleanup.push(() => server.child.kill('SIGKILL'))
+        return server
+      }
+
+      let server = await start()
+      const banner = await waitFor(async () => /Try it/.test(server.output()) && server.output())
+      const apiKey = /API key \(shown only now\): (\S+)/.exec(banner)![1]
+      const login = {
+        user: /SMTP username: +(\S+)/.exec(banner)![1],
+        password: /SMTP password: +(\S+)/.exec(banner)![1],
+      }
+      const inLog = async (txid: string) => {
+        const res = await fetch(`http://127.0.0.1:${server.httpPort}/mail/log?mailid=${txid}`, {
+          headers: { 'X-API-KEY': apiKey },
+        })
+        return (await res.json()).total as number
+      }
+
+      for (let kill = 0; kill < 2 * KILLS; kill++) {
+        const door = kill % 2 === 0 ? 'REST' : 'SMTP'
+        const { child } = server
+        const exited = new Promise((resolve) => child.once('exit', resolve))
+        // The first acknowledgement ends the server: no await between reading it and the kill.
+        const onAck = () => child.kill('SIGKILL')
+        const heard = await Promise.all(
+          Array.from({ length: SENDS }, (_, i) => {
+            const subject = `durable ${kill}.${i}`
+            return door === 'REST' ? restSend(server, apiKey, subject, onAck) : smtpSend(server, login, subject, onAck)
+          }),
+        )
+        // Sends that all failed leave the server running: the checks below say why.
+        child.kill('SIGKILL')
+        await exited
+        expect(heard.filter((h) => 'refused' in h)).toEqual([])
+        const txids = heard.flatMap((h) => ('txid' in h ? [h.txid] : []))
+        expect(txids.length, `${door} kill ${kill}: no send was acknowledged`).toBeGreaterThan(0)
+
+        server = await start()
+        for (const txid of txids) expect(await inLog(txid), `${door} kill ${kill}: ${txid} acknowledged`).toBe(1)
+      }
+    }, 120_000)
   })
 
-  it(`keeps every message acknowledged when kill -9 comes at the acknowledgement (${KILLS} kills per door)`, async () => {
-    const sink = await startSmtpSink()
-    cleanup.push(() => sink.stop())
-    const dataDir = mkdtempSync(join(tmpdir(), 'mailroom-durable-'))
-    cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }))
-    const env = { MAILROOM_DATA_DIR: dataDir, MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`, ...backend.env }
-    const start = async () => {
-      const server = await startMailroom(env)
-      cleanup.push(() => server.child.kill('SIGKILL'))
-      return server
-    }
-
-    let server = await start()
-    const banner = await waitFor(async () => /Try it/.test(server.output()) && server.output())
-    const apiKey = /API key \(shown only now\): (\S+)/.exec(banner)![1]
-    const login = {
-      user: /SMTP username: +(\S+)/.exec(banner)![1],
-      password: /SMTP password: +(\S+)/.exec(banner)![1],
-    }
-    const inLog = async (txid: string) => {
-      const res = await fetch(`http://127.0.0.1:${server.httpPort}/mail/log?mailid=${txid}`, {
-        headers: { 'X-API-KEY': apiKey },
-      })
-      return (await res.json()).total as number
-    }
-
-    for (let kill = 0; kill < 2 * KILLS; kill++) {
-      const door = kill % 2 === 0 ? 'REST' : 'SMTP'
-      const { child } = server
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      // The first acknowledgement ends the server: no await between reading it and the kill.
-      const onAck = () => child.kill('SIGKILL')
-      const heard = await Promise.all(
-        Array.from({ length: SENDS }, (_, i) => {
-          const subject = `durable ${kill}.${i}`
-          return door === 'REST' ? restSend(server, apiKey, subject, onAck) : smtpSend(server, login, subject, onAck)
-        }),
-      )
-      // Sends that all failed leave the server running: the checks below say why.
-      child.kill('SIGKILL')
-      await exited
-      expect(heard.filter((h) => 'refused' in h)).toEqual([])
-      const txids = heard.flatMap((h) => ('txid' in h ? [h.txid] : []))
-      expect(txids.length, `${door} kill ${kill}: no send was acknowledged`).toBeGreaterThan(0)
-
-      server = await start()
-      for (const txid of txids) expect(await inLog(txid), `${door} kill ${kill}: ${txid} acknowledged`).toBe(1)
-    }
-  }, 120_000)
-})
+durabilitySuite('SQLite', async () => ({}))
+// The node is killed, not the database: what it acknowledged must be committed there.
+await describePostgres('system: an acknowledgement only after the data is durable (PostgreSQL)', () =>
+  durabilitySuite('PostgreSQL', async (cleanup) => {
+    const db = await createTestDatabase()
+    cleanup.push(db.drop)
+    return { MAILROOM_DATABASE_URL: db.url, MAILROOM_SECRET_KEY: randomBytes(32).toString('base64') }
+  }),
+)
