@@ -181,6 +181,27 @@ describe('config', () => {
     expect(() => loadConfig({ MAILROOM_SECRET_KEY: value })).not.toThrow(value.trim())
   })
 
+  it('reads the database URL of several nodes, and none (SQLite) by default; refuses another scheme without repeating it', () => {
+    expect(loadConfig({}).databaseUrl).toBeNull()
+    const url = 'postgres://mailroom:s3cret@db.internal:5432/mailroom'
+    expect(loadConfig({ MAILROOM_DATABASE_URL: url }).databaseUrl).toBe(url)
+    expect(loadConfig({ MAILROOM_DATABASE_URL: 'postgresql://db/x' }).databaseUrl).toBe('postgresql://db/x')
+    for (const value of ['mysql://root:s3cret@db/x', 'db.internal:5432', 'postgres:///x']) {
+      expect(() => loadConfig({ MAILROOM_DATABASE_URL: value })).toThrow(
+        'MAILROOM_DATABASE_URL: expected postgres://user:password@host:port/database',
+      )
+      expect(() => loadConfig({ MAILROOM_DATABASE_URL: value })).not.toThrow(value)
+    }
+  })
+
+  it('reads the lease timeout: 10m by default, at least 5s', () => {
+    expect(loadConfig({}).delivery.leaseTimeout).toBe(600_000)
+    expect(loadConfig({ MAILROOM_LEASE_TIMEOUT: '5s' }).delivery.leaseTimeout).toBe(5000)
+    expect(() => loadConfig({ MAILROOM_LEASE_TIMEOUT: '4999ms' })).toThrow(
+      'MAILROOM_LEASE_TIMEOUT="4999ms": expected at least 5s',
+    )
+  })
+
   it('takes the longest delivery timeout a timer keeps', () => {
     expect(loadConfig({ MAILROOM_DELIVERY_TIMEOUT: '2147483647ms' }).delivery.timeout).toBe(2 ** 31 - 1)
     expect(loadConfig({ MAILROOM_DELIVERY_TIMEOUT: '24d' }).delivery.timeout).toBe(24 * 86_400_000)
