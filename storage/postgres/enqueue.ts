@@ -1,20 +1,25 @@
 import type pg from 'pg'
-import { batched, transaction } from './pool.js'
+import { batched, groupCommit } from './pool.js'
 import { bodyParts, byteLength, domainOf, type NewMessage, type QueueItem } from '../store.js'
 
 export type Lease = { node: string; now: number }
 type Enqueue = { message: NewMessage; lease?: Lease }
 type Enqueued = { rowId: number; leased?: QueueItem[] }
 
-/** Enqueue batches under way at once: each waits on its round trip and its commit, the others meanwhile use the database's cores. */
-const ENQUEUE_CONCURRENCY = 4
 /**
- * Messages up to this size go together in one statement (insertMessages), whose arrays pg sends
- * as text (bytes as hex, twice their size); a larger one is a statement of its own, its parts
- * sent as they are.
+ * Batches of small messages under way at once: while one waits on its round trip and its commit,
+ * the next collects the messages that arrive. More at once make smaller batches, and cost the
+ * database more CPU per message.
+ */
+const ENQUEUE_CONCURRENCY = 2
+/** Transactions of large messages under way at once. */
+const LARGE_CONCURRENCY = 2
+/**
+ * Messages up to this size go together in one statement (insertMessages), their bytes copied into
+ * one buffer; a larger one is a statement of its own, its parts sent as they are.
  */
 const BATCH_MESSAGE_MAX = 64 * 1024
-/** At most this many messages in one batch: 2 MB of small messages, 4 MB as hex. */
+/** At most this many messages in one batch: 2 MB at most. */
 const BATCH_MAX = 32
 
 /** The queue item of a delivery row leased at enqueue. */
@@ -94,8 +99,10 @@ export async function insertMessage(db: pg.Pool | pg.ClientBase, m: NewMessage, 
 /**
  * What insertMessage does, for several messages in one statement: each table's rows inserted from
  * arrays, one element per message (per part, per recipient), the parts and recipients joined to
- * their message by its txid (unique). The statement's shape does not depend on the batch, so each
- * connection parses and plans it once.
+ * their message by its txid (unique). The bytes of every part are one bytea parameter (`$20`),
+ * which pg sends as it is, each part cut from it by its start and length: an array of bytea
+ * would go as hex text, twice the size, and PostgreSQL parses an array's text slowly. The
+ * statement's shape does not depend on the batch, so each connection parses and plans it once.
  */
 const INSERT_MESSAGES = `WITH m AS (
     INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject, message_id, origin,
@@ -105,8 +112,8 @@ const INSERT_MESSAGES = `WITH m AS (
     RETURNING id, txid, order_id, created_at
   ), b AS (
     INSERT INTO message_bodies (message_id, part, raw)
-    SELECT m.id, p.part, p.raw FROM m JOIN unnest($18::text[], $19::int[], $20::bytea[]) AS p(txid, part, raw)
-      ON p.txid = m.txid
+    SELECT m.id, p.part, substring($20::bytea FROM p.start FOR p.length)
+    FROM m JOIN unnest($18::text[], $19::int[], $27::int[], $28::int[]) AS p(txid, part, start, length) ON p.txid = m.txid
   ), d AS (
     INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued,
       locked, lock_time, assigned)
@@ -122,7 +129,9 @@ const INSERT_MESSAGES = `WITH m AS (
 export async function insertMessages(db: pg.Pool | pg.ClientBase, calls: Enqueue[]): Promise<Enqueued[]> {
   const messages = calls.map((c) => c.message)
   const column = <T>(value: (m: NewMessage) => T) => messages.map(value)
-  const parts = { txid: [] as string[], part: [] as number[], raw: [] as Buffer[] }
+  const parts = { txid: [] as string[], part: [] as number[], start: [] as number[], length: [] as number[] }
+  const bytes: Buffer[] = []
+  let at = 1
   const rcpt = {
     txid: [] as string[],
     seq: [] as number[],
@@ -135,7 +144,10 @@ export async function insertMessages(db: pg.Pool | pg.ClientBase, calls: Enqueue
     for (const [part, raw] of bodyParts(m.raw).entries()) {
       parts.txid.push(m.txid)
       parts.part.push(part)
-      parts.raw.push(raw)
+      parts.start.push(at)
+      parts.length.push(raw.length)
+      bytes.push(raw)
+      at += raw.length
     }
     for (const [i, recipient] of m.recipients.entries()) {
       rcpt.txid.push(m.txid)
@@ -169,13 +181,15 @@ export async function insertMessages(db: pg.Pool | pg.ClientBase, calls: Enqueue
       column((m) => m.time),
       parts.txid,
       parts.part,
-      parts.raw,
+      Buffer.concat(bytes, at - 1),
       rcpt.txid,
       rcpt.seq,
       rcpt.recipient,
       rcpt.domain,
       rcpt.lockTime,
       rcpt.assigned,
+      parts.start,
+      parts.length,
     ],
   })
   const byTxid = new Map<string, { rowId: number; leased: { id: number; seq: number }[] }>()
@@ -192,30 +206,21 @@ export async function insertMessages(db: pg.Pool | pg.ClientBase, calls: Enqueue
   })
 }
 
-const batchable = (call: Enqueue) => byteLength(call.message.raw) <= BATCH_MESSAGE_MAX
+const batchable = (message: NewMessage) => byteLength(message.raw) <= BATCH_MESSAGE_MAX
 
 /**
- * The mail store's enqueue. Messages accepted while others are being stored go together in the
- * next batch: the small ones in one statement, which needs no transaction of its own (one round
- * trip, one WAL flush for all of them, each still acknowledged only once it is committed); a batch
- * with a large message is one transaction. A message fails alone: see batched.
+ * The mail store's enqueue. Small messages accepted while others are being stored go together in
+ * the next batch, one statement, which needs no transaction of its own: one round trip and one WAL
+ * flush for all of them, each still acknowledged only once it is committed. Large messages share
+ * transactions likewise (group commit), each its own statement, apart from the small ones so
+ * that one does not hold them up. A message fails alone: see batched.
  */
 export function createEnqueue(pool: pg.Pool): (message: NewMessage, lease?: Lease) => Promise<Enqueued> {
-  const enqueue = batched<Enqueue, Enqueued>(
-    ENQUEUE_CONCURRENCY,
-    async (calls) => {
-      if (calls.every(batchable)) return insertMessages(pool, calls)
-      if (calls.length === 1) return [await insertMessage(pool, calls[0].message, calls[0].lease)]
-      return transaction(pool, async (client) => {
-        const small = calls.filter(batchable)
-        const stored = small.length ? await insertMessages(client, small) : []
-        const out: Enqueued[] = []
-        for (const call of calls)
-          out.push(batchable(call) ? stored.shift()! : await insertMessage(client, call.message, call.lease))
-        return out
-      })
-    },
-    BATCH_MAX,
-  )
-  return (message, lease) => enqueue({ message, lease })
+  const small = batched<Enqueue, Enqueued>(ENQUEUE_CONCURRENCY, (calls) => insertMessages(pool, calls), BATCH_MAX)
+  const large = groupCommit<Enqueue, Enqueued>(pool, LARGE_CONCURRENCY, async (client, calls) => {
+    const out: Enqueued[] = []
+    for (const { message, lease } of calls) out.push(await insertMessage(client, message, lease))
+    return out
+  })
+  return (message, lease) => (batchable(message) ? small : large)({ message, lease })
 }

@@ -7,7 +7,7 @@ import { logOf, newMessage, T0 } from './contract/fixture.js'
 import { createTestDatabase, describePostgres } from './postgres.js'
 
 // The PostgreSQL enqueue stores the small messages of a batch in one statement, and a large one
-// (over 64 KB) in a statement of its own: each caller is answered its own rows whichever way.
+// (over 64 KB) in a statement of its own: each caller is answered its own rows either way.
 await describePostgres('PostgreSQL enqueue in batches', () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>
   let store: PostgresStore
@@ -59,7 +59,7 @@ await describePostgres('PostgreSQL enqueue in batches', () => {
   }
 
   it('answers each message of a batch of mixed sizes, leased and not, its own rows', async () => {
-    // Four messages fill the transactions under way; the rest wait, and go together in the next.
+    // The messages sent first fill the batches under way; the rest wait, and go together in the next.
     const fillers = Array.from({ length: 4 }, () => store.mail.enqueue(newMessage(f)))
     const cases: { message: NewMessage; leased: boolean }[] = [
       { message: sized(0, ['empty@b.example']), leased: false },
@@ -125,7 +125,7 @@ await describePostgres('PostgreSQL enqueue in batches', () => {
     expect(batch[2].leased!.map((item) => item.recipient)).toEqual(messages[2].recipients)
   })
 
-  it('fails only the message that breaks a constraint, in a batch with large messages', async () => {
+  it('fails only the message that breaks a constraint, sent among small and large ones', async () => {
     const first = sized(100, ['a@b.example'])
     await store.mail.enqueue(first)
     const fillers = Array.from({ length: 4 }, () => store.mail.enqueue(newMessage(f)))
