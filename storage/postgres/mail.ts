@@ -1,15 +1,6 @@
 import type pg from 'pg'
-import { groupCommit } from './pool.js'
-import {
-  bodyParts,
-  byteLength,
-  domainOf,
-  type LogQuery,
-  type LogRow,
-  type NewMessage,
-  type QueueItem,
-  type Store,
-} from '../store.js'
+import { createEnqueue } from './enqueue.js'
+import type { LogQuery, LogRow, Store } from '../store.js'
 
 /** The columns of a log row (LogRow); `to` depends on the grouping. */
 const logColumns = (to: string) => `d.id AS "_id", m.txid AS id, m.env_from AS "from", ${to} AS "to", m.subject,
@@ -28,90 +19,6 @@ const MESSAGE_FILTERS = {
 } as const
 /** The recipient-level filters, each answered by an (order_id, column, message_id) index. */
 const DELIVERY_FILTERS = { to: 'recipient', mx: 'mx_hostname', delivered: 'delivered' } as const
-
-type Lease = { node: string; now: number }
-
-/** Enqueue transactions under way at once: each waits on its round trips and its commit, the others meanwhile use the database's cores. */
-const ENQUEUE_CONCURRENCY = 4
-
-/**
- * Stores a message, its body parts and one queued delivery row per recipient (leased to `lease`'s
- * node when given) in one statement, on the pool or inside a caller's transaction: the mail
- * store's enqueue, and the queue's record, which queues reports to senders in the commit of the
- * outcomes they report. One statement is one round trip, and atomic without a transaction of its own.
- */
-export async function insertMessage(
-  db: pg.Pool | pg.ClientBase,
-  m: NewMessage,
-  lease?: Lease,
-): Promise<{ rowId: number; leased?: QueueItem[] }> {
-  const params: unknown[] = [
-    m.txid,
-    m.accountId,
-    m.orderId,
-    m.envFrom,
-    m.headerFrom,
-    m.replyTo,
-    m.subject,
-    m.messageId,
-    m.origin,
-    m.transtype,
-    m.interface,
-    m.sendingZone,
-    byteLength(m.raw),
-    m.recipients.join(','),
-    m.recipients.length,
-    Math.floor(m.time / 1000),
-    m.time,
-  ]
-  const $ = (value: unknown) => `$${params.push(value)}`
-  // Each part its own parameter: pg sends a Buffer as it is, where an array of them goes as hex text.
-  const pieces = bodyParts(m.raw)
-  const partCount = pieces.length
-  const parts = pieces.map((bytes, part) => `(${part}, ${$(bytes)}::bytea)`).join(', ')
-  const recipients = $(m.recipients)
-  const domains = $(m.recipients.map(domainOf))
-  const lock = lease ? `1, ${$(lease.now)}::bigint, ${$(lease.node)}` : '0, NULL::bigint, NULL'
-  const { rows } = await db.query<{ rowId: number; id: number | null; seq: number | null }>({
-    // Named, so that each connection parses and plans it once per shape (parts, leased or not).
-    name: `enqueue-${partCount}-${lease ? 'leased' : 'queued'}`,
-    text: `WITH m AS (
-      INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject, message_id, origin,
-        transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id
-    ), b AS (
-      INSERT INTO message_bodies (message_id, part, raw) SELECT m.id, p.part, p.raw FROM m, (VALUES ${parts}) AS p(part, raw)
-    ), d AS (
-      INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued,
-        locked, lock_time, assigned)
-      SELECT m.id, $3, r.seq, r.recipient, r.domain, 'queued', 0, $17, $17, ${lock}
-      FROM m, unnest(${recipients}::text[], ${domains}::text[]) WITH ORDINALITY AS r(recipient, domain, seq)
-      RETURNING id, seq
-    )
-    SELECT m.id AS "rowId", d.id, d.seq FROM m LEFT JOIN d ON true ORDER BY d.seq`,
-    values: params,
-  })
-  const rowId = rows[0].rowId
-  if (!lease) return { rowId }
-  return {
-    rowId,
-    leased: rows
-      .filter((r) => r.id !== null)
-      .map((r) => ({
-        id: r.id!,
-        messageRowId: rowId,
-        txid: m.txid,
-        accountId: m.accountId,
-        orderId: m.orderId,
-        envFrom: m.envFrom,
-        recipient: m.recipients[r.seq! - 1],
-        domain: domainOf(m.recipients[r.seq! - 1]),
-        attempts: 0,
-        queuedAt: m.time,
-        delayReported: false,
-      })),
-  }
-}
 
 /** `%` and `_` (and the escape itself) taken literally in a LIKE pattern. */
 const likeEscaped = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`)
@@ -196,22 +103,10 @@ function statsQueries(windowed: boolean) {
 }
 
 export function createMailStore(pool: pg.Pool): Store['mail'] {
-  /**
-   * Messages accepted while a commit is under way share the next one: one WAL flush for all of
-   * them, each still acknowledged only once it is committed.
-   */
-  const enqueue = groupCommit<{ message: NewMessage; lease?: Lease }, { rowId: number; leased?: QueueItem[] }>(
-    pool,
-    ENQUEUE_CONCURRENCY,
-    async (client, calls) => {
-      const out: { rowId: number; leased?: QueueItem[] }[] = []
-      for (const { message, lease } of calls) out.push(await insertMessage(client, message, lease))
-      return out
-    },
-  )
+  const enqueue = createEnqueue(pool)
   const count = async (text: string, params: unknown[]) => (await pool.query<{ n: number }>(text, params)).rows[0].n
   return {
-    enqueue: (message, lease) => enqueue({ message, lease }),
+    enqueue,
 
     async log(q) {
       const { count: countSql, rows, params } = buildLogQuery(q)

@@ -46,34 +46,28 @@ export async function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient
 export const changed = (result: { rowCount: number | null }) => result.rowCount ?? 0
 
 /**
- * Work handed over one call at a time, done in shared transactions (group commit): the calls that
- * arrive while `concurrency` transactions are under way wait, then go together in the next one, so
- * that one commit (one WAL flush, one round trip for BEGIN and one for COMMIT) serves all of them,
- * however many arrive. `work` answers one output per input, in order. Should a shared transaction
+ * Work handed over one call at a time, done in batches: the calls that arrive while `concurrency`
+ * batches are under way wait, then go together (at most `max` of them) in the next one. `work`
+ * answers one output per input, in order, and does all of a batch or none of it: should a batch
  * fail, each of its calls is tried again alone, so that one bad call fails only itself.
  */
-export function groupCommit<I, O>(
-  pool: pg.Pool,
+export function batched<I, O>(
   concurrency: number,
-  work: (client: pg.PoolClient, inputs: I[]) => Promise<O[]>,
+  work: (inputs: I[]) => Promise<O[]>,
+  max = Number.POSITIVE_INFINITY,
 ): (input: I) => Promise<O> {
   type Call = { input: I; resolve: (o: O) => void; reject: (e: unknown) => void }
   let waiting: Call[] = []
   let running = 0
   const commit = async (batch: Call[]) => {
-    const outputs = await transaction(pool, (client) =>
-      work(
-        client,
-        batch.map((call) => call.input),
-      ),
-    )
+    const outputs = await work(batch.map((call) => call.input))
     for (const [i, call] of batch.entries()) call.resolve(outputs[i])
   }
   const run = async () => {
     running++
     while (waiting.length > 0) {
-      const batch = waiting
-      waiting = []
+      const batch = waiting.length > max ? waiting.splice(0, max) : waiting
+      if (batch === waiting) waiting = []
       try {
         await commit(batch)
       } catch (err) {
@@ -88,4 +82,17 @@ export function groupCommit<I, O>(
       waiting.push({ input, resolve, reject })
       if (running < concurrency) void run()
     })
+}
+
+/**
+ * Work done in shared transactions (group commit): batched, each batch one transaction, so that
+ * one commit (one WAL flush, one round trip for BEGIN and one for COMMIT) serves all of its calls,
+ * however many arrive.
+ */
+export function groupCommit<I, O>(
+  pool: pg.Pool,
+  concurrency: number,
+  work: (client: pg.PoolClient, inputs: I[]) => Promise<O[]>,
+): (input: I) => Promise<O> {
+  return batched(concurrency, (inputs) => transaction(pool, (client) => work(client, inputs)))
 }

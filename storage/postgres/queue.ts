@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { insertMessage } from './mail.js'
+import { insertMessage } from './enqueue.js'
 import { changed, groupCommit, transaction } from './pool.js'
 import {
   type AttemptOutcome,
