@@ -85,8 +85,10 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
 
   const dropBodies = async (client: pg.ClientBase, messageRowIds: number[]) => {
     if (messageRowIds.length === 0) return
-    await client.query({ name: 'lock-messages', text: LOCK_MESSAGES, values: [messageRowIds] })
-    await client.query({ name: 'drop-bodies', text: DROP_BODIES, values: [messageRowIds] })
+    // Unnamed, as every statement whose plan depends on the tables' sizes: a named one's generic
+    // plan, chosen while the tables were nearly empty, would scan them whole once they are not.
+    await client.query(LOCK_MESSAGES, [messageRowIds])
+    await client.query(DROP_BODIES, [messageRowIds])
   }
 
   /**
@@ -115,7 +117,6 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
       // In id order, so that two transactions updating the same rows take their locks in one order.
       const sorted = calls.flatMap((c) => c.outcomes).sort((a, b) => a.id - b.id)
       const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>({
-        name: 'record',
         text: RECORD,
         values: [
           sorted.map((o) => o.id),
@@ -142,8 +143,7 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
 
   return {
     async claim({ node, now, leaseMs, limit }) {
-      return (await pool.query<QueueItem>({ name: 'claim', text: CLAIM, values: [now, node, now - leaseMs, limit] }))
-        .rows
+      return (await pool.query<QueueItem>(CLAIM, [now, node, now - leaseMs, limit])).rows
     },
     async body(messageRowId) {
       const { rows } = await pool.query<{ raw: Buffer }>(
