@@ -104,7 +104,9 @@ describe('bench: a run stopped halfway, or before it starts', () => {
   it('refuses an unknown figure with the names it has, before it starts anything', async () => {
     const { exited, stderr } = startRun({}, 'nosuch')
     expect(await exited).toBe(2)
-    expect(stderr().trim()).toBe('no figures named nosuch: run all of them, or one of http, relay, log, rss, dkim, postgres')
+    expect(stderr().trim()).toBe(
+      'no figures named nosuch: run all of them, or one of http, relay, log, rss, dkim, postgres',
+    )
     await nothingLeft()
   })
 })
