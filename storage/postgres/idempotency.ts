@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { changed, transaction } from './pool.js'
+import { changed } from './pool.js'
 import type { IdempotencyClaim, Store } from '../store.js'
 
 /**
@@ -17,25 +17,32 @@ const CLAIM = `INSERT INTO idempotency_keys (account_id, key, fingerprint, token
 
 const ENTRY = 'SELECT fingerprint, status, body FROM idempotency_keys WHERE account_id = $1 AND key = $2'
 
+/** Claims tried before a key whose entry keeps vanishing between the claim and the read is answered as pending. */
+const CLAIM_TRIES = 5
+
 /** Idempotency keys of the API's sends (see Store['idempotency']). */
 export function createIdempotencyStore(pool: pg.Pool): Store['idempotency'] {
   return {
-    begin: (i) =>
-      // One transaction: ON CONFLICT locks the entry that kept the key, even when it is not
-      // updated, so the read that follows sees it as it was found, until the commit.
-      transaction(pool, async (client): Promise<IdempotencyClaim> => {
-        const params = [i.accountId, i.key, i.fingerprint, i.token, i.now, i.expiredBefore, i.staleBefore]
-        if ((await client.query(CLAIM, params)).rowCount) return { state: 'claimed' }
+    // One statement (one commit) when the key is free, the common case. Else the entry that kept
+    // it is read: should it be gone by then (its request refused, and the key freed), the key is
+    // claimed again.
+    async begin(i): Promise<IdempotencyClaim> {
+      const params = [i.accountId, i.key, i.fingerprint, i.token, i.now, i.expiredBefore, i.staleBefore]
+      for (let tries = 0; tries < CLAIM_TRIES; tries++) {
+        if ((await pool.query(CLAIM, params)).rowCount) return { state: 'claimed' }
         const [held] = (
-          await client.query<{ fingerprint: string; status: number | null; body: string | null }>(ENTRY, [
+          await pool.query<{ fingerprint: string; status: number | null; body: string | null }>(ENTRY, [
             i.accountId,
             i.key,
           ])
         ).rows
+        if (!held) continue
         if (held.fingerprint !== i.fingerprint) return { state: 'mismatch' }
         if (held.status === null || held.body === null) return { state: 'pending' }
         return { state: 'done', status: held.status, body: held.body }
-      }),
+      }
+      return { state: 'pending' }
+    },
     async finish({ accountId, key, token, status, body }) {
       const result = await pool.query(
         'UPDATE idempotency_keys SET status = $1, body = $2 WHERE account_id = $3 AND key = $4 AND token = $5 AND status IS NULL',
