@@ -10,6 +10,7 @@ import { bootstrap } from './accounts.js'
 import { createLogger, logStream } from './logger.js'
 import { createServices } from './runtime.js'
 import { openStore, storeName } from './storage/index.js'
+import { IDEMPOTENCY_WINDOW_MS } from './tools/idempotency.js'
 import { HTTP_SERVER_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
@@ -52,12 +53,15 @@ export async function startServer(config: Config): Promise<RunningServer> {
   })
   const rt = createServices(store, config, { logger, intake: engine })
 
-  // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, so the
-  // table does not grow without end; the database refreshes its statistics.
+  // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, and
+  // idempotency keys past theirs swept, so that neither table grows without end; the database
+  // refreshes its statistics.
   const prune = () =>
     store.blocks
       .prune(rt.clock() - config.blockEventRetention)
       .then((n) => n && logger.info({ pruned: n }, 'old spam-filter events pruned'))
+      .then(() => store.idempotency.sweep(rt.clock() - IDEMPOTENCY_WINDOW_MS))
+      .then((n) => n && logger.info({ swept: n }, 'expired idempotency keys swept'))
       .then(() => store.maintain())
       .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()

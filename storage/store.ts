@@ -297,6 +297,26 @@ export interface QueueChange {
   inFlight: number
 }
 
+/**
+ * What `idempotency.begin` found for an account's key (the IETF Idempotency-Key header draft):
+ * `claimed`: the key was free and is now the caller's, who runs the request and then records its
+ * response (`finish`) or releases the key (`abandon`); `pending`: another request with the key is
+ * under way; `mismatch`: the key was used for a different request; `done`: the key's request was
+ * answered, and this is its response.
+ */
+export type IdempotencyClaim =
+  | { state: 'claimed' }
+  | { state: 'pending' }
+  | { state: 'mismatch' }
+  | { state: 'done'; status: number; body: string }
+
+/** One account's idempotency key, as the claim `token` holds it. */
+export interface IdempotencyHold {
+  accountId: number
+  key: string
+  token: string
+}
+
 export interface Store {
   accounts: {
     create(input: Omit<Account, 'id'>): Promise<Account>
@@ -443,6 +463,29 @@ export interface Store {
     signingKey(domain: string): Promise<SigningKey | undefined>
     /** Removes one key, or with no selector the domain and all its keys; the last key takes the domain with it. */
     remove(domain: string, selector?: string): Promise<boolean>
+  }
+  idempotency: {
+    /**
+     * Claims `key` of the account for a request with `fingerprint`, atomically across connections
+     * and nodes: when no entry holds the key, or its entry was created before `expiredBefore`, or
+     * is still pending and was created before `staleBefore` (its request died), the key is recorded
+     * as pending under `token`, created `now`, and the answer is `claimed`. Otherwise the entry
+     * answers: `mismatch` when its fingerprint differs, else `pending` or `done`.
+     */
+    begin(
+      input: IdempotencyHold & {
+        fingerprint: string
+        now: number
+        expiredBefore: number
+        staleBefore: number
+      },
+    ): Promise<IdempotencyClaim>
+    /** Records the response of the request `token` claimed; false when the claim was lost meanwhile (taken over, swept). */
+    finish(input: IdempotencyHold & { status: number; body: string }): Promise<boolean>
+    /** Frees the key the request `token` claimed, while still pending; false when the claim was lost. */
+    abandon(input: IdempotencyHold): Promise<boolean>
+    /** Deletes the entries created before `before`, answered or not; returns how many. */
+    sweep(before: number): Promise<number>
   }
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>

@@ -89,6 +89,9 @@ export async function startTestServer(prefix: string, env: Record<string, string
   return { server, config, dataDir, ...firstStartCredentials(server.firstStart!) }
 }
 
+/** `mailroom serve` started again on a test server's data directory, once the previous one stopped: a restart. */
+export const restartTestServer = (config: Config) => startServer(config)
+
 export function firstStartCredentials(firstStart: string) {
   const find = (pattern: RegExp) => pattern.exec(firstStart)![1]
   return {

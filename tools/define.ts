@@ -20,6 +20,8 @@ export interface ToolContext extends Services {
   accountId: number | null
   /** The client's IP address. */
   origin: string
+  /** The call's idempotency key, checked (tools/idempotency.ts), for tools that take one. */
+  idempotencyKey?: string
 }
 
 export interface ToolAnnotations {
@@ -48,7 +50,12 @@ export interface Tool<I extends z.ZodObject = z.ZodObject, O extends z.ZodType =
   /** No API key needed (pingServer). */
   public?: boolean
   /** Refusals the tool can answer besides 401 (and 413/415 for request bodies), for the documents. */
-  errors: (400 | 404)[]
+  errors: (400 | 404 | 409 | 422)[]
+  /**
+   * Takes an idempotency key (REST: the Idempotency-Key header; MCP: the idempotencyKey argument):
+   * a retried call with it runs once (tools/idempotency.ts).
+   */
+  idempotencyKey?: boolean
   /** MCP results are objects: an output that is not one is returned as `{[resultKey]: output}`. */
   resultKey?: string
   handler: (input: z.output<I>, ctx: ToolContext) => Promise<z.input<O>>

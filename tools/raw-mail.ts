@@ -10,13 +10,14 @@ export const rawMail = defineTool({
   name: 'rawMail',
   title: 'Send a pre-built RFC 822 message unchanged',
   http: { method: 'POST', path: '/mail/rawsend', bodyTypes: ['application/json', 'multipart/form-data'] },
-  errors: [400, 404],
+  errors: [400, 404, 409, 422],
+  idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
     'Sends a complete RFC 822 message you built, byte for byte, so an existing DKIM-Signature stays valid: ' +
     'the sender is its From, the recipients its To, Cc and Bcc (a Bcc header is delivered as written); only a ' +
     'missing Date or Message-ID is added. `id` is the mail order that sends (default: the first active one). ' +
-    'Sends real mail. Returns `text` = the transaction id, the `mailid` of viewMailLog.',
+    'Sends real mail, once per idempotency key (a repeat within 24 h returns the first result). Returns `text` = the transaction id, the `mailid` of viewMailLog.',
   input: z.object({
     raw_email: z.string().min(1).describe('The whole RFC 822 message: headers, a blank line, the body.'),
     id: OrderId.optional(),

@@ -9,11 +9,13 @@ export const sendAdvMail = defineTool({
   name: 'sendAdvMail',
   title: 'Send an email with Cc, Bcc, names and attachments',
   http: { method: 'POST', path: '/mail/advsend', bodyTypes: JSON_AND_FORM },
-  errors: [400, 404],
+  errors: [400, 404, 409, 422],
+  idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
     'Sends an email with display names, Cc, Bcc, a Reply-To or attachments. `id` is the mail order that sends ' +
-    '(default: the first active one). Sends real mail. Returns `text` = the transaction id, the `mailid` of ' +
+    '(default: the first active one). Sends real mail, once per idempotency key (a repeat within 24 h returns the ' +
+    'first result). Returns `text` = the transaction id, the `mailid` of ' +
     'viewMailLog.',
   input: z.object({
     from: EmailAddressTypes.describe('Sender, authorized for the mail order.'),

@@ -19,13 +19,14 @@ export const sendMail = defineTool({
   name: 'sendMail',
   title: 'Send a simple email',
   http: { method: 'POST', path: '/mail/send', bodyTypes: JSON_AND_FORM },
-  errors: [400, 404],
+  errors: [400, 404, 409, 422],
+  idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
     'Sends an email from one bare address to one or more bare addresses; `from` is also the Reply-To. Use ' +
     'sendAdvMail for display names, comma-separated lists, Cc, Bcc, a Reply-To or attachments, and rawMail ' +
     'for a message you built. `id` is the mail order that sends (default: the first active one). Sends real ' +
-    'mail. Returns `text` = the transaction id, the `mailid` of viewMailLog.',
+    'mail, once per idempotency key (a repeat within 24 h returns the first result). Returns `text` = the transaction id, the `mailid` of viewMailLog.',
   input: z.object({
     to: z.union([Recipient, z.array(Recipient).min(1)]).describe('Recipient address, or an array of addresses.'),
     from: bareEmail('one bare address', 'for a display name use').describe(

@@ -101,7 +101,15 @@ export function createHttpApp(
   const preflight = cors({
     origin: '*',
     allowMethods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-    allowHeaders: ['Content-Type', 'Accept', 'X-API-KEY', 'Mcp-Session-Id', 'Mcp-Protocol-Version', 'Last-Event-ID'],
+    allowHeaders: [
+      'Content-Type',
+      'Accept',
+      'X-API-KEY',
+      'Idempotency-Key',
+      'Mcp-Session-Id',
+      'Mcp-Protocol-Version',
+      'Last-Event-ID',
+    ],
     maxAge: 86400,
   })
   const addressOf = clientAddress(services.config.trustProxy)

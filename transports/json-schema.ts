@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import type { AnyTool } from '../tools/define.js'
+import { IDEMPOTENCY_ARGUMENT, IdempotencyKeyArgument } from '../tools/idempotency.js'
 
 export type JsonSchema = Record<string, unknown>
 
@@ -16,7 +17,14 @@ export function jsonSchemaOf(
 /** The MCP input schema of a tool: its arguments, compact, none other allowed. */
 export function mcpInputSchema(tool: AnyTool): JsonSchema {
   // Unknown arguments are refused (callTool): an agent's misspelt argument must not be dropped unseen.
-  return { ...compactSchema(jsonSchemaOf(tool.input, 'input')), additionalProperties: false }
+  const schema = compactSchema(jsonSchemaOf(tool.input, 'input'))
+  // The idempotency key is an argument of MCP's only: REST takes it as a header.
+  if (tool.idempotencyKey)
+    schema.properties = {
+      ...(schema.properties as JsonSchema),
+      [IDEMPOTENCY_ARGUMENT]: jsonSchemaOf(IdempotencyKeyArgument, 'input'),
+    }
+  return { ...schema, additionalProperties: false }
 }
 
 /**

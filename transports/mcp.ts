@@ -13,6 +13,7 @@ import {
 import { asMailroomError, badInput, unauthorized } from '../errors.js'
 import { PACKAGE } from '../package-info.js'
 import type { AnyTool, Services, ToolAnnotations, ToolContext } from '../tools/define.js'
+import { checkIdempotencyKey, IDEMPOTENCY_ARGUMENT, runTool } from '../tools/idempotency.js'
 import { TOOLS } from '../tools/index.js'
 import { isObject, mcpInputSchema, mcpOutputSchema, structuredResult } from './json-schema.js'
 import { parseInput } from './input.js'
@@ -79,7 +80,11 @@ export async function callTool(
     if (!tool) throw badInput(`name: no tool named ${name}`)
     if (args !== undefined && !isObject(args)) throw badInput('arguments: expected an object of named arguments')
     refuseUnknownArguments(tool, args)
-    const structured = structuredResult(tool, await tool.handler(parseInput(tool, args ?? {}), ctx))
+    // The idempotency key is the door's, not the tool's input: it travels in the context.
+    const { [IDEMPOTENCY_ARGUMENT]: key, ...rest } = args ?? {}
+    const idempotencyKey = key === undefined ? undefined : checkIdempotencyKey(IDEMPOTENCY_ARGUMENT, key)
+    const { result } = await runTool(tool, parseInput(tool, rest), { ...ctx, idempotencyKey })
+    const structured = structuredResult(tool, result)
     return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured }
   } catch (err) {
     const e = asMailroomError(err)
@@ -95,7 +100,7 @@ export async function callTool(
  */
 function refuseUnknownArguments(tool: AnyTool, args: unknown): void {
   if (!isObject(args)) return
-  const known = Object.keys(tool.input.shape)
+  const known = [...Object.keys(tool.input.shape), ...(tool.idempotencyKey ? [IDEMPOTENCY_ARGUMENT] : [])]
   const unknown = Object.keys(args).filter((k) => !known.includes(k))
   if (unknown.length) {
     const names = unknown.map((k) => {

@@ -11,9 +11,23 @@ const ERROR_RESPONSES: Record<number, string> = {
   400: 'Invalid input: the message names the field and what is wrong.',
   401: 'The X-API-KEY header is missing or the key is invalid.',
   404: 'No such record, or it belongs to another account.',
+  409: 'A request with the same Idempotency-Key is still being processed; retry after Retry-After seconds.',
+  422: 'The Idempotency-Key was used within 24 hours for a different request.',
   413: 'The request body (or the message) is too large.',
   415: 'Unsupported request content type.',
   500: 'Internal error; the detail is in the server log.',
+}
+
+/** The IETF Idempotency-Key header of the sends (tools/idempotency.ts). */
+const IDEMPOTENCY_HEADER = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description:
+    'Makes a retry safe: a request with the key of an earlier one of the last 24 hours sends nothing and answers ' +
+    'what that one answered (the same transaction id); the key with a different request is a 422, while the ' +
+    'first is being processed a 409. A refused request (4xx) does not keep its key. 1 to 255 printable ASCII characters.',
+  schema: { type: 'string', minLength: 1, maxLength: 255 },
 }
 
 const pathParams = (path: string) => [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1])
@@ -36,6 +50,7 @@ function operationOf(tool: AnyTool): JsonSchema {
         schema: rest,
       }
     })
+  if (tool.idempotencyKey) parameters.push(IDEMPOTENCY_HEADER)
   const op: JsonSchema = {
     operationId: tool.name,
     summary: tool.title,

@@ -1,8 +1,10 @@
 import type { Context, Hono } from 'hono'
+import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import qs from 'qs'
 import { z } from 'zod'
 import { MailroomError, badInput } from '../errors.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
+import { checkIdempotencyKey, runTool } from '../tools/idempotency.js'
 import { TOOLS } from '../tools/index.js'
 import type { Authenticate } from './auth.js'
 import { parseInput } from './input.js'
@@ -30,14 +32,15 @@ export function mountRest(
       const coerce = coercerFor(tool.input)
       app.on(tool.http.method, honoPath(path), async (c) => {
         const accountId = tool.public ? null : await authenticate(c)
+        const idempotencyKey = tool.idempotencyKey ? idempotencyKeyOf(c) : undefined
         const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
         const input = parseInput(tool, coerce(raw))
-        const ctx: ToolContext = { ...services, accountId, origin: c.get('clientIp') }
-        const result = await tool.handler(input, ctx)
+        const ctx: ToolContext = { ...services, accountId, origin: c.get('clientIp'), idempotencyKey }
+        const { status, result } = await runTool(tool, input, ctx)
         // A text result (pingServer's) is plain text unless the client asks for JSON, as the
         // OpenAPI document lists both for it.
-        if (typeof result === 'string' && !prefersJson(c)) return c.text(result)
-        return c.json(result)
+        if (typeof result === 'string' && !prefersJson(c)) return c.text(result, status as ContentfulStatusCode)
+        return c.json(result, status as ContentfulStatusCode)
       })
     }
     // Another method on this path: 405 with the methods it has (RFC 9110 §15.5.6), before a path
@@ -50,6 +53,12 @@ export function mountRest(
       })
     })
   }
+}
+
+/** The request's Idempotency-Key (IETF draft), taken as sent (the draft's quotes too), if it has one. */
+function idempotencyKeyOf(c: Context): string | undefined {
+  const value = c.req.header('idempotency-key')
+  return value === undefined ? undefined : checkIdempotencyKey('Idempotency-Key', value)
 }
 
 const paramCount = (path: string) => (path.match(/\{/g) ?? []).length

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { createBlockStore } from './blocks.js'
 import { createDomainStore } from './domains.js'
+import { createIdempotencyStore } from './idempotency.js'
 import { createMailStore } from './mail.js'
 import { changed, createPool } from './pool.js'
 import { createQueueStore } from './queue.js'
@@ -285,9 +286,10 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
       },
     },
     domains: createDomainStore(db, pool, secret, hot),
+    idempotency: createIdempotencyStore(pool),
     async maintain() {
       // The planner's statistics of the tables that grow; autovacuum does the same in time.
-      await pool.query('ANALYZE messages, deliveries, block_events')
+      await pool.query('ANALYZE messages, deliveries, block_events, idempotency_keys')
     },
     async backup() {
       throw new Error(

@@ -10,6 +10,7 @@ import * as schema from './schema.js'
 import { createMailStore } from './mail.js'
 import { createQueueStore } from './queue.js'
 import { groupCommit } from './group-commit.js'
+import { createIdempotencyStore } from './idempotency.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
 import {
@@ -469,6 +470,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
           return { ...key, privateKey: decrypt(secret, privateKeyEnc) }
         }),
     }),
+    idempotency: createIdempotencyStore(sqlite),
     async maintain() {
       sqlite.pragma('optimize')
     },

@@ -276,3 +276,27 @@ export const dkimKeys = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.domain, t.selector] })],
 )
+
+/**
+ * Idempotency keys of the API's sends (the IETF Idempotency-Key header draft): the first request
+ * with a key claims it (pending: `status` null), then its response is kept, so that a retry with
+ * the key answers the same and sends nothing. Swept a day after `created_at`.
+ */
+export const idempotencyKeys = sqliteTable(
+  'idempotency_keys',
+  {
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    key: text('key').notNull(),
+    /** SHA-256 (hex) of the tool and its input: tells a retry from another request under the same key. */
+    fingerprint: text('fingerprint').notNull(),
+    /** Which request holds the key: a pending entry taken over from a dead request is no longer its to finish. */
+    token: text('token').notNull(),
+    /** The response's status and body (JSON); null while the request is under way. */
+    status: integer('status'),
+    body: text('body'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
+)

@@ -3,6 +3,7 @@ import type { Store } from '../../storage/store.js'
 import { durabilityContract } from './contract/durability.js'
 import { type Fixture, type OpenedStore, T0 } from './contract/fixture.js'
 import { identityContract } from './contract/identity.js'
+import { idempotencyContract } from './contract/idempotency.js'
 import { blocksContract, rulesContract, spamFilterContract, trapsContract } from './contract/lists.js'
 import { logContract } from './contract/log.js'
 import { queueContract } from './contract/queue.js'
@@ -58,6 +59,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     trapsContract(f)
     spamFilterContract(f)
     settingsContract(f)
+    idempotencyContract(f)
     durabilityContract(f)
   })
 }
