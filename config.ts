@@ -196,6 +196,12 @@ export const ConfigSchema = z.object({
     )
     .transform((s) => Buffer.from(s, 'base64'))
     .optional(),
+  /** The bearer token `GET /metrics` asks for; without it, metrics are served to loopback clients only. */
+  MAILROOM_METRICS_TOKEN: z
+    .string()
+    .regex(/^[A-Za-z0-9._~+/-]+=*$/, 'expected letters, digits and - . _ ~ + / only')
+    .min(16, 'expected at least 16 characters; make one with `openssl rand -hex 32`')
+    .optional(),
 })
 
 /** The settings as the code reads them, grouped, built from the checked environment. */
@@ -219,6 +225,8 @@ const Settings = ConfigSchema.transform((e) => ({
   apiKey: e.MAILROOM_API_KEY,
   /** The server secret given in the environment, or null for the data directory's secret.key. */
   secretKey: e.MAILROOM_SECRET_KEY ?? null,
+  /** The bearer token of GET /metrics, or null to serve it to loopback clients only. */
+  metricsToken: e.MAILROOM_METRICS_TOKEN ?? null,
   blockEventRetention: e.MAILROOM_BLOCK_EVENT_RETENTION,
   smtp: {
     host: e.MAILROOM_SMTP_HOST,
@@ -259,7 +267,12 @@ export type Config = z.output<typeof Settings>
 export class ConfigError extends Error {}
 
 /** Settings whose value is a secret: a refusal names them but never repeats the value. */
-const SECRET_SETTINGS = new Set(['MAILROOM_SECRET_KEY', 'MAILROOM_API_KEY', 'MAILROOM_DATABASE_URL'])
+const SECRET_SETTINGS = new Set([
+  'MAILROOM_SECRET_KEY',
+  'MAILROOM_API_KEY',
+  'MAILROOM_DATABASE_URL',
+  'MAILROOM_METRICS_TOKEN',
+])
 
 /** Reads and checks the environment once; a bad value throws a ConfigError that names the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from './config.js'
-import { createRelay, type Intake } from './relay/pipeline.js'
+import { createRelay, type Intake, type RelayDeps } from './relay/pipeline.js'
 import { openStore } from './storage/index.js'
 import type { Store } from './storage/store.js'
 import type { Services } from './tools/define.js'
@@ -13,10 +13,17 @@ export interface Runtime extends Services {
 export function createServices(
   store: Store,
   config: Config,
-  options: { logger: Logger; clock?: () => number; intake?: Intake },
+  options: { logger: Logger; clock?: () => number; intake?: Intake; metrics?: RelayDeps['metrics'] },
 ): Services {
   const clock = options.clock ?? Date.now
-  const relay = createRelay({ store, intake: options.intake, config, logger: options.logger, clock })
+  const relay = createRelay({
+    store,
+    intake: options.intake,
+    config,
+    logger: options.logger,
+    clock,
+    metrics: options.metrics,
+  })
   return { store, relay, config, logger: options.logger, clock }
 }
 

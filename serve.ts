@@ -8,6 +8,7 @@ import { createSubmissionServer, submissionLimits } from './relay/submission.js'
 import { loadTls, tlsCertFile } from './relay/tls.js'
 import { bootstrap } from './accounts.js'
 import { createLogger, logStream } from './logger.js'
+import { createMetrics } from './metrics.js'
 import { createServices } from './runtime.js'
 import { openStore, storeName } from './storage/index.js'
 import { IDEMPOTENCY_WINDOW_MS } from './tools/idempotency.js'
@@ -47,11 +48,18 @@ export async function startServer(config: Config): Promise<RunningServer> {
 
   // The engine: accepted messages and spam-filter events are written by its thread (the pipeline's
   // intake), which delivers them too.
-  const engine = await startEngineThread(config, out, (err) => {
-    logger.fatal({ err }, 'the relay engine stopped; exiting')
-    process.exit(1)
-  })
-  const rt = createServices(store, config, { logger, intake: engine })
+  // Counted in both threads, rendered by this one at GET /metrics.
+  const metrics = createMetrics({ store, clock: Date.now, logger })
+  const engine = await startEngineThread(
+    config,
+    out,
+    (err) => {
+      logger.fatal({ err }, 'the relay engine stopped; exiting')
+      process.exit(1)
+    },
+    metrics,
+  )
+  const rt = createServices(store, config, { logger, intake: engine, metrics })
 
   // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, and
   // idempotency keys past theirs swept, so that neither table grows without end; the database
@@ -90,10 +98,13 @@ export async function startServer(config: Config): Promise<RunningServer> {
       : config.publicUrl
   let stopping = false
   const delivery = () => (stopping ? 'shutting down' : engine.stopped())
-  app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } }, { delivery })
+  app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } }, {
+    delivery,
+    metrics,
+  })
 
   // One count of connections and AUTH failures per client across both submission ports.
-  const submission = { ...rt, tls, limits: submissionLimits(config, rt.clock) }
+  const submission = { ...rt, tls, limits: submissionLimits(config, rt.clock), metrics }
   /** Starts a submission server on `port` of MAILROOM_SMTP_HOST; resolves with the port it got. */
   const listenSubmission = async (server: SMTPServer, port: number, setting: string) => {
     const { host } = config.smtp

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
+import type { EngineMetrics } from '../metrics.js'
 import {
   byteLength,
   joinPieces,
@@ -41,6 +42,8 @@ export interface DeliveryDeps {
   resolver: MxResolver
   /** The name its leases are held under (`assigned` on the log rows); config.nodeName unless given. */
   node?: string
+  /** Where each attempt's outcome is counted, if anywhere. */
+  metrics?: Pick<EngineMetrics, 'delivery'>
 }
 
 /** Recipients of one message at one domain (one SMTP transaction), and the message's bytes when they are at hand. */
@@ -332,6 +335,7 @@ export class DeliveryWorker {
           now,
         })
       }
+      this.deps.metrics?.delivery(state, item.queuedAt, now)
       outcomes.push({
         id: item.id,
         state,

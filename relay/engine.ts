@@ -1,5 +1,6 @@
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
 import type { Config } from '../config.js'
+import { type EngineCall, type EngineMetrics, forwardedMetrics } from '../metrics.js'
 import { MailroomError } from '../errors.js'
 import { createLogger, type LogStream } from '../logger.js'
 import { openStore } from '../storage/index.js'
@@ -36,7 +37,12 @@ type ToEngine =
   | { enqueue: { id: number; message: NewMessage } }
   | { blocks: { id: number; method: keyof BlockWrites; args: unknown[] } }
   | { stop: true }
-type FromEngine = { ready: true } | { outcomes: CallOutcome[] } | { log: string } | { stopped: true }
+type FromEngine =
+  | { ready: true }
+  | { outcomes: CallOutcome[] }
+  | { log: string }
+  | { metrics: EngineCall[] }
+  | { stopped: true }
 
 /** Collects items and hands them over together once the current turn of the event loop is done. */
 function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => void): (item: T) => void {
@@ -54,12 +60,14 @@ function batcher<T>(send: (items: T[]) => void, schedule: (f: () => void) => voi
 /**
  * Starts the engine thread. Its log lines come back in batches and go out through `log`, the main
  * thread's logger's own stream, so that stdout has one writer and lines stay whole. `onFailure` is called if the
- * thread dies: nothing can be accepted after that.
+ * thread dies: nothing can be accepted after that. What the thread counts (deliveries) comes back
+ * the same way, in batches, and is replayed on `metrics`.
  */
 export async function startEngineThread(
   config: Config,
   log: LogStream,
   onFailure: (err: Error) => void,
+  metrics?: { replay(calls: EngineCall[]): void },
 ): Promise<Engine> {
   const worker = new Worker(new URL(import.meta.url), { workerData: { mailroomEngine: config } })
   const calls = threadCalls()
@@ -73,6 +81,7 @@ export async function startEngineThread(
   worker.on('message', (m: FromEngine) => {
     if ('outcomes' in m) m.outcomes.forEach(calls.settle)
     else if ('log' in m) log.write(m.log)
+    else if ('metrics' in m) metrics?.replay(m.metrics)
     else if ('ready' in m) ready()
     else if ('stopped' in m) stopped()
   })
@@ -138,6 +147,10 @@ async function runEngineThread(config: Config): Promise<void> {
   const logger = createLogger(config, {
     write: batcher<string>((lines) => post({ log: lines.join('') }), setImmediate),
   })
+  // Counted here, replayed on the main thread's metrics, which GET /metrics renders.
+  const metrics: EngineMetrics = forwardedMetrics(
+    batcher<EngineCall>((calls) => post({ metrics: calls }), setImmediate),
+  )
   // This connection mostly appends: the store keeps its cache small, beside the main thread's own.
   const store = await openStore(config, { appending: true })
   const worker = new DeliveryWorker({
@@ -146,6 +159,7 @@ async function runEngineThread(config: Config): Promise<void> {
     logger,
     clock: Date.now,
     resolver: createResolver(config.delivery.dnsServers),
+    metrics,
   })
   await worker.start()
   // The outcomes of one group commit are resolved together, so they go back in one message.

@@ -1,10 +1,11 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
-import { MailroomError, badInput } from '../errors.js'
+import type { Metrics } from '../metrics.js'
 import { byteLength, type DenyRule, type MailOrder, type NewMessage, type Store } from '../storage/store.js'
 import { findDenyRule, senderAuthorized } from './deny-rules.js'
 import { signMessage } from './dkim.js'
 import { receivedHeader } from './message.js'
+import { Refusal, refusal } from './refusal.js'
 import { createSpamFilter } from './spam-filter.js'
 import { createTxidGenerator } from './txid.js'
 
@@ -94,11 +95,13 @@ export interface RelayDeps {
   config: Pick<Config, 'maxMessageSize' | 'maxRecipients' | 'nodeName'>
   logger: Logger
   clock: () => number
+  /** Where accepted and refused messages are counted, if anywhere. */
+  metrics?: Pick<Metrics, 'accepted' | 'refused'>
 }
 
 const DENIED = { code: 550, enhanced: '5.7.1' }
 
-export function createRelay({ store, intake = storeIntake(store), config, logger, clock }: RelayDeps): Relay {
+export function createRelay({ store, intake = storeIntake(store), config, logger, clock, metrics }: RelayDeps): Relay {
   const newTxid = createTxidGenerator()
   const filter = createSpamFilter({ store, intake, logger, clock })
 
@@ -109,11 +112,15 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
       // Over SMTP (at MAIL FROM, or at the end of DATA when it was canceled meanwhile) a 550:
       // RFC 5321 has no 535 for these commands.
       if (order.status !== 'active')
-        throw new MailroomError(404, `mail order mb${order.id} is canceled`, { smtp: { code: 550, enhanced: '5.7.1' } })
+        throw new Refusal('order_canceled', 404, `mail order mb${order.id} is canceled`, {
+          code: 550,
+          enhanced: '5.7.1',
+        })
       const senders = new Set([envFrom, ...authors])
       for (const address of senders) {
         if (!senderAuthorized(order.senders, address)) {
-          throw badInput(
+          throw refusal(
+            'sender_not_authorized',
             `from: ${address} is not an authorized sender of mail order mb${order.id} (allowed: ${order.senders.join(', ')})`,
             { code: 553, enhanced: '5.7.1' },
           )
@@ -123,7 +130,8 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
       for (const address of senders) {
         const rule = findDenyRule(rules, 'sender', address)
         if (rule)
-          throw badInput(
+          throw refusal(
+            'deny_rule',
             `from: sender ${address} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`,
             DENIED,
           )
@@ -135,7 +143,8 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
       const rule = findDenyRule(rules ?? (await store.rules.list([order.id])), 'recipient', recipient)
       const field = message.field ?? 'to'
       if (rule)
-        throw badInput(
+        throw refusal(
+          'deny_rule',
           `${field}: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`,
           DENIED,
         )
@@ -154,16 +163,18 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
     async submit(s) {
       const size = byteLength(s.raw)
       if (size > config.maxMessageSize) {
-        throw new MailroomError(413, `the message is ${size} bytes; the limit is ${config.maxMessageSize}`, {
-          smtp: { code: 552, enhanced: '5.3.4' },
+        throw new Refusal('too_large', 413, `the message is ${size} bytes; the limit is ${config.maxMessageSize}`, {
+          code: 552,
+          enhanced: '5.3.4',
         })
       }
-      if (s.recipients.length === 0) throw badInput('to: the message has no recipients')
+      if (s.recipients.length === 0) throw refusal('no_recipients', 'to: the message has no recipients')
       if (s.recipients.length > config.maxRecipients) {
-        throw badInput(`to: ${s.recipients.length} recipients; the limit is ${config.maxRecipients} per message`, {
-          code: 452,
-          enhanced: '4.5.3',
-        })
+        throw refusal(
+          'too_many_recipients',
+          `to: ${s.recipients.length} recipients; the limit is ${config.maxRecipients} per message`,
+          { code: 452, enhanced: '4.5.3' },
+        )
       }
       // An API send's From header is the caller's word, so every author in it is checked too; an
       // SMTP client's header is its own business, as with any submission server: only its envelope is checked.
@@ -229,5 +240,22 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
       return txid
     },
   }
-  return relay
+  if (!metrics) return relay
+  return {
+    ...relay,
+    // What the pipeline accepted and refused, counted by the door it came in by.
+    submit: (s) =>
+      relay.submit(s).then(
+        (txid) => {
+          metrics.accepted(doorOf(s))
+          return txid
+        },
+        (err: unknown) => {
+          if (err instanceof Refusal) metrics.refused(doorOf(s), err.reason)
+          throw err
+        },
+      ),
+  }
 }
+
+const doorOf = (s: Pick<Submission, 'interface'>) => (s.interface === 'feeder' ? 'smtp' : 'api')

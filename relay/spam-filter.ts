@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
-import { badInput } from '../errors.js'
 import type { Store } from '../storage/store.js'
 import type { Intake } from './pipeline.js'
+import { refusal } from './refusal.js'
 
 const DAY = 86_400_000
 /** The contract's limits: a spam-indicative subject may repeat this many times in the window. */
@@ -50,7 +50,7 @@ export function createSpamFilter({
       const entry = await store.blocks.blockedSender(accountId, envFrom)
       if (entry) {
         const why = entry.source === 'external' ? 'it is on an imported block list' : entry.reason
-        throw badInput(`from: sender ${envFrom} is blocked (${why}); ${DELIST}`, BLOCKED)
+        throw refusal('blocked_sender', `from: sender ${envFrom} is blocked (${why}); ${DELIST}`, BLOCKED)
       }
     },
 
@@ -65,7 +65,8 @@ export function createSpamFilter({
       const suppression = await store.blocks.suppressed(c.accountId, rcpt)
       if (suppression) {
         await intake.addEvent(c.accountId, { ...event, rule: 'LOCAL_BL_RCPT' })
-        throw badInput(
+        throw refusal(
+          'suppressed_recipient',
           `${c.field ?? 'to'}: recipient ${rcpt} is on this account's local block list (${suppression.reason}); if it is valid again, ${DELIST}`,
           BLOCKED,
         )
@@ -82,7 +83,8 @@ export function createSpamFilter({
           now: clock(),
         })
         logger.warn({ account: c.accountId, trap }, 'spam trap hit: sender blocked')
-        throw badInput(
+        throw refusal(
+          'spam_trap',
           `${c.field ?? 'to'}: recipient ${rcpt} is a spam trap; the sender ${c.envFrom} is now blocked; ${DELIST}`,
           BLOCKED,
         )
@@ -112,7 +114,8 @@ export function createSpamFilter({
         now: clock(),
       })
       logger.warn({ account: c.accountId }, 'repeated spam-indicative subject: sender blocked')
-      throw badInput(
+      throw refusal(
+        'spam_subject',
         `subject: "${c.subject}" was sent more than ${SUBJECT_THRESHOLD} times in 3 days by ${c.envFrom}; the sender is now blocked; ${DELIST}`,
         BLOCKED,
       )

@@ -3,12 +3,14 @@ import { timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
 import { domainToASCII } from 'node:url'
 import type { Config } from '../config.js'
+import type { Metrics } from '../metrics.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
 import type { MailOrder, Store } from '../storage/store.js'
 import { canonicalAddress, isAscii, isEmail, notAnEmail } from './addresses.js'
 import { authClient, authThrottle } from './auth-throttle.js'
 import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
+import { Refusal, type RefusalReason } from './refusal.js'
 
 /**
  * SMTP connections open per client (authClient), so that one address cannot hold every slot of
@@ -58,6 +60,8 @@ export interface SubmissionDeps {
   tls: { key: string | Buffer; cert: string | Buffer }
   /** Shared with the process's other submission server; its own when not given. */
   limits?: SubmissionLimits
+  /** Where sessions and the refusals of the envelope's commands are counted, if anywhere. */
+  metrics?: Pick<Metrics, 'refused' | 'smtpSessionOpened' | 'smtpSessionClosed'>
 }
 
 /**
@@ -93,7 +97,13 @@ const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
  * its first byte (implicit TLS, RFC 8314 §3.3) instead of upgraded by STARTTLS.
  */
 export function createSubmissionServer(deps: SubmissionDeps, options: { secure?: boolean } = {}): SMTPServer {
-  const { store, relay, config, logger, clock } = deps
+  const { store, relay, config, logger, clock, metrics } = deps
+  /** Counts a refusal at MAIL FROM, RCPT TO or the end of DATA that the pipeline's submit does not count itself. */
+  const counted = <E>(err: E, reason?: RefusalReason): E => {
+    const why = reason ?? (err instanceof Refusal ? err.reason : undefined)
+    if (why) metrics?.refused('smtp', why)
+    return err
+  }
   const { connections, authFailures } = deps.limits ?? submissionLimits(config, clock)
   // Recipients refused on each connection since it last had a message accepted. Each refusal a
   // rule or a block list makes is recorded (a write to the database): a client that keeps going
@@ -147,6 +157,7 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       // 60s idle timeout, and its NOOPs or failed AUTHs do not buy it more.
       const deadline = setTimeout(() => expire(session), unauthenticatedTimeout).unref()
       admitted.set(session, { client, deadline })
+      metrics?.smtpSessionOpened()
       callback()
     },
 
@@ -156,6 +167,7 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       clearTimeout(counted.deadline)
       admitted.delete(session)
       connections.release(counted.client)
+      metrics?.smtpSessionClosed()
     },
 
     async onAuth(auth, session, callback) {
@@ -203,12 +215,13 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       try {
         // The order may have been canceled or changed since AUTH: read it again.
         const current = await store.orders.get(order.id)
-        if (current?.status !== 'active') return callback(reply(550, `5.7.1 Mail order mb${order.id} is canceled`))
+        if (current?.status !== 'active')
+          return callback(counted(reply(550, `5.7.1 Mail order mb${order.id} is canceled`), 'order_canceled'))
         ;(session.user as { order: MailOrder }).order = current
         await relay.checkSender(current, address.address)
         callback()
       } catch (err) {
-        callback(asReply(err))
+        callback(asReply(counted(err)))
       }
     },
 
@@ -231,7 +244,9 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       const rcpts = session.envelope.rcptTo
       const again = rcpts.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
       if (!again && rcpts.length >= config.maxRecipients) {
-        return refuse(reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`))
+        return refuse(
+          counted(reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`), 'too_many_recipients'),
+        )
       }
       try {
         await relay.checkRecipient(order, address.address, {
@@ -239,7 +254,7 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
         })
         callback()
       } catch (err) {
-        refuse(asReply(err))
+        refuse(asReply(counted(err)))
       }
     },
 
@@ -251,7 +266,12 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       })
       stream.on('end', async () => {
         if (stream.sizeExceeded)
-          return callback(reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`))
+          return callback(
+            counted(
+              reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`),
+              'too_large',
+            ),
+          )
         try {
           const raw = body.take()
           const ip = session.remoteAddress.replace(/^::ffff:/, '')

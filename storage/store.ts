@@ -393,6 +393,11 @@ export interface Store {
     /** Rows still to deliver (queued or deferred). */
     pending(): Promise<number>
     /**
+     * For monitoring: the rows still to deliver (as pending() counts them), and when the message of
+     * the oldest of them (the first queued) was accepted, or null when none waits.
+     */
+    depth(): Promise<{ recipients: number; oldestQueuedAt: number | null }>
+    /**
      * Recipients still to deliver, oldest first; of one account when given. A row whose lease is
      * younger than `leaseMs` is in flight.
      */

@@ -181,6 +181,19 @@ describe('config', () => {
     expect(() => loadConfig({ MAILROOM_SECRET_KEY: value })).not.toThrow(value.trim())
   })
 
+  it('reads the metrics token, and none (loopback only) by default; refuses a short or unsendable one without repeating it', () => {
+    expect(loadConfig({}).metricsToken).toBeNull()
+    const token = randomBytes(32).toString('hex')
+    expect(loadConfig({ MAILROOM_METRICS_TOKEN: token }).metricsToken).toBe(token)
+    for (const [value, why] of [
+      ['s3cret-short', 'MAILROOM_METRICS_TOKEN: expected at least 16 characters'],
+      ['a token with blanks in it', 'MAILROOM_METRICS_TOKEN: expected letters, digits and - . _ ~ + / only'],
+    ]) {
+      expect(() => loadConfig({ MAILROOM_METRICS_TOKEN: value })).toThrow(why)
+      expect(() => loadConfig({ MAILROOM_METRICS_TOKEN: value })).not.toThrow(value)
+    }
+  })
+
   it('reads the database URL of several nodes, and none (SQLite) by default; refuses another scheme without repeating it', () => {
     expect(loadConfig({}).databaseUrl).toBeNull()
     const url = 'postgres://mailroom:s3cret@db.internal:5432/mailroom'

@@ -7,6 +7,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import { STATUS_CODES, maxHeaderSize, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { MailroomError, asMailroomError } from '../errors.js'
+import type { Metrics } from '../metrics.js'
 import type { Store } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 import { mountDocuments } from './documents.js'
@@ -14,6 +15,7 @@ import { mountMcp } from './mcp-http.js'
 import { keyAuthenticator } from './auth.js'
 import { clientAddress } from './client-address.js'
 import { mountRest } from './rest.js'
+import { mountMetrics, routeOf } from './metrics.js'
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -64,8 +66,8 @@ export function answerClientError(err: Error & { code?: string; reason?: string 
 /** Why delivery is not running, or null while it is (see /readyz). */
 export type DeliveryState = () => string | null
 
-/** Paths a load balancer or orchestrator asks every few seconds: their access lines are debug while they answer 200. */
-const PROBES = new Set(['/healthz', '/readyz'])
+/** Paths a load balancer, an orchestrator or a monitoring system asks every few seconds: their access lines are debug while they answer 200. */
+const PROBES = new Set(['/healthz', '/readyz', '/metrics'])
 
 /**
  * `/healthz`: the process answers. `/readyz`: it can take work, the database can be written and
@@ -87,10 +89,13 @@ export function mountHealth(app: Hono, store: Store, delivery: DeliveryState = (
   })
 }
 
-/** The whole HTTP surface in one Hono app: REST, MCP at /mcp, the documents and the health checks. */
+/**
+ * The whole HTTP surface in one Hono app: REST, MCP at /mcp, the documents and the health checks;
+ * with `metrics`, GET /metrics, and every request counted.
+ */
 export function createHttpApp(
   services: Services,
-  options: { delivery?: DeliveryState } = {},
+  options: { delivery?: DeliveryState; metrics?: Metrics } = {},
 ): Hono & { close(): Promise<void> } {
   const app = new Hono()
   const { logger } = services
@@ -125,6 +130,7 @@ export function createHttpApp(
     c.res.headers.set('X-Request-Id', id)
     c.res.headers.set('Access-Control-Allow-Origin', '*')
     c.res.headers.set('Access-Control-Expose-Headers', 'Mcp-Session-Id,Mcp-Protocol-Version,X-Request-Id')
+    options.metrics?.httpRequest(c.req.method, routeOf(c), c.res.status)
     // The access log: one line per request, the path without its query, never a header's or the
     // body's content (the key, a message).
     logger[PROBES.has(c.req.path) && c.res.status === 200 ? 'debug' : 'info'](
@@ -161,6 +167,7 @@ export function createHttpApp(
   mountRest(app, services, authenticate)
   mountDocuments(app, services.config)
   mountHealth(app, services.store, options.delivery)
+  if (options.metrics) mountMetrics(app, options.metrics, services.config)
   const mcp = mountMcp(app, services, authenticate)
 
   app.notFound((c) => c.json({ code: 404, message: `no such endpoint: ${c.req.method} ${c.req.path}` }, 404))

@@ -55,6 +55,15 @@ const WAITING = `SELECT d.id, m.txid, m.account_id AS "accountId", d.recipient,
   FROM deliveries d JOIN messages m ON m.id = d.message_id
   WHERE d.next_attempt_at IS NOT NULL AND ($2::int IS NULL OR m.account_id = $2) ORDER BY d.id`
 
+/**
+ * The rows still to deliver and the acceptance of the first queued (the lowest id, read with the
+ * count from the partial index deliveries_due), which stands for the oldest: no scan of every
+ * waiting row's message.
+ */
+const DEPTH = `SELECT q.recipients, m.created_at AS "oldestQueuedAt"
+  FROM (SELECT COUNT(*) AS recipients, MIN(id) AS first FROM deliveries WHERE next_attempt_at IS NOT NULL) q
+  LEFT JOIN deliveries d ON d.id = q.first LEFT JOIN messages m ON m.id = d.message_id`
+
 /** The rows of one message (`$1`), or of every message when null. */
 const OF_MESSAGE = '($1::bigint IS NULL OR message_id = $1)'
 
@@ -174,6 +183,13 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
         'SELECT COUNT(*) AS n FROM deliveries WHERE next_attempt_at IS NOT NULL',
       )
       return rows[0].n
+    },
+    async depth() {
+      const { rows } = await pool.query<{ recipients: number; oldestQueuedAt: number | null }>({
+        name: 'depth',
+        text: DEPTH,
+      })
+      return rows[0]
     },
     async waiting({ accountId, now, leaseMs }) {
       return (await pool.query(WAITING, [now - leaseMs, accountId ?? null])).rows

@@ -43,6 +43,11 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
     'UPDATE deliveries SET lock_time = CAST(CAST(? AS INTEGER) AS TEXT) WHERE locked = 1 AND assigned = ? AND next_attempt_at IS NOT NULL',
   )
   const pending = sqlite.prepare('SELECT COUNT(*) FROM deliveries WHERE next_attempt_at IS NOT NULL').pluck()
+  // The first row queued (the lowest id, read from the partial index with the count) stands for
+  // the oldest: no scan of every waiting row's message.
+  const depth = sqlite.prepare(`SELECT q.recipients, m.created_at AS oldestQueuedAt
+    FROM (SELECT COUNT(*) AS recipients, MIN(id) AS first FROM deliveries WHERE next_attempt_at IS NOT NULL) q
+    LEFT JOIN deliveries d ON d.id = q.first LEFT JOIN messages m ON m.id = d.message_id`)
   const insertMessage = messageInserter(sqlite)
   const delayReported = sqlite.prepare('SELECT delay_reported FROM deliveries WHERE id = ?').pluck()
   const markDelayReported = sqlite.prepare('UPDATE deliveries SET delay_reported = 1 WHERE id = ?')
@@ -142,6 +147,9 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
     },
     async pending() {
       return pending.get() as number
+    },
+    async depth() {
+      return depth.get() as { recipients: number; oldestQueuedAt: number | null }
     },
     async waiting({ accountId, now, leaseMs }) {
       return waiting.all({ accountId: accountId ?? null, expired: now - leaseMs }) as WaitingRecipient[]

@@ -22,6 +22,19 @@ export function queueContract(f: Fixture) {
       ])
     })
 
+    it('tells its depth: the rows still to deliver and when the oldest waiting message was accepted', async () => {
+      expect(await f.store.queue.depth()).toEqual({ recipients: 0, oldestQueuedAt: null })
+      await f.store.mail.enqueue(newMessage(f, { recipients: ['one@b.example', 'two@c.example'], time: T0 }))
+      await f.store.mail.enqueue(newMessage(f, { time: T0 + 60_000 }))
+      expect(await f.store.queue.depth()).toEqual({ recipients: 3, oldestQueuedAt: T0 })
+      // Leased rows still wait; a final row does not, and the first message is no longer the oldest once both of its are.
+      const items = await claim('node-a', T0 + 60_000)
+      expect(await f.store.queue.depth()).toEqual({ recipients: 3, oldestQueuedAt: T0 })
+      const first = items.filter((i) => i.queuedAt === T0)
+      await f.store.queue.record([outcome(first[0].id, 'delivered'), outcome(first[1].id, 'failed')])
+      expect(await f.store.queue.depth()).toEqual({ recipients: 1, oldestQueuedAt: T0 + 60_000 })
+    })
+
     it('leases what it enqueues to a node when asked, in the same call', async () => {
       const m = newMessage(f, { recipients: ['one@b.example', 'two@C.example'] })
       const { rowId, leased } = await f.store.mail.enqueue(m, { node: 'node-a', now: T0 })

@@ -1,0 +1,36 @@
+import { MailroomError } from '../errors.js'
+
+/**
+ * Why the relay refuses a message (or, over SMTP, one recipient at RCPT TO): the `reason` label of
+ * mailroom_messages_refused_total, each with what it means for docs/operations.md.
+ */
+export const REFUSAL_REASONS = {
+  order_canceled: 'the mail order is canceled',
+  sender_not_authorized: "the sender is not one of the order's authorized senders",
+  deny_rule: 'a deny rule matched the sender or a recipient',
+  blocked_sender: 'the sender is on a block list (imported, or blocked by the spam filter)',
+  suppressed_recipient: "the recipient is on the account's local block list",
+  spam_trap: 'the recipient is a spam trap (the sender is blocked from then on)',
+  spam_subject: 'a spam-indicative subject was repeated past its limit',
+  too_large: 'the message is larger than MAILROOM_MAX_MESSAGE_SIZE',
+  too_many_recipients: 'more recipients than MAILROOM_MAX_RECIPIENTS',
+  no_recipients: 'the message has no recipients',
+} as const
+
+export type RefusalReason = keyof typeof REFUSAL_REASONS
+
+/** A refusal by the relay's checks: a MailroomError like any other, which says why for the metrics. */
+export class Refusal extends MailroomError {
+  constructor(
+    readonly reason: RefusalReason,
+    code: number,
+    message: string,
+    smtp?: { code: number; enhanced: string },
+  ) {
+    super(code, message, { smtp })
+  }
+}
+
+/** A 400 refusal (the SMTP reply given, or invalid input's). */
+export const refusal = (reason: RefusalReason, message: string, smtp?: { code: number; enhanced: string }) =>
+  new Refusal(reason, 400, message, smtp)
