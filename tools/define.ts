@@ -20,6 +20,8 @@ export interface ToolContext extends Services {
   accountId: number | null
   /** The client's IP address. */
   origin: string
+  /** Whether the caller's API key is a sandbox key: its sends are sandbox mail (relay/sandbox.ts). */
+  sandbox?: boolean
 }
 
 export interface ToolAnnotations {

@@ -63,6 +63,7 @@ export async function insertMessage(
     m.recipients.length,
     Math.floor(m.time / 1000),
     m.time,
+    m.sandbox === true,
   ]
   const $ = (value: unknown) => `$${params.push(value)}`
   // Each part its own parameter: pg sends a Buffer as it is, where an array of them goes as hex text.
@@ -77,8 +78,8 @@ export async function insertMessage(
     name: `enqueue-${partCount}-${lease ? 'leased' : 'queued'}`,
     text: `WITH m AS (
       INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject, message_id, origin,
-        transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id
+        transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at, sandbox)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id
     ), b AS (
       INSERT INTO message_bodies (message_id, part, raw) SELECT m.id, p.part, p.raw FROM m, (VALUES ${parts}) AS p(part, raw)
     ), d AS (
@@ -109,6 +110,7 @@ export async function insertMessage(
         attempts: 0,
         queuedAt: m.time,
         delayReported: false,
+        sandbox: m.sandbox === true,
       })),
   }
 }
