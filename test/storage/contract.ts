@@ -6,6 +6,7 @@ import { identityContract } from './contract/identity.js'
 import { blocksContract, rulesContract, spamFilterContract, trapsContract } from './contract/lists.js'
 import { logContract } from './contract/log.js'
 import { queueContract } from './contract/queue.js'
+import { sandboxContract } from './contract/sandbox.js'
 import { settingsContract } from './contract/settings.js'
 
 export type { OpenedStore }
@@ -59,5 +60,6 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     spamFilterContract(f)
     settingsContract(f)
     durabilityContract(f)
+    sandboxContract(f)
   })
 }
