@@ -18,13 +18,15 @@ export async function createAccount(services: Services, name: string): Promise<{
   return { account, apiKey: key }
 }
 
+/** A new active mail order; with `sandbox`, everything sent with it is sandbox mail (relay/sandbox.ts). */
 export async function createOrder(
   services: Services,
   accountId: number,
   comment: string | null,
   senders: string[],
+  options: { sandbox?: boolean } = {},
 ): Promise<{ order: MailOrder; password: string }> {
-  return services.store.orders.create({ accountId, comment, senders, now: services.clock() })
+  return services.store.orders.create({ accountId, comment, senders, now: services.clock(), ...options })
 }
 
 /**

@@ -31,12 +31,18 @@ export function addAccountCommands(program: Command): void {
 
   const key = account.command('key').description('Create, list and revoke API keys')
   accountAction(
-    key.command('create').description('Create another API key for an account (shown once)').addOption(accountOption()),
+    key
+      .command('create')
+      .description('Create another API key for an account (shown once)')
+      .addOption(accountOption())
+      .option('--sandbox', 'a sandbox key: its mail goes through everything and is logged, but never leaves'),
     async (rt, o) => {
-      const { info, key } = await rt.store.apiKeys.create(o.account, rt.clock())
-      return { id: info.id, account: o.account as number, apiKey: key }
+      const sandbox = o.sandbox === true
+      const { info, key } = await rt.store.apiKeys.create(o.account, rt.clock(), { sandbox })
+      return { id: info.id, account: o.account as number, apiKey: key, sandbox }
     },
-    (r) => `key ${r.id} created for account ${r.account}\nAPI key (shown once): ${r.apiKey}`,
+    (r) =>
+      `${r.sandbox ? 'sandbox key' : 'key'} ${r.id} created for account ${r.account}\nAPI key (shown once): ${r.apiKey}`,
   )
   accountAction(
     key.command('list').description("List an account's keys (prefixes only)").addOption(accountOption()),
@@ -45,8 +51,12 @@ export function addAccountCommands(program: Command): void {
         id: k.id,
         prefix: k.prefix,
         revoked: k.revokedAt !== null,
+        sandbox: k.sandbox,
       })),
-    (rows) => rows.map((k) => `${k.id}\t${k.prefix}…\t${k.revoked ? 'revoked' : 'active'}`).join('\n') || 'no keys',
+    (rows) =>
+      rows
+        .map((k) => `${k.id}\t${k.prefix}…\t${k.revoked ? 'revoked' : 'active'}${k.sandbox ? '\tsandbox' : ''}`)
+        .join('\n') || 'no keys',
   )
   adminAction(
     key

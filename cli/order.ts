@@ -11,6 +11,7 @@ const orderJson = (o: MailOrder) => ({
   status: o.status,
   comment: o.comment,
   senders: o.senders,
+  sandbox: o.sandbox,
 })
 
 /** `order` and `sender`: mail orders (sending credentials) and their authorized senders. */
@@ -22,12 +23,15 @@ export function addOrderCommands(program: Command): void {
       .description('Create an active mail order; prints its SMTP username and password')
       .addOption(accountOption())
       .option('--comment <text>', 'a note shown in listings')
-      .option('--sender <addr|@domain>', 'authorized sender (repeatable); none = any sender', collect, []),
+      .option('--sender <addr|@domain>', 'authorized sender (repeatable); none = any sender', collect, [])
+      .option('--sandbox', 'a sandbox order: its mail, whatever the door, is logged but never leaves'),
     async (rt, o) => {
-      const { order, password } = await createOrder(rt, o.account, o.comment ?? null, o.sender)
-      return { id: order.id, username: `mb${order.id}`, password, status: order.status }
+      const sandbox = o.sandbox === true
+      const { order, password } = await createOrder(rt, o.account, o.comment ?? null, o.sender, { sandbox })
+      return { id: order.id, username: `mb${order.id}`, password, status: order.status, sandbox }
     },
-    (r) => `mail order ${r.id} created\nSMTP username: ${r.username}\nSMTP password: ${r.password}`,
+    (r) =>
+      `${r.sandbox ? 'sandbox mail order' : 'mail order'} ${r.id} created\nSMTP username: ${r.username}\nSMTP password: ${r.password}`,
   )
   adminAction(
     order
@@ -46,7 +50,10 @@ export function addOrderCommands(program: Command): void {
     async (rt, o) => (await rt.store.orders.list(o.account)).map(orderJson),
     (rows) =>
       rows
-        .map((r) => `${r.id}\t${r.username}\t${r.status}\t${r.senders.join(',') || '(any sender)'}\t${r.comment ?? ''}`)
+        .map(
+          (r) =>
+            `${r.id}\t${r.username}\t${r.status}${r.sandbox ? ' (sandbox)' : ''}\t${r.senders.join(',') || '(any sender)'}\t${r.comment ?? ''}`,
+        )
         .join('\n') || 'no orders',
   )
 

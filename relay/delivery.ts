@@ -14,6 +14,7 @@ import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { type Intake, storeIntake } from './pipeline.js'
 import { senderReports } from './reports.js'
+import { sandboxAttempt } from './sandbox.js'
 import { cut, sameReply } from './smtp-session.js'
 import { resolveRoute, type MxResolver, type Route } from './routes.js'
 import { createTxidGenerator } from './txid.js'
@@ -299,14 +300,11 @@ export class DeliveryWorker {
     const { txid, messageRowId, envFrom, domain } = items[0]
     const recipients = items.map((i) => i.recipient)
     const bytes = body ? async () => body : () => store.queue.body(messageRowId)
-    const route = await this.route(domain)
-    const attempt: Attempt =
-      'error' in route
-        ? {
-            mxHostname: null,
-            replies: sameReply(recipients, { code: route.error.code, response: route.error.response }),
-          }
-        : await this.mx.deliver(route.hosts, { from: envFrom, to: recipients }, bytes, sent)
+    // Sandbox mail never leaves: no lookup, no connection; its replies are relay/sandbox.ts's,
+    // recorded below like a destination's, reports and suppressions included.
+    const attempt = items[0].sandbox
+      ? sandboxAttempt(items)
+      : await this.attempt(domain, { from: envFrom, to: recipients }, bytes, sent)
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []
@@ -345,7 +343,15 @@ export class DeliveryWorker {
         nextAttemptAt: next,
       })
       logger.info(
-        { txid, row: item.id, rcpt: item.recipient, state, code: reply.code, mx: attempt.mxHostname },
+        {
+          txid,
+          row: item.id,
+          rcpt: item.recipient,
+          state,
+          code: reply.code,
+          mx: attempt.mxHostname,
+          ...(item.sandbox ? { sandbox: true } : {}),
+        },
         'delivery attempt',
       )
     }
@@ -364,6 +370,22 @@ export class DeliveryWorker {
       )
       .finally(() => this.recording.delete(recorded))
     this.recording.add(recorded)
+  }
+
+  /** An attempt at the destination: the domain's route, then an SMTP transaction on it. */
+  private async attempt(
+    domain: string,
+    envelope: { from: string; to: string[] },
+    bytes: () => Promise<Buffer | undefined>,
+    sent: () => void,
+  ): Promise<Attempt> {
+    const route = await this.route(domain)
+    if ('error' in route)
+      return {
+        mxHostname: null,
+        replies: sameReply(envelope.to, { code: route.error.code, response: route.error.response }),
+      }
+    return this.mx.deliver(route.hosts, envelope, bytes, sent)
   }
 
   /**

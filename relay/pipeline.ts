@@ -44,6 +44,12 @@ export interface Submission {
   added?: string
   /** The input field each recipient (lower case) came from, when not all from `to` (cc, bcc), for refusals to name. */
   recipientFields?: Map<string, string>
+  /**
+   * Sent with a sandbox API key (REST, MCP). The message is sandbox mail when this is set or its
+   * order is a sandbox order: the key decides over REST and MCP, the order over SMTP (which has no
+   * key), and a sandbox order's mail is sandbox mail whatever the door.
+   */
+  sandbox?: boolean
 }
 
 export interface Relay {
@@ -219,6 +225,7 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
           txid,
         },
       )
+      const sandbox = s.sandbox === true || s.order.sandbox
       await intake.enqueue({
         txid,
         accountId: s.order.accountId,
@@ -235,8 +242,19 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
         sendingZone: 'default',
         raw,
         time: clock(),
+        ...(sandbox ? { sandbox } : {}),
       })
-      logger.info({ txid, order: s.order.id, rcpts: s.recipients.length, size, via: s.interface }, 'message queued')
+      logger.info(
+        {
+          txid,
+          order: s.order.id,
+          rcpts: s.recipients.length,
+          size,
+          via: s.interface,
+          ...(sandbox ? { sandbox } : {}),
+        },
+        'message queued',
+      )
       return txid
     },
   }

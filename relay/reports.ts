@@ -244,5 +244,7 @@ function reportMessage(
     sendingZone: 'default',
     raw: [report.raw],
     time: now,
+    // A report about sandbox mail is sandbox mail: it must not leave either.
+    ...(original.sandbox ? { sandbox: true } : {}),
   }
 }

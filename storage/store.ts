@@ -25,6 +25,15 @@ export interface ApiKeyInfo {
   prefix: string
   createdAt: number
   revokedAt: number | null
+  /** A sandbox key: what it sends runs the whole pipeline but never leaves the machine. */
+  sandbox: boolean
+}
+
+/** Who an API key speaks for. */
+export interface KeyOwner {
+  accountId: number
+  /** A sandbox key: its sends are sandbox mail, whatever the order. */
+  sandbox: boolean
 }
 
 export interface MailOrder {
@@ -35,6 +44,8 @@ export interface MailOrder {
   /** Authorized senders (`user@example.com` or `@example.com`); empty = any sender. */
   senders: string[]
   createdAt: number
+  /** A sandbox order: everything sent with it, over any door, is sandbox mail. */
+  sandbox: boolean
 }
 
 export interface DenyRule {
@@ -83,6 +94,11 @@ export interface NewMessage {
    */
   raw: Buffer[]
   time: number
+  /**
+   * Sandbox mail (a sandbox key's or order's, or a report about sandbox mail): the delivery worker
+   * records its outcomes without connecting to anyone (relay/sandbox.ts). Not sandbox when absent.
+   */
+  sandbox?: boolean
 }
 
 /** The size of a message in pieces. */
@@ -240,6 +256,8 @@ export interface QueueItem {
   queuedAt: number
   /** Whether the sender was already sent a `delayed` report about this recipient. */
   delayReported: boolean
+  /** Sandbox mail: never sent, its outcome decided by relay/sandbox.ts. */
+  sandbox: boolean
 }
 
 /** The result of one delivery attempt for one row. */
@@ -324,10 +342,12 @@ export interface Store {
     list(): Promise<Account[]>
   }
   apiKeys: {
-    /** Creates a key and returns it in full: the only time it can be seen. */
-    create(accountId: number, now: number): Promise<{ info: ApiKeyInfo; key: string }>
+    /** Creates a key (a sandbox key with `sandbox`) and returns it in full: the only time it can be seen. */
+    create(accountId: number, now: number, options?: { sandbox?: boolean }): Promise<{ info: ApiKeyInfo; key: string }>
     /** The account of an unrevoked key, or undefined. */
     authenticate(key: string): Promise<number | undefined>
+    /** The account of an unrevoked key and whether it is a sandbox key, or undefined. */
+    owner(key: string): Promise<KeyOwner | undefined>
     list(accountId: number): Promise<ApiKeyInfo[]>
     /** Revokes by id or by prefix; true when a live key was revoked. */
     revoke(idOrPrefix: number | string, now: number): Promise<boolean>
@@ -338,6 +358,8 @@ export interface Store {
       comment: string | null
       senders: string[]
       now: number
+      /** A sandbox order; not one when absent. */
+      sandbox?: boolean
     }): Promise<{ order: MailOrder; password: string }>
     get(id: number): Promise<MailOrder | undefined>
     /** Every order of the account, active and canceled, by id. */

@@ -104,6 +104,7 @@ describe('mailroom command', () => {
       username: `mb${order.id}`,
       password: expect.any(String),
       status: 'active',
+      sandbox: false,
     })
     expect(order.password.length).toBeGreaterThanOrEqual(20)
 
@@ -133,7 +134,14 @@ describe('mailroom command', () => {
     expect((await send('billing@acme.example')).status).toBe(404)
     const listed = json('order', 'list', '--account', String(account.id), '--json')
     expect(listed).toEqual([
-      { id: order.id, username: `mb${order.id}`, status: 'canceled', comment: 'billing', senders: ['@acme.example'] },
+      {
+        id: order.id,
+        username: `mb${order.id}`,
+        status: 'canceled',
+        comment: 'billing',
+        senders: ['@acme.example'],
+        sandbox: false,
+      },
     ])
 
     // A revoked key stops working at once.

@@ -22,6 +22,8 @@ export interface ToolContext extends Services {
   origin: string
   /** The call's idempotency key, checked (tools/idempotency.ts), for tools that take one. */
   idempotencyKey?: string
+  /** Whether the caller's API key is a sandbox key: its sends are sandbox mail (relay/sandbox.ts). */
+  sandbox?: boolean
 }
 
 export interface ToolAnnotations {

@@ -22,6 +22,7 @@ export const getMailOrderById = defineTool({
       status: order.status,
       username: `mb${order.id}`,
       ...(order.comment ? { comment: order.comment } : {}),
+      ...(order.sandbox ? { sandbox: true } : {}),
       password: await ctx.store.orders.password(order.id),
     }
   },

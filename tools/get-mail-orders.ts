@@ -11,7 +11,7 @@ export const getMailOrders = defineTool({
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     "Lists the account's mail orders (sending credentials), active and canceled: `id`, `status` (only active " +
-    "orders send), `username` (mb<id>, the SMTP login) and `comment`. An order's id is the `id` argument of " +
+    "orders send), `username` (mb<id>, the SMTP login), `comment` and `sandbox`. An order's id is the `id` argument of " +
     'sendMail, sendAdvMail, rawMail and viewMailLog (default: the first active order). getMailOrderById adds ' +
     'the SMTP password.',
   input: z.object({}),
@@ -22,5 +22,6 @@ export const getMailOrders = defineTool({
       status: o.status,
       username: `mb${o.id}`,
       ...(o.comment ? { comment: o.comment } : {}),
+      ...(o.sandbox ? { sandbox: true } : {}),
     })),
 })

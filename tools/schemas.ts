@@ -19,6 +19,7 @@ export const MailOrder = z.object({
     .regex(/^mb\d+$/)
     .describe('SMTP AUTH username, always mb<id>.'),
   comment: z.string().optional().describe('Note on the order, present when not empty.'),
+  sandbox: z.boolean().optional().describe('True for a sandbox order, whose mail never leaves.'),
 })
 
 export const MailOrderDetail = MailOrder.extend({

@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { badInput } from '../errors.js'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
-import { ok, resolveOrder, sendComposed, singleAddress } from './common.js'
+import { ok, resolveOrder, SENDS_REAL_MAIL, sendComposed, singleAddress } from './common.js'
 import { EmailAddressesTypes, EmailAddressTypes, GenericResponse, MailAttachment, OrderId } from './schemas.js'
 
 export const sendAdvMail = defineTool({
@@ -14,8 +14,7 @@ export const sendAdvMail = defineTool({
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
     'Sends an email with display names, Cc, Bcc, a Reply-To or attachments. `id` is the mail order that sends ' +
-    '(default: the first active one). Sends real mail, once per idempotency key (a repeat within 24 h returns the ' +
-    'first result). Returns `text` = the transaction id, the `mailid` of ' +
+    `(default: the first active one). ${SENDS_REAL_MAIL} Returns \`text\` = the transaction id, the \`mailid\` of ` +
     'viewMailLog.',
   input: z.object({
     from: EmailAddressTypes.describe('Sender, authorized for the mail order.'),

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
-import { ok, resolveOrder, sendComposed, singleAddress } from './common.js'
+import { ok, resolveOrder, SENDS_REAL_MAIL, sendComposed, singleAddress } from './common.js'
 import { emailOf, GenericResponse, OrderId } from './schemas.js'
 
 const ADV = 'sendAdvMail (POST /mail/advsend)'
@@ -25,8 +25,8 @@ export const sendMail = defineTool({
   description:
     'Sends an email from one bare address to one or more bare addresses; `from` is also the Reply-To. Use ' +
     'sendAdvMail for display names, comma-separated lists, Cc, Bcc, a Reply-To or attachments, and rawMail ' +
-    'for a message you built. `id` is the mail order that sends (default: the first active one). Sends real ' +
-    'mail, once per idempotency key (a repeat within 24 h returns the first result). Returns `text` = the transaction id, the `mailid` of viewMailLog.',
+    'for a message you built. `id` is the mail order that sends (default: the first active one). ' +
+    `${SENDS_REAL_MAIL} Returns \`text\` = the transaction id, the \`mailid\` of viewMailLog.`,
   input: z.object({
     to: z.union([Recipient, z.array(Recipient).min(1)]).describe('Recipient address, or an array of addresses.'),
     from: bareEmail('one bare address', 'for a display name use').describe(

@@ -1,10 +1,11 @@
 import type { Context } from 'hono'
 import { MailroomError, unauthorized } from '../errors.js'
 import { AUTH_FAILURE_WINDOW_MS, authThrottle } from '../relay/auth-throttle.js'
+import type { KeyOwner } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 
-/** The account of a request's X-API-KEY, or a 401 (or a 429, see keyAuthenticator). */
-export type Authenticate = (c: Context) => Promise<number>
+/** The account of a request's X-API-KEY and whether it is a sandbox key, or a 401 (or a 429, see keyAuthenticator). */
+export type Authenticate = (c: Context) => Promise<KeyOwner>
 
 /**
  * Checks X-API-KEY for REST and MCP alike. Wrong keys are counted per client address (the
@@ -26,8 +27,8 @@ export function keyAuthenticator(services: Services): Authenticate {
       })
     }
     const key = c.req.header('x-api-key')
-    const accountId = key ? await store.apiKeys.authenticate(key.trim()) : undefined
-    if (accountId !== undefined) return accountId
+    const owner = key ? await store.apiKeys.owner(key.trim()) : undefined
+    if (owner !== undefined) return owner
     if (key) {
       failures.fail(ip)
       const refusedFor = Math.ceil(failures.retryAfter(ip) / 1000)

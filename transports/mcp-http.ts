@@ -27,6 +27,7 @@ interface Session {
 const callerOf: CallerOf = (extra) => ({
   accountId: (extra.authInfo?.extra?.accountId as number | undefined) ?? null,
   origin: (extra.authInfo?.extra?.origin as string | undefined) ?? '',
+  sandbox: extra.authInfo?.extra?.sandbox === true,
 })
 
 const rpcError = (c: Context, status: 400 | 404 | 405, message: string) =>
@@ -65,14 +66,16 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
       }
     }
     let accountId: number
+    let sandbox: boolean
     try {
-      accountId = await authenticate(c)
+      ;({ accountId, sandbox } = await authenticate(c))
     } catch (err) {
       // An MCP client knows the endpoint, not the header its key goes in.
       if (err instanceof MailroomError && err.code === 401) throw unauthorized('send it in the X-API-KEY header')
       throw err
     }
-    const caller = { accountId, origin: c.get('clientIp') }
+    // Each request's own key decides, in a session too: a session is bound to an account, not a key.
+    const caller = { accountId, origin: c.get('clientIp'), sandbox }
     const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: caller }
 
     // A POST's body is read here, under the server's own body limit (MAILROOM_HTTP_BODY_LIMIT),

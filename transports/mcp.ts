@@ -12,6 +12,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js'
 import { asMailroomError, badInput, unauthorized } from '../errors.js'
 import { PACKAGE } from '../package-info.js'
+import { SANDBOX_DOMAIN } from '../relay/sandbox.js'
 import type { AnyTool, Services, ToolAnnotations, ToolContext } from '../tools/define.js'
 import { checkIdempotencyKey, IDEMPOTENCY_ARGUMENT, runTool } from '../tools/idempotency.js'
 import { TOOLS } from '../tools/index.js'
@@ -27,10 +28,13 @@ export const MCP_INSTRUCTIONS =
   'bcc, attachments) or rawMail (a message you built). Each send returns its transaction id as `text`: pass ' +
   'it as `mailid` to viewMailLog to see whether each recipient was delivered. getMailOrders lists the ' +
   'sending accounts (mail orders); `id` in the sends and viewMailLog is one of them, by default the first ' +
-  'active one. getRules/addRule/deleteRule manage deny rules; getMailBlocks/delistBlock the spam-filter blocks.'
+  'active one. getRules/addRule/deleteRule manage deny rules; getMailBlocks/delistBlock the spam-filter blocks. ' +
+  'With a sandbox API key (or order) nothing leaves the server, and viewMailLog shows each recipient delivered, ' +
+  `but bounce@${SANDBOX_DOMAIN} bounces (550 5.1.1, a report to the sender) and defer@${SANDBOX_DOMAIN} is ` +
+  'deferred once, then delivered: rehearse every outcome there.'
 
 /** Who is calling: resolved per request (HTTP: from its X-API-KEY) or fixed (local stdio). */
-export type Caller = { accountId: number | null; origin: string }
+export type Caller = { accountId: number | null; origin: string; sandbox?: boolean }
 export type CallerOf = (extra: { authInfo?: { extra?: Record<string, unknown> } }) => Caller
 
 /** The MCP description of a tool: title, description, flat input schema, object output schema, its hints. */

@@ -31,11 +31,17 @@ export function mountRest(
     for (const tool of pathTools) {
       const coerce = coercerFor(tool.input)
       app.on(tool.http.method, honoPath(path), async (c) => {
-        const accountId = tool.public ? null : await authenticate(c)
+        const owner = tool.public ? null : await authenticate(c)
         const idempotencyKey = tool.idempotencyKey ? idempotencyKeyOf(c) : undefined
         const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
         const input = parseInput(tool, coerce(raw))
-        const ctx: ToolContext = { ...services, accountId, origin: c.get('clientIp'), idempotencyKey }
+        const ctx: ToolContext = {
+          ...services,
+          accountId: owner?.accountId ?? null,
+          origin: c.get('clientIp'),
+          sandbox: owner?.sandbox ?? false,
+          idempotencyKey,
+        }
         const { status, result } = await runTool(tool, input, ctx)
         // A text result (pingServer's) is plain text unless the client asks for JSON, as the
         // OpenAPI document lists both for it.

@@ -49,8 +49,8 @@ const KEY_HELP =
  * expire after MAILROOM_LEASE_TIMEOUT (10 minutes by default), and another node takes them.
  */
 export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): Promise<Server> {
-  const accountId = apiKey ? await rt.store.apiKeys.authenticate(apiKey) : undefined
-  if (accountId === undefined) {
+  const owner = apiKey ? await rt.store.apiKeys.owner(apiKey) : undefined
+  if (owner === undefined) {
     const reason = apiKey
       ? `MAILROOM_API_KEY is not a key of ${storeName(rt.config)}, or it was revoked: ${KEY_HELP}`
       : `MAILROOM_API_KEY is not set: ${KEY_HELP}`
@@ -67,7 +67,7 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
   })
   // The tools' relay hands accepted messages to this process's worker, which starts them at once.
   const services = createServices(rt.store, config, { logger: rt.logger, clock: rt.clock, intake })
-  const server = createMcpServer(services, () => ({ accountId, origin: '127.0.0.1' }))
+  const server = createMcpServer(services, () => ({ ...owner, origin: '127.0.0.1' }))
   await server.connect(new StdioServerTransport())
   let stopping: Promise<void> | undefined
   const stop = () =>

@@ -35,6 +35,7 @@ const leasedItem = (m: NewMessage, rowId: number, id: number, seq: number): Queu
   attempts: 0,
   queuedAt: m.time,
   delayReported: false,
+  sandbox: m.sandbox === true,
 })
 
 /**
@@ -63,6 +64,7 @@ export async function insertMessage(db: pg.Pool | pg.ClientBase, m: NewMessage, 
     m.recipients.length,
     Math.floor(m.time / 1000),
     m.time,
+    m.sandbox === true,
   ]
   const $ = (value: unknown) => `$${params.push(value)}`
   // Each part its own parameter: pg sends a Buffer as it is, where an array of them goes as hex text.
@@ -77,8 +79,8 @@ export async function insertMessage(db: pg.Pool | pg.ClientBase, m: NewMessage, 
     name: `enqueue-${partCount}-${lease ? 'leased' : 'queued'}`,
     text: `WITH m AS (
       INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject, message_id, origin,
-        transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id
+        transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at, sandbox)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id
     ), b AS (
       INSERT INTO message_bodies (message_id, part, raw) SELECT m.id, p.part, p.raw FROM m, (VALUES ${parts}) AS p(part, raw)
     ), d AS (
@@ -106,9 +108,10 @@ export async function insertMessage(db: pg.Pool | pg.ClientBase, m: NewMessage, 
  */
 const INSERT_MESSAGES = `WITH m AS (
     INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject, message_id, origin,
-      transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
+      transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at, sandbox)
     SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-      $9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::text[], $15::int[], $16::bigint[], $17::bigint[])
+      $9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::text[], $15::int[], $16::bigint[], $17::bigint[],
+      $29::boolean[])
     RETURNING id, txid, order_id, created_at
   ), b AS (
     INSERT INTO message_bodies (message_id, part, raw)
@@ -190,6 +193,7 @@ export async function insertMessages(db: pg.Pool | pg.ClientBase, calls: Enqueue
       rcpt.assigned,
       parts.start,
       parts.length,
+      column((m) => m.sandbox === true),
     ],
   })
   const byTxid = new Map<string, { rowId: number; leased: { id: number; seq: number }[] }>()

@@ -21,7 +21,7 @@ import {
   hashApiKey,
   WrongSecretError,
 } from '../secrets.js'
-import type { ApiKeyInfo, DenyRule, MailOrder, Store } from '../store.js'
+import type { ApiKeyInfo, DenyRule, KeyOwner, MailOrder, Store } from '../store.js'
 
 export type PostgresStore = Store & { pool: pg.Pool }
 
@@ -40,7 +40,8 @@ export class NotMigratedError extends Error {}
 /** The key of the advisory lock that migrations are applied under ("mailroom" in ASCII). */
 const MIGRATION_LOCK = '7881706716637179757'
 
-const ORDER = 'SELECT id, account_id AS "accountId", status, comment, created_at AS "createdAt" FROM mail_orders'
+const ORDER =
+  'SELECT id, account_id AS "accountId", status, comment, created_at AS "createdAt", sandbox FROM mail_orders'
 const SENDERS = 'SELECT pattern FROM order_senders WHERE order_id = $1 ORDER BY pattern COLLATE "C"'
 
 /**
@@ -111,6 +112,7 @@ const toKeyInfo = (r: typeof schema.apiKeys.$inferSelect): ApiKeyInfo => ({
   prefix: r.prefix,
   createdAt: r.createdAt,
   revokedAt: r.revokedAt,
+  sandbox: r.sandbox,
 })
 
 function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof settingsCache>): PostgresStore {
@@ -129,6 +131,16 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
     senders: (await db.query<{ pattern: string }>(SENDERS, [row.id])).rows.map((r) => r.pattern),
   })
   let closed = false
+  const keyOwner = (key: string): Promise<KeyOwner | undefined> => {
+    const hash = hashApiKey(key)
+    return cache.read(`key ${hash}`, async () => {
+      const { rows } = await pool.query<KeyOwner>(
+        'SELECT account_id AS "accountId", sandbox FROM api_keys WHERE hash = $1 AND revoked_at IS NULL',
+        [hash],
+      )
+      return rows[0]
+    })
+  }
 
   return {
     pool,
@@ -144,26 +156,20 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
       },
     },
     apiKeys: {
-      async create(accountId, now) {
+      async create(accountId, now, { sandbox = false } = {}) {
         const key = generateApiKey()
         const [row] = await changing(() =>
           db
             .insert(schema.apiKeys)
-            .values({ accountId, prefix: apiKeyPrefix(key), hash: hashApiKey(key), createdAt: now })
+            .values({ accountId, prefix: apiKeyPrefix(key), hash: hashApiKey(key), createdAt: now, sandbox })
             .returning(),
         )
         return { info: toKeyInfo(row), key }
       },
       async authenticate(key) {
-        const hash = hashApiKey(key)
-        return cache.read(`key ${hash}`, async () => {
-          const { rows } = await pool.query<{ accountId: number }>(
-            'SELECT account_id AS "accountId" FROM api_keys WHERE hash = $1 AND revoked_at IS NULL',
-            [hash],
-          )
-          return rows[0]?.accountId
-        })
+        return (await keyOwner(key))?.accountId
       },
+      owner: keyOwner,
       async list(accountId) {
         const t = schema.apiKeys
         return (await db.select().from(t).where(eq(t.accountId, accountId)).orderBy(asc(t.id))).map(toKeyInfo)
@@ -181,13 +187,20 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
       },
     },
     orders: {
-      async create({ accountId, comment, senders, now }) {
+      async create({ accountId, comment, senders, now, sandbox = false }) {
         const password = generatePassword()
         const order = await changing(() =>
           db.transaction(async (tx) => {
             const [row] = await tx
               .insert(schema.mailOrders)
-              .values({ accountId, status: 'active', comment, passwordEnc: encrypt(secret, password), createdAt: now })
+              .values({
+                accountId,
+                status: 'active',
+                comment,
+                passwordEnc: encrypt(secret, password),
+                createdAt: now,
+                sandbox,
+              })
               .returning()
             const patterns = [...new Set(senders.map((s) => s.toLowerCase()))]
             if (patterns.length)

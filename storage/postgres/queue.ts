@@ -12,7 +12,8 @@ import {
 
 /** The columns of a claimed row's message, as a QueueItem names them. */
 const ITEM_COLUMNS = `c.id, c.message_id AS "messageRowId", m.txid, m.account_id AS "accountId", m.order_id AS "orderId",
-  m.env_from AS "envFrom", c.recipient, c.domain, c.attempts, m.created_at AS "queuedAt", c.delay_reported AS "delayReported"`
+  m.env_from AS "envFrom", c.recipient, c.domain, c.attempts, m.created_at AS "queuedAt", c.delay_reported AS "delayReported",
+  m.sandbox`
 
 /**
  * Leases due rows in one statement. FOR UPDATE SKIP LOCKED: a row another node's claim is taking

@@ -48,6 +48,8 @@ export const apiKeys = pgTable(
     hash: text('hash').notNull(),
     createdAt: ms('created_at').notNull(),
     revokedAt: ms('revoked_at'),
+    /** A sandbox key: everything it sends is sandbox mail (never leaves the machine). */
+    sandbox: boolean('sandbox').notNull().default(false),
   },
   (t) => [uniqueIndex('api_keys_hash').on(t.hash), index('api_keys_account').on(t.accountId)],
 )
@@ -65,6 +67,8 @@ export const mailOrders = pgTable(
     /** AES-256-GCM with the server secret; see storage/secrets.ts. */
     passwordEnc: text('password_enc').notNull(),
     createdAt: ms('created_at').notNull(),
+    /** A sandbox order: everything sent with it, whatever the door, is sandbox mail. */
+    sandbox: boolean('sandbox').notNull().default(false),
   },
   (t) => [index('mail_orders_account').on(t.accountId, t.status)],
 )
@@ -128,6 +132,8 @@ export const messages = pgTable(
     /** Epoch seconds of acceptance. */
     time: bigint('time', { mode: 'number' }).notNull(),
     createdAt: ms('created_at').notNull(),
+    /** Sandbox mail: its outcomes are recorded without a connection to anyone (relay/sandbox.ts). */
+    sandbox: boolean('sandbox').notNull().default(false),
   },
   (t) => [
     uniqueIndex('messages_txid').on(t.txid),

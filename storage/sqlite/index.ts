@@ -76,6 +76,9 @@ export function openDataDir(dataDir: string, secret: Uint8Array | null = null): 
 
 export type SqliteStore = Store & { db: Db; sqlite: Database.Database }
 
+/** An order as its row is read: `sandbox` is SQLite's 0 or 1. */
+type OrderRow = Omit<MailOrder, 'senders' | 'sandbox'> & { sandbox: number }
+
 export function openSqliteStore(options: SqliteOptions): SqliteStore {
   const sqlite = new Database(options.file)
   sqlite.pragma('journal_mode = WAL')
@@ -99,12 +102,12 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
 
   // The statements of every send, prepared once: drizzle would build and prepare them on each call.
   const hot = {
-    key: sqlite.prepare('SELECT account_id FROM api_keys WHERE hash = ? AND revoked_at IS NULL').pluck(),
+    key: sqlite.prepare('SELECT account_id AS accountId, sandbox FROM api_keys WHERE hash = ? AND revoked_at IS NULL'),
     order: sqlite.prepare(
-      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt FROM mail_orders WHERE id = ?',
+      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox FROM mail_orders WHERE id = ?',
     ),
     orders: sqlite.prepare(
-      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt FROM mail_orders WHERE account_id = ? ORDER BY id',
+      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox FROM mail_orders WHERE account_id = ? ORDER BY id',
     ),
     senders: sqlite.prepare('SELECT pattern FROM order_senders WHERE order_id = ? ORDER BY pattern').pluck(),
     rules: sqlite.prepare(
@@ -152,8 +155,9 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       return true
     },
   )
-  const withSenders = (row: Omit<MailOrder, 'senders'>): MailOrder => ({
+  const withSenders = (row: OrderRow): MailOrder => ({
     ...row,
+    sandbox: row.sandbox === 1,
     senders: hot.senders.all(row.id) as string[],
   })
   // The hot reads above, but for `subjects`, are answered from memory while nothing changed.
@@ -173,6 +177,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     prefix: r.prefix,
     createdAt: r.createdAt,
     revokedAt: r.revokedAt,
+    sandbox: r.sandbox,
   })
 
   const store: SqliteStore = {
@@ -190,20 +195,26 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
     },
     apiKeys: {
-      async create(accountId, now) {
+      async create(accountId, now, { sandbox = false } = {}) {
         const key = generateApiKey()
         const row = changing(() =>
           db
             .insert(schema.apiKeys)
-            .values({ accountId, prefix: apiKeyPrefix(key), hash: hashApiKey(key), createdAt: now })
+            .values({ accountId, prefix: apiKeyPrefix(key), hash: hashApiKey(key), createdAt: now, sandbox })
             .returning()
             .get(),
         )
         return { info: toKeyInfo(row), key }
       },
       async authenticate(key) {
+        return (await store.apiKeys.owner(key))?.accountId
+      },
+      async owner(key) {
         const hash = hashApiKey(key)
-        return cache.read(`key ${hash}`, () => hot.key.get(hash) as number | undefined)
+        return cache.read(`key ${hash}`, () => {
+          const row = hot.key.get(hash) as { accountId: number; sandbox: number } | undefined
+          return row && { accountId: row.accountId, sandbox: row.sandbox === 1 }
+        })
       },
       async list(accountId) {
         return db
@@ -229,32 +240,37 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
     },
     orders: {
-      async create({ accountId, comment, senders, now }) {
+      async create({ accountId, comment, senders, now, sandbox = false }) {
         const password = generatePassword()
         const order = changing(() =>
           db.transaction((tx) => {
             const row = tx
               .insert(schema.mailOrders)
-              .values({ accountId, status: 'active', comment, passwordEnc: encrypt(secret, password), createdAt: now })
+              .values({
+                accountId,
+                status: 'active',
+                comment,
+                passwordEnc: encrypt(secret, password),
+                createdAt: now,
+                sandbox,
+              })
               .returning()
               .get()
             for (const pattern of new Set(senders.map((s) => s.toLowerCase())))
               tx.insert(schema.orderSenders).values({ orderId: row.id, pattern }).run()
-            return withSenders(hot.order.get(row.id) as Omit<MailOrder, 'senders'>)
+            return withSenders(hot.order.get(row.id) as OrderRow)
           }),
         )
         return { order, password }
       },
       async get(id) {
         return cache.read(`order ${id}`, () => {
-          const row = hot.order.get(id) as Omit<MailOrder, 'senders'> | undefined
+          const row = hot.order.get(id) as OrderRow | undefined
           return row && withSenders(row)
         })
       },
       async list(accountId) {
-        return cache.read(`orders ${accountId}`, () =>
-          (hot.orders.all(accountId) as Omit<MailOrder, 'senders'>[]).map(withSenders),
-        )
+        return cache.read(`orders ${accountId}`, () => (hot.orders.all(accountId) as OrderRow[]).map(withSenders))
       },
       async password(id) {
         const row = db

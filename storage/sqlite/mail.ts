@@ -64,9 +64,9 @@ const TRIGRAM_MIN = 3
 export function messageInserter(sqlite: Database.Database) {
   const insertMessage =
     sqlite.prepare(`INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject,
-    message_id, origin, transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at)
+    message_id, origin, transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at, sandbox)
     VALUES (@txid, @accountId, @orderId, @envFrom, @headerFrom, @replyTo, @subject, @messageId, @origin, @transtype,
-    @interface, @sendingZone, @bodySize, @rcptTo, @rcptCount, @time, @createdAt)`)
+    @interface, @sendingZone, @bodySize, @rcptTo, @rcptCount, @time, @createdAt, @sandbox)`)
   const insertBody = sqlite.prepare('INSERT INTO message_bodies (message_id, part, raw) VALUES (?, ?, ?)')
   const insertDelivery =
     sqlite.prepare(`INSERT INTO deliveries (message_id, order_id, seq, recipient, domain, state, delivered, next_attempt_at, queued,
@@ -86,6 +86,7 @@ export function messageInserter(sqlite: Database.Database) {
       rcptCount: m.recipients.length,
       time: Math.floor(at / 1000),
       createdAt: at,
+      sandbox: m.sandbox ? 1 : 0,
     })
     const rowId = Number(lastInsertRowid)
     for (const [part, bytes] of bodyParts(m.raw).entries()) insertBody.run(rowId, part, bytes)
@@ -110,6 +111,7 @@ export function messageInserter(sqlite: Database.Database) {
           attempts: 0,
           queuedAt: at,
           delayReported: false,
+          sandbox: m.sandbox === true,
         })
     })
     count.run(m.orderId, m.recipients.length)

@@ -27,7 +27,7 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       AND (locked = 0 OR CAST(lock_time AS INTEGER) < @expired) ORDER BY next_attempt_at LIMIT @limit)
     RETURNING id, message_id AS messageRowId, recipient, domain, attempts, delay_reported AS delayReported`)
   const messageOf = sqlite.prepare(
-    'SELECT txid, account_id AS accountId, order_id AS orderId, env_from AS envFrom, created_at AS queuedAt FROM messages WHERE id = ?',
+    'SELECT txid, account_id AS accountId, order_id AS orderId, env_from AS envFrom, created_at AS queuedAt, sandbox FROM messages WHERE id = ?',
   )
   const parts = sqlite.prepare('SELECT raw FROM message_bodies WHERE message_id = ? ORDER BY part').pluck()
   const update =
@@ -96,7 +96,7 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
   )
 
   const claimTx = sqlite.transaction((node: string, now: number, leaseMs: number, limit: number): QueueItem[] => {
-    type OfMessage = Pick<QueueItem, 'txid' | 'accountId' | 'orderId' | 'envFrom' | 'queuedAt'>
+    type OfMessage = Pick<QueueItem, 'txid' | 'accountId' | 'orderId' | 'envFrom' | 'queuedAt'> & { sandbox: number }
     const rows = claim.all({ node, now, expired: now - leaseMs, limit }) as (Omit<
       QueueItem,
       keyof OfMessage | 'delayReported'
@@ -105,7 +105,7 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
     return rows.map((r) => {
       let m = messages.get(r.messageRowId)
       if (!m) messages.set(r.messageRowId, (m = messageOf.get(r.messageRowId) as OfMessage))
-      return { ...r, ...m, delayReported: r.delayReported === 1 }
+      return { ...r, ...m, delayReported: r.delayReported === 1, sandbox: m.sandbox === 1 }
     })
   })
   // Outcomes of attempts finishing within RECORD_DELAY_MS share one commit.

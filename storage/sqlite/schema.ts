@@ -27,6 +27,8 @@ export const apiKeys = sqliteTable(
     hash: text('hash').notNull(),
     createdAt: integer('created_at').notNull(),
     revokedAt: integer('revoked_at'),
+    /** A sandbox key: everything it sends is sandbox mail (never leaves the machine). */
+    sandbox: integer('sandbox', { mode: 'boolean' }).notNull().default(false),
   },
   (t) => [uniqueIndex('api_keys_hash').on(t.hash), index('api_keys_account').on(t.accountId)],
 )
@@ -44,6 +46,8 @@ export const mailOrders = sqliteTable(
     /** AES-256-GCM with the server secret of the data directory; see storage/secrets.ts. */
     passwordEnc: text('password_enc').notNull(),
     createdAt: integer('created_at').notNull(),
+    /** A sandbox order: everything sent with it, whatever the door, is sandbox mail. */
+    sandbox: integer('sandbox', { mode: 'boolean' }).notNull().default(false),
   },
   (t) => [index('mail_orders_account').on(t.accountId, t.status)],
 )
@@ -108,6 +112,8 @@ export const messages = sqliteTable(
     /** Epoch seconds of acceptance. */
     time: integer('time').notNull(),
     createdAt: integer('created_at').notNull(),
+    /** Sandbox mail: its outcomes are recorded without a connection to anyone (relay/sandbox.ts). */
+    sandbox: integer('sandbox', { mode: 'boolean' }).notNull().default(false),
   },
   // Each filter index is (order_id, column, id, rcpt_count): walked in id order for a page, and
   // covering for the count (the sum of rcpt_count), so neither touches the table.

@@ -6,6 +6,7 @@ import { DeliveryWorker } from '../../relay/delivery.js'
 import { createRelay, storeIntake } from '../../relay/pipeline.js'
 import { dnsRecords, generateDkimKey } from '../../relay/dkim.js'
 import type { MxResolver } from '../../relay/routes.js'
+import { SANDBOX_DOMAIN } from '../../relay/sandbox.js'
 import type { LogRow } from '../../storage/store.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { startSink, stubResolver } from './sink.js'
@@ -495,6 +496,63 @@ describe('delivery', () => {
     await restarted.start()
     await t.settled(txid, (r) => r[0].delivered === 1)
     expect(t.sink.messages).toHaveLength(1)
+  })
+
+  it('records sandbox mail without a lookup or a connection, reports and suppressions as for real mail', async () => {
+    let lookups = 0
+    const log: Record<string, unknown>[] = []
+    const t = await setup({
+      resolver: (p) => {
+        const real = local(p, ['example.com', 'example.org'])
+        const counted = (f: (name: string) => Promise<unknown>) => (name: string) => (lookups++, f(name))
+        return {
+          resolveMx: counted(real.resolveMx),
+          resolve4: counted(real.resolve4),
+          resolve6: counted(real.resolve6),
+        } as MxResolver
+      },
+      log,
+    })
+    const [bounce, defer] = [`bounce@${SANDBOX_DOMAIN}`, `defer@${SANDBOX_DOMAIN}`]
+    const txid = await t.send([bounce, defer, 'here@example.com'], { sandbox: true })
+    const first = await t.settled(txid, (r) => r.every((x) => x.code !== null))
+    expect(first.map((r) => [r.recipient, r.delivered, r.code, r.mxHostname])).toEqual([
+      [bounce, 0, 550, null],
+      [defer, 0, 451, null],
+      ['here@example.com', 1, 250, null],
+    ])
+    // The bounce is suppressed, and its sender gets a report, sandbox mail itself.
+    expect(await t.env.services.store.blocks.suppressed(t.env.accountId, bounce)).toMatchObject({
+      reason: expect.stringMatching(/^an earlier message to it bounced: 550 5\.1\.1/),
+    })
+    const reports = await t.env.services.store.mail.log({
+      orderId: t.env.orderId,
+      subject: 'Undelivered Mail Returned to Sender',
+      skip: 0,
+      limit: 10,
+      dir: 'asc',
+      groupby: 'recipient',
+    })
+    expect(reports.rows).toHaveLength(1)
+    await t.settled(reports.rows[0].id, (r) => r[0].delivered === 1)
+    // The deferred one is taken at its next attempt.
+    t.later(5 * MIN)
+    await t.settled(txid, (r) => r[1].delivered === 1)
+    expect(lookups).toBe(0)
+    expect(t.sink.state.connections).toBe(0)
+    // One attempt each (the deferred one two), each logged as sandbox; the domains' groups run in any order.
+    const attempts = log.filter((l) => l.msg === 'delivery attempt').map((l) => [l.rcpt, l.state, l.sandbox])
+    expect(attempts.sort()).toEqual([
+      [bounce, 'failed', true],
+      [defer, 'deferred', true],
+      [defer, 'delivered', true],
+      ['here@example.com', 'delivered', true],
+      ['sender@example.org', 'delivered', true],
+    ])
+    // Real mail from the same worker still goes out.
+    const real = await t.send(['here@example.com'])
+    await t.settled(real, (r) => r[0].delivered === 1)
+    expect(t.sink.messages.map((m) => m.to)).toEqual([['here@example.com']])
   })
 
   describe('reports to senders (RFC 3464)', () => {

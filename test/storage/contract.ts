@@ -7,6 +7,7 @@ import { idempotencyContract } from './contract/idempotency.js'
 import { blocksContract, rulesContract, spamFilterContract, trapsContract } from './contract/lists.js'
 import { logContract } from './contract/log.js'
 import { queueContract } from './contract/queue.js'
+import { sandboxContract } from './contract/sandbox.js'
 import { settingsContract } from './contract/settings.js'
 
 export type { OpenedStore }
@@ -61,5 +62,6 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     settingsContract(f)
     idempotencyContract(f)
     durabilityContract(f)
+    sandboxContract(f)
   })
 }

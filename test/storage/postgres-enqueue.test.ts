@@ -55,6 +55,7 @@ await describePostgres('PostgreSQL enqueue in batches', () => {
       attempts: 0,
       queuedAt: m.time,
       delayReported: false,
+      sandbox: false,
     }))
   }
 

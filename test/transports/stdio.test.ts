@@ -167,6 +167,42 @@ describe('mailroom stdio', () => {
     expect((log.structuredContent as { emails: { assigned: string }[] }).emails[0].assigned).toMatch(/^desk-stdio-\d+$/)
   })
 
+  it("sends a sandbox key's mail nowhere, and logs it delivered", async () => {
+    const sink = await startSink()
+    cleanup.push(() => sink.close())
+    const { dir } = localDataDir()
+    const created = spawnSync(
+      process.execPath,
+      [BIN, 'account', 'key', 'create', '--account', '1', '--sandbox', '--json'],
+      {
+        env: { ...process.env, MAILROOM_DATA_DIR: dir },
+        encoding: 'utf8',
+      },
+    )
+    const client = await connect([], {
+      MAILROOM_DATA_DIR: dir,
+      MAILROOM_API_KEY: JSON.parse(created.stdout).apiKey,
+      MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
+    })
+    const sent = await client.callTool({
+      name: 'sendMail',
+      arguments: { to: 'bob@example.com', from: 'me@example.org', subject: 'stdio sandbox', body: 'hi' },
+    })
+    const mailid = (sent.structuredContent as { text: string }).text
+    await expect
+      .poll(
+        async () =>
+          (
+            (await client.callTool({ name: 'viewMailLog', arguments: { mailid } })).structuredContent as {
+              emails: { delivered: number; code: number; mxHostname: string | null }[]
+            }
+          ).emails,
+        { timeout: 15_000 },
+      )
+      .toEqual([expect.objectContaining({ delivered: 1, code: 250, mxHostname: null })])
+    expect(sink.state.connections).toBe(0)
+  })
+
   it.each([
     ['without a key', undefined, 'MAILROOM_API_KEY is not set: set it in the MCP client'],
     ['with a wrong key', 'mr_wrong', 'MAILROOM_API_KEY is not a key of the data directory'],

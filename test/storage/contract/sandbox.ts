@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest'
+import { type Fixture, LEASE_MS, newMessage, outcome, T0 } from './fixture.js'
+
+/** Sandbox keys, orders and messages: the flag is kept, and carried to the worker that delivers. */
+export function sandboxContract(f: Fixture) {
+  describe('sandbox', () => {
+    const claim = (node: string, now: number) => f.store.queue.claim({ node, now, leaseMs: LEASE_MS, limit: 100 })
+
+    it('keeps a key sandbox, and says so with its account; a key is not one unless asked', async () => {
+      const sandbox = await f.store.apiKeys.create(f.accountId, T0 + 1, { sandbox: true })
+      expect(sandbox.info).toMatchObject({ accountId: f.accountId, sandbox: true, revokedAt: null })
+      expect(await f.store.apiKeys.owner(sandbox.key)).toEqual({ accountId: f.accountId, sandbox: true })
+      expect(await f.store.apiKeys.owner(f.apiKey)).toEqual({ accountId: f.accountId, sandbox: false })
+      expect(await f.store.apiKeys.authenticate(sandbox.key)).toBe(f.accountId)
+      expect(await f.store.apiKeys.owner(`${sandbox.key}x`)).toBeUndefined()
+      expect((await f.store.apiKeys.list(f.accountId)).map((k) => k.sandbox)).toEqual([false, true])
+      expect(await f.store.apiKeys.revoke(sandbox.info.id, T0 + 2)).toBe(true)
+      expect(await f.store.apiKeys.owner(sandbox.key)).toBeUndefined()
+    })
+
+    it('keeps an order sandbox; an order is not one unless asked', async () => {
+      const { order } = await f.store.orders.create({
+        accountId: f.accountId,
+        comment: null,
+        senders: [],
+        now: T0,
+        sandbox: true,
+      })
+      expect(order.sandbox).toBe(true)
+      expect(await f.store.orders.get(order.id)).toMatchObject({ sandbox: true })
+      expect((await f.store.orders.list(f.accountId)).map((o) => [o.id, o.sandbox])).toEqual([
+        [f.orderId, false],
+        [order.id, true],
+      ])
+    })
+
+    it('hands a sandbox message to the worker as sandbox, leased at once or claimed, and others as real', async () => {
+      const sandbox = newMessage(f, { sandbox: true, recipients: ['one@b.example', 'two@c.example'] })
+      const { leased } = await f.store.mail.enqueue(sandbox, { node: 'node-a', now: T0 })
+      expect(leased?.map((i) => i.sandbox)).toEqual([true, true])
+      await f.store.mail.enqueue(newMessage(f, { sandbox: true, recipients: ['three@b.example'] }))
+      await f.store.mail.enqueue(newMessage(f, { recipients: ['real@b.example'] }))
+      const claimed = await claim('node-b', T0)
+      expect(claimed.map((i) => [i.recipient, i.sandbox]).sort()).toEqual([
+        ['real@b.example', false],
+        ['three@b.example', true],
+      ])
+    })
+
+    it('queues a report about sandbox mail as sandbox mail', async () => {
+      const m = newMessage(f, { sandbox: true, recipients: ['gone@b.example'] })
+      const { leased } = await f.store.mail.enqueue(m, { node: 'node-a', now: T0 })
+      const report = newMessage(f, { envFrom: '', recipients: [m.envFrom], sandbox: true })
+      expect(
+        await f.store.queue.record(
+          [outcome(leased![0].id, 'failed')],
+          [{ rows: [leased![0].id], action: 'failed', message: report }],
+        ),
+      ).toEqual([report.txid])
+      expect((await claim('node-b', T0)).map((i) => [i.txid, i.sandbox])).toEqual([[report.txid, true]])
+    })
+  })
+}
