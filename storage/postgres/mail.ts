@@ -1,5 +1,6 @@
 import type pg from 'pg'
 import { groupCommit } from './pool.js'
+import type { OutboxWriter } from './webhooks.js'
 import {
   bodyParts,
   byteLength,
@@ -109,6 +110,8 @@ export async function insertMessage(
         attempts: 0,
         queuedAt: m.time,
         delayReported: false,
+        subject: m.subject,
+        messageId: m.messageId,
       })),
   }
 }
@@ -195,7 +198,7 @@ function statsQueries(windowed: boolean) {
   }
 }
 
-export function createMailStore(pool: pg.Pool): Store['mail'] {
+export function createMailStore(pool: pg.Pool, outbox: Pick<OutboxWriter, 'accepted'>): Store['mail'] {
   /**
    * Messages accepted while a commit is under way share the next one: one WAL flush for all of
    * them, each still acknowledged only once it is committed.
@@ -205,7 +208,11 @@ export function createMailStore(pool: pg.Pool): Store['mail'] {
     ENQUEUE_CONCURRENCY,
     async (client, calls) => {
       const out: { rowId: number; leased?: QueueItem[] }[] = []
-      for (const { message, lease } of calls) out.push(await insertMessage(client, message, lease))
+      for (const { message, lease } of calls) {
+        out.push(await insertMessage(client, message, lease))
+        // The message.accepted events in the commit of the message.
+        await outbox.accepted(client, message)
+      }
       return out
     },
   )

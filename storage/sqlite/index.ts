@@ -12,6 +12,7 @@ import { createQueueStore } from './queue.js'
 import { groupCommit } from './group-commit.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
+import { createWebhookStore, outboxWriter } from './webhooks.js'
 import {
   apiKeyPrefix,
   checkSecret,
@@ -91,7 +92,10 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   // analyze tables that have none yet, within a bounded effort).
   sqlite.pragma('optimize = 0x10002')
   const { secret } = options
-  const mail = createMailStore(sqlite)
+  // The hot reads below, but for `subjects`, are answered from memory while nothing changed.
+  const cache = settingsCache(sqlite)
+  const outbox = outboxWriter(sqlite, cache)
+  const mail = createMailStore(sqlite, outbox)
   // The log and statistics of a database file are read in a thread of their own
   // (storage/sqlite/reader.ts); an in-memory database is this connection's alone.
   const reader = options.file !== ':memory:' && READER_THREAD ? readerThread(options.file) : undefined
@@ -155,8 +159,6 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     ...row,
     senders: hot.senders.all(row.id) as string[],
   })
-  // The hot reads above, but for `subjects`, are answered from memory while nothing changed.
-  const cache = settingsCache(sqlite)
   /** Runs a change to the cached settings and drops what the cache holds. */
   const changing = <T>(change: () => T): T => {
     try {
@@ -327,7 +329,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
     },
     mail: reader ? { ...mail, log: reader.log, stats: reader.stats } : mail,
-    queue: createQueueStore(sqlite),
+    queue: createQueueStore(sqlite, outbox),
     blocks: {
       async events(accountId, rule, since) {
         const t = schema.blockEvents
@@ -469,6 +471,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
           return { ...key, privateKey: decrypt(secret, privateKeyEnc) }
         }),
     }),
+    webhooks: createWebhookStore(sqlite, secret, outbox, changing),
     async maintain() {
       sqlite.pragma('optimize')
     },
