@@ -9,8 +9,8 @@ import {
   type SenderReport,
   type Store,
   type WebhookEvent,
+  newEventId,
 } from '../storage/store.js'
-import { newEventId } from '../storage/webhook-events.js'
 import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { type Intake, storeIntake } from './pipeline.js'

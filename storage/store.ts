@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto'
+
 /**
  * The storage interface. SQLite (storage/sqlite/) is the embedded default; a server database
  * can implement the same interface. Every method is async so that one can.
@@ -255,6 +257,9 @@ export interface AttemptOutcome {
   /** When to try again (deferred only). */
   nextAttemptAt: number | null
 }
+
+/** A new `webhook-id` (Standard Webhooks): unique per event, the same on every attempt and endpoint. */
+export const newEventId = () => `msg_${randomBytes(16).toString('base64url')}`
 
 /** What a webhook can be told about (the `type` of an event). */
 export const WEBHOOK_EVENT_TYPES = [

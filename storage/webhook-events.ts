@@ -1,8 +1,4 @@
-import { randomBytes } from 'node:crypto'
-import type { NewMessage, Webhook, WebhookEvent, WebhookEventType } from './store.js'
-
-/** A new `webhook-id` (Standard Webhooks): unique per event, the same on every attempt and endpoint. */
-export const newEventId = () => `msg_${randomBytes(16).toString('base64url')}`
+import { type NewMessage, newEventId, type Webhook, type WebhookEvent, type WebhookEventType } from './store.js'
 
 /** The body posted for an event, as it is signed: `{"type", "timestamp", "data"}`. */
 export function eventPayload(event: WebhookEvent): string {

@@ -125,35 +125,39 @@ export function createWebhookStore(
     },
     async record(results) {
       if (results.length === 0) return
-      await transaction(pool, async (client) => {
-        for (const r of [...results].sort((a, b) => a.id - b.id)) {
-          if (r.ok) {
-            await client.query('DELETE FROM webhook_outbox WHERE id = $1', [r.id])
-            await client.query('UPDATE webhooks SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL', [
-              r.webhookId,
-            ])
-            continue
-          }
-          if (r.nextAttemptAt === null) await client.query('DELETE FROM webhook_outbox WHERE id = $1', [r.id])
-          else
+      // Disabling one changes what accounts subscribe to: the cache is dropped after it.
+      const apply = () =>
+        transaction(pool, async (client) => {
+          for (const r of [...results].sort((a, b) => a.id - b.id)) {
+            if (r.ok) {
+              await client.query('DELETE FROM webhook_outbox WHERE id = $1', [r.id])
+              await client.query(
+                'UPDATE webhooks SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL',
+                [r.webhookId],
+              )
+              continue
+            }
+            if (r.nextAttemptAt === null) await client.query('DELETE FROM webhook_outbox WHERE id = $1', [r.id])
+            else
+              await client.query(
+                'UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = $1, locked = 0 WHERE id = $2',
+                [r.nextAttemptAt, r.id],
+              )
             await client.query(
-              'UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = $1, locked = 0 WHERE id = $2',
-              [r.nextAttemptAt, r.id],
-            )
-          await client.query(
-            `UPDATE webhooks SET last_error = $1, last_error_at = $2, failing_since = COALESCE(failing_since, $2)
+              `UPDATE webhooks SET last_error = $1, last_error_at = $2, failing_since = COALESCE(failing_since, $2)
             WHERE id = $3`,
-            [r.error ?? 'failed', r.now, r.webhookId],
-          )
-          if (r.disable) {
-            await client.query('UPDATE webhooks SET disabled_at = $1 WHERE id = $2 AND disabled_at IS NULL', [
-              r.now,
-              r.webhookId,
-            ])
-            await client.query('DELETE FROM webhook_outbox WHERE webhook_id = $1', [r.webhookId])
+              [r.error ?? 'failed', r.now, r.webhookId],
+            )
+            if (r.disable) {
+              await client.query('UPDATE webhooks SET disabled_at = $1 WHERE id = $2 AND disabled_at IS NULL', [
+                r.now,
+                r.webhookId,
+              ])
+              await client.query('DELETE FROM webhook_outbox WHERE webhook_id = $1', [r.webhookId])
+            }
           }
-        }
-      })
+        })
+      await (results.some((r) => r.disable) ? changing(apply) : apply())
     },
     async release(node) {
       return changed(

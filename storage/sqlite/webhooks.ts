@@ -149,7 +149,10 @@ export function createWebhookStore(
       return claimTx(node, now, leaseMs, limit)
     },
     async record(results) {
-      if (results.length) recordTx(results)
+      if (results.length === 0) return
+      // Disabling one changes what accounts subscribe to: the cache is dropped.
+      if (results.some((r) => r.disable)) changing(() => recordTx(results))
+      else recordTx(results)
     },
     async release(node) {
       return release.run(node).changes

@@ -7,6 +7,7 @@ import { blocksContract, rulesContract, spamFilterContract, trapsContract } from
 import { logContract } from './contract/log.js'
 import { queueContract } from './contract/queue.js'
 import { settingsContract } from './contract/settings.js'
+import { webhooksContract } from './contract/webhooks.js'
 
 export type { OpenedStore }
 
@@ -59,5 +60,6 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     spamFilterContract(f)
     settingsContract(f)
     durabilityContract(f)
+    webhooksContract(f)
   })
 }

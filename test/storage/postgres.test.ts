@@ -60,7 +60,7 @@ await describePostgres('PostgreSQL store', () => {
     await Promise.all([open(), open(), open()])
     const [{ n }] = await run('SELECT COUNT(*)::int AS n FROM drizzle.__drizzle_migrations')
     const [{ version }] = await run('SELECT n::int AS version FROM settings_version')
-    expect(n).toBe(2)
+    expect(n).toBe(3)
     expect(version).toBe(0)
   })
 
