@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { addWebhook, MAX_WEBHOOKS } from '../../tools/add-webhook.js'
 import { deleteWebhook } from '../../tools/delete-webhook.js'
 import { getWebhooks } from '../../tools/get-webhooks.js'
+import { sendMail } from '../../tools/send-mail.js'
 import { parseInput } from '../../transports/input.js'
 import { call, createTestEnv, type TestEnv } from '../helpers.js'
 import { expectRefused, run } from './support.js'
@@ -96,6 +97,44 @@ describe('the webhook tools', () => {
       for (let i = 0; i < MAX_WEBHOOKS; i++) await run(addWebhook, HOOK, env.ctx)
       await expectRefused(run(addWebhook, HOOK, env.ctx), 400, `this account has ${MAX_WEBHOOKS} webhooks`)
       expect(await stored()).toHaveLength(MAX_WEBHOOKS)
+    })
+  })
+
+  it('a refusal by the spam filter becomes a message.refused event in the outbox, for the webhooks that take it', async () => {
+    await run(addWebhook, { ...HOOK, events: ['message.refused'] }, env.ctx)
+    await run(addWebhook, { ...HOOK, events: ['message.accepted'] }, env.ctx)
+    await env.services.store.blocks.addToList({
+      accountId: env.accountId,
+      source: 'internal',
+      kind: 'recipient',
+      address: 'gone@example.com',
+      reason: 'bounced',
+      now: env.clock(),
+    })
+    const mail = { to: 'gone@example.com', from: 'me@example.org', subject: 'again', body: 'b' }
+    await expectRefused(
+      run(sendMail, mail, env.ctx),
+      400,
+      "to: recipient gone@example.com is on this account's local block list",
+    )
+    const claimed = await env.services.store.webhooks.claim({ node: 'n', now: env.clock(), leaseMs: 60_000, limit: 10 })
+    expect(claimed.map((c) => [c.webhookId, c.type])).toEqual([[1, 'message.refused']])
+    expect(JSON.parse(claimed[0].payload)).toEqual({
+      type: 'message.refused',
+      timestamp: new Date(env.clock()).toISOString(),
+      data: {
+        transactionId: null,
+        recipient: 'gone@example.com',
+        from: 'me@example.org',
+        subject: 'again',
+        messageId: expect.any(String),
+        code: 550,
+        response: expect.stringMatching(
+          /^550 5\.7\.1 to: recipient gone@example\.com is on this account's local block list/,
+        ),
+        mxHost: null,
+        attempt: 0,
+      },
     })
   })
 

@@ -242,7 +242,8 @@ describe('REST API', () => {
       for (const [label, key] of keys) {
         it(`${r.method} ${r.op} with ${label} → 401`, async () => {
           const res = await call(env, r.method, r.path(env), r.body, { apiKey: key(env) })
-          const body = await expectError(res, r.op, 401)
+          // The extensions (webhooks) are not in the contract's document to check against.
+          const body = await expectError(res, /Webhook/.test(r.op) ? null : r.op, 401)
           expect(body).toEqual({ code: 401, message: 'API key is missing or invalid' })
         })
       }
