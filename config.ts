@@ -185,6 +185,10 @@ export const ConfigSchema = z.object({
     .prefault('10m'),
   /** Spam-filter events older than this are deleted (the block lists look back 5 days at most, so no less). */
   MAILROOM_BLOCK_EVENT_RETENTION: DurationAtLeast(5 * 86_400_000, '5d').prefault('30d'),
+  /** Post webhooks to endpoints at loopback, private and other non-public addresses (tests, a lab); checked at each send. */
+  MAILROOM_ALLOW_PRIVATE_WEBHOOKS: z.enum(['true', 'false']).default('false'),
+  /** Waits between the attempts to post a webhook event that failed; after the last one it is dropped. */
+  MAILROOM_WEBHOOK_RETRY_SCHEDULE: DurationList.prefault('5s,5m,30m,2h,5h,10h'),
   /** The API key `mailroom stdio` acts with. */
   MAILROOM_API_KEY: z.string().min(1).optional(),
   /** The server secret (base64 of 32 bytes) that encrypts order passwords and DKIM keys, instead of the data directory's secret.key. */
@@ -254,6 +258,10 @@ const Settings = ConfigSchema.transform((e) => ({
     maxQueueAge: e.MAILROOM_MAX_QUEUE_AGE,
     timeout: e.MAILROOM_DELIVERY_TIMEOUT,
     leaseTimeout: e.MAILROOM_LEASE_TIMEOUT,
+  },
+  webhooks: {
+    allowPrivate: e.MAILROOM_ALLOW_PRIVATE_WEBHOOKS === 'true',
+    retrySchedule: e.MAILROOM_WEBHOOK_RETRY_SCHEDULE,
   },
   reports: {
     enabled: e.MAILROOM_BOUNCE_REPORTS === 'on',

@@ -8,6 +8,7 @@ import { addOrderCommands } from './order.js'
 import { addQueueCommands } from './queue.js'
 import { addServeCommands } from './serve.js'
 import { addSinkCommand } from './sink.js'
+import { addWebhookCommands } from './webhook.js'
 
 /** The `mailroom` command: one module per subject adds its subcommands. */
 export function buildCli(): Command {
@@ -27,6 +28,7 @@ export function buildCli(): Command {
   addBlockCommands(program)
   addDomainCommands(program)
   addQueueCommands(program)
+  addWebhookCommands(program)
   addBackupCommand(program)
   addSinkCommand(program)
   oneLineErrors(program, 'mailroom')

@@ -9,6 +9,8 @@ import {
   type QueueItem,
   type SenderReport,
   type Store,
+  type WebhookEvent,
+  newEventId,
 } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
@@ -308,6 +310,7 @@ export class DeliveryWorker {
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []
+    const events: WebhookEvent[] = []
     for (const item of items) {
       const reply = attempt.replies.get(item.recipient) ?? { code: null, response: 'no reply for this recipient' }
       const verdict = classify(reply.code, reply.response)
@@ -321,7 +324,8 @@ export class DeliveryWorker {
           response = `${response} (gave up after ${item.attempts + 1} attempts)`
         }
       }
-      if (verdict.userUnknown && reply.toRcpt) {
+      const suppressed = Boolean(verdict.userUnknown && reply.toRcpt)
+      if (suppressed) {
         // Suppress it: the next message to this mailbox is stopped before it hurts the sender.
         // Only on the reply to its own RCPT TO: a "user unknown" at MAIL FROM is about the sender.
         await store.blocks.addToList({
@@ -342,6 +346,25 @@ export class DeliveryWorker {
         mxHostname: attempt.mxHostname,
         nextAttemptAt: next,
       })
+      events.push({
+        id: newEventId(),
+        type: `message.${state}`,
+        accountId: item.accountId,
+        time: now,
+        row: item.id,
+        data: {
+          transactionId: txid,
+          recipient: item.recipient,
+          from: envFrom,
+          subject: item.subject ?? null,
+          messageId: item.messageId ?? null,
+          code: reply.code,
+          response,
+          mxHost: attempt.mxHostname,
+          attempt: item.attempts + 1,
+          ...(state === 'failed' ? { suppressed } : {}),
+        },
+      })
       logger.info(
         {
           txid,
@@ -357,7 +380,7 @@ export class DeliveryWorker {
     }
     const reports = await this.reportsFor(items, outcomes, bytes, now)
     const recorded = store.queue
-      .record(outcomes, reports)
+      .record(outcomes, reports, events)
       .then((queued) => {
         for (const report of queued) logger.info({ txid, report }, 'report to the sender queued')
         if (queued.length) this.kick()

@@ -4,11 +4,12 @@ import { type EngineCall, type EngineMetrics, forwardedMetrics } from '../metric
 import { MailroomError } from '../errors.js'
 import { createLogger, type LogStream } from '../logger.js'
 import { openStore } from '../storage/index.js'
-import type { NewMessage } from '../storage/store.js'
+import type { NewMessage, WebhookEvent } from '../storage/store.js'
 import { type CallOutcome, threadCalls } from '../thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
 import type { Intake } from './pipeline.js'
 import { createResolver } from './routes.js'
+import { WebhookWorker } from './webhooks.js'
 
 /**
  * The relay's engine thread of `mailroom serve`: with its own connection to the database, it
@@ -36,6 +37,7 @@ type BlockWrites = Pick<Intake, 'addEvent' | 'takeSubject'>
 type ToEngine =
   | { enqueue: { id: number; message: NewMessage } }
   | { blocks: { id: number; method: keyof BlockWrites; args: unknown[] } }
+  | { webhooks: { id: number; events: WebhookEvent[] } }
   | { stop: true }
 type FromEngine =
   | { ready: true }
@@ -129,6 +131,8 @@ export async function startEngineThread(
     enqueue: (message) => ask((id) => send(id, message)),
     addEvent: blocksCall('addEvent'),
     takeSubject: blocksCall('takeSubject'),
+    addWebhookEvents: (events) =>
+      ask<number>((id) => worker.postMessage({ webhooks: { id, events } } satisfies ToEngine)),
     stopped: () =>
       dead ? `the relay engine stopped: ${dead.message}` : stopping ? 'the relay engine is stopping' : null,
     async stop() {
@@ -153,15 +157,12 @@ async function runEngineThread(config: Config): Promise<void> {
   )
   // This connection mostly appends: the store keeps its cache small, beside the main thread's own.
   const store = await openStore(config, { appending: true })
-  const worker = new DeliveryWorker({
-    store,
-    config,
-    logger,
-    clock: Date.now,
-    resolver: createResolver(config.delivery.dnsServers),
-    metrics,
-  })
+  const resolver = createResolver(config.delivery.dnsServers)
+  const worker = new DeliveryWorker({ store, config, logger, clock: Date.now, resolver, metrics })
   await worker.start()
+  // Beside delivery, with slots of its own: a slow or dead endpoint never holds up a delivery.
+  const webhooks = new WebhookWorker({ store, config, logger, clock: Date.now, resolver, metrics })
+  await webhooks.start()
   // The outcomes of one group commit are resolved together, so they go back in one message.
   const reply = batcher<CallOutcome>((outcomes) => post({ outcomes }), queueMicrotask)
   port.on('message', (m: ToEngine) => {
@@ -183,9 +184,14 @@ async function runEngineThread(config: Config): Promise<void> {
         (result) => reply({ id, result }),
         (err: Error) => reply({ id, error: err.message }),
       )
+    } else if ('webhooks' in m) {
+      const { id, events } = m.webhooks
+      store.webhooks.emit(events).then(
+        (result) => reply({ id, result }),
+        (err: Error) => reply({ id, error: err.message }),
+      )
     } else if ('stop' in m) {
-      void worker
-        .stop()
+      void Promise.all([worker.stop(), webhooks.stop()])
         .then(() => store.close())
         .then(() => post({ stopped: true }))
     }

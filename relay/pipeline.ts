@@ -1,7 +1,8 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
+import { MailroomError } from '../errors.js'
 import type { Metrics } from '../metrics.js'
-import { byteLength, type DenyRule, type MailOrder, type NewMessage, type Store } from '../storage/store.js'
+import { byteLength, type DenyRule, type MailOrder, type NewMessage, newEventId, type Store } from '../storage/store.js'
 import { findDenyRule, senderAuthorized } from './deny-rules.js'
 import { signMessage } from './dkim.js'
 import { receivedHeader } from './message.js'
@@ -85,6 +86,8 @@ export interface Intake {
   enqueue(message: NewMessage): Promise<{ rowId: number }>
   addEvent: Store['blocks']['addEvent']
   takeSubject: Store['blocks']['takeSubject']
+  /** Webhook events of refusals (message.refused), which have no transaction of their own. */
+  addWebhookEvents: Store['webhooks']['emit']
 }
 
 /** The store's own writes as the intake (no relay engine: the tools' tests, the admin command). */
@@ -92,6 +95,7 @@ export const storeIntake = (store: Store): Intake => ({
   enqueue: (message) => store.mail.enqueue(message),
   addEvent: (accountId, event) => store.blocks.addEvent(accountId, event),
   takeSubject: (...args) => store.blocks.takeSubject(...args),
+  addWebhookEvents: (events) => store.webhooks.emit(events),
 })
 
 export interface RelayDeps {
@@ -110,6 +114,46 @@ const DENIED = { code: 550, enhanced: '5.7.1' }
 export function createRelay({ store, intake = storeIntake(store), config, logger, clock, metrics }: RelayDeps): Relay {
   const newTxid = createTxidGenerator()
   const filter = createSpamFilter({ store, intake, logger, clock })
+
+  /**
+   * Runs a check by the deny rules or the spam filter; a refusal it decides is told to the
+   * account's webhooks that take message.refused (written before the refusal is answered), then thrown.
+   */
+  const refusing = async (
+    order: MailOrder,
+    about: { envFrom: string; recipient: string | null; subject?: string | null; messageId?: string | null },
+    check: () => Promise<void>,
+  ): Promise<void> => {
+    try {
+      await check()
+    } catch (err) {
+      if (err instanceof MailroomError && (await store.webhooks.subscribed(order.accountId, 'message.refused'))) {
+        const code = err.smtp?.code ?? 550
+        await intake
+          .addWebhookEvents([
+            {
+              id: newEventId(),
+              type: 'message.refused',
+              accountId: order.accountId,
+              time: clock(),
+              data: {
+                transactionId: null,
+                recipient: about.recipient,
+                from: about.envFrom,
+                subject: about.subject ?? null,
+                messageId: about.messageId ?? null,
+                code,
+                response: `${code} ${err.smtp?.enhanced ?? '5.7.1'} ${err.message}`,
+                mxHost: null,
+                attempt: 0,
+              },
+            },
+          ])
+          .catch((e) => logger.error({ err: e, account: order.accountId }, 'writing a message.refused event failed'))
+      }
+      throw err
+    }
+  }
 
   const relay: Relay = {
     newTxid: () => newTxid(clock()),
@@ -132,38 +176,42 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
           )
         }
       }
-      rules ??= await store.rules.list([order.id])
-      for (const address of senders) {
-        const rule = findDenyRule(rules, 'sender', address)
-        if (rule)
-          throw refusal(
-            'deny_rule',
-            `from: sender ${address} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`,
-            DENIED,
-          )
-      }
-      await filter.checkSender(order.accountId, envFrom)
+      const denyRules = rules ?? (await store.rules.list([order.id]))
+      await refusing(order, { envFrom, recipient: null }, async () => {
+        for (const address of senders) {
+          const rule = findDenyRule(denyRules, 'sender', address)
+          if (rule)
+            throw refusal(
+              'deny_rule',
+              `from: sender ${address} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`,
+              DENIED,
+            )
+        }
+        await filter.checkSender(order.accountId, envFrom)
+      })
     },
 
     async checkRecipient(order, recipient, message, rules) {
       const rule = findDenyRule(rules ?? (await store.rules.list([order.id])), 'recipient', recipient)
       const field = message.field ?? 'to'
-      if (rule)
-        throw refusal(
-          'deny_rule',
-          `${field}: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`,
-          DENIED,
+      await refusing(order, { ...message, recipient }, async () => {
+        if (rule)
+          throw refusal(
+            'deny_rule',
+            `${field}: recipient ${recipient} is rejected by deny rule ${rule.id} (${rule.type} ${rule.data})`,
+            DENIED,
+          )
+        await filter.checkRecipient(
+          {
+            accountId: order.accountId,
+            envFrom: message.envFrom,
+            subject: message.subject ?? null,
+            messageId: message.messageId ?? null,
+            field,
+          },
+          recipient,
         )
-      await filter.checkRecipient(
-        {
-          accountId: order.accountId,
-          envFrom: message.envFrom,
-          subject: message.subject ?? null,
-          messageId: message.messageId ?? null,
-          field,
-        },
-        recipient,
-      )
+      })
     },
 
     async submit(s) {
@@ -195,9 +243,11 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
           rules,
         )
       // Last of the checks: it counts the message once it passes.
-      await filter.checkSubject(
-        { accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId },
-        s.recipients,
+      await refusing(s.order, { ...s, recipient: null }, () =>
+        filter.checkSubject(
+          { accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId },
+          s.recipients,
+        ),
       )
       const txid = s.txid ?? relay.newTxid()
       const front = [

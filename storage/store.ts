@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto'
+
 /**
  * The storage interface. SQLite (storage/sqlite/) is the embedded default; a server database
  * can implement the same interface. Every method is async so that one can.
@@ -258,6 +260,9 @@ export interface QueueItem {
   delayReported: boolean
   /** Sandbox mail: never sent, its outcome decided by relay/sandbox.ts. */
   sandbox: boolean
+  /** The message's subject and Message-ID, for its webhook events. */
+  subject?: string | null
+  messageId?: string | null
 }
 
 /** The result of one delivery attempt for one row. */
@@ -269,6 +274,108 @@ export interface AttemptOutcome {
   mxHostname: string | null
   /** When to try again (deferred only). */
   nextAttemptAt: number | null
+}
+
+/** A new `webhook-id` (Standard Webhooks): unique per event, the same on every attempt and endpoint. */
+export const newEventId = () => `msg_${randomBytes(16).toString('base64url')}`
+
+/** What a webhook can be told about (the `type` of an event). */
+export const WEBHOOK_EVENT_TYPES = [
+  'message.accepted',
+  'message.delivered',
+  'message.deferred',
+  'message.failed',
+  'message.refused',
+] as const
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
+
+/** One event of an account, as its webhooks receive it in `data`. */
+export interface WebhookEventData {
+  /** The message's transaction id; null for a refusal (nothing was queued). */
+  transactionId: string | null
+  /** The recipient it is about; null for a refusal of the whole message (its sender or subject). */
+  recipient: string | null
+  from: string
+  subject: string | null
+  messageId: string | null
+  /** The destination's (or, for a refusal, mailroom's) SMTP reply code, when there is one. */
+  code: number | null
+  response: string | null
+  mxHost: string | null
+  /** The delivery attempt (1 for the first); 0 before any. */
+  attempt: number
+  /** message.failed: whether the recipient was put on the account's suppression list by this failure. */
+  suppressed?: boolean
+}
+
+/**
+ * An event to tell the account's webhooks that subscribe to its type: written to the outbox in
+ * the transaction of the change it reports, and only for an account that has such a webhook.
+ */
+export interface WebhookEvent {
+  /** The `webhook-id` every endpoint gets for it, on every attempt. */
+  id: string
+  type: WebhookEventType
+  accountId: number
+  /** When it happened (ms). */
+  time: number
+  data: WebhookEventData
+  /**
+   * With queue.record: the delivery row whose outcome it reports. It is written only if the row
+   * was recorded in that transaction (an outcome recorded twice is reported once).
+   */
+  row?: number
+}
+
+/** A webhook endpoint of an account. */
+export interface Webhook {
+  id: number
+  accountId: number
+  url: string
+  events: WebhookEventType[]
+  description: string | null
+  createdAt: number
+  /** Since when every attempt failed (ms), or null when the last one succeeded. */
+  failingSince: number | null
+  lastError: string | null
+  lastErrorAt: number | null
+  /** When it was disabled for failing too long, or null while it is enabled. */
+  disabledAt: number | null
+}
+
+/** An event leased by a webhook worker, with what it needs to send it. */
+export interface OutboxItem {
+  /** The outbox row. */
+  id: number
+  webhookId: number
+  accountId: number
+  url: string
+  /** The signing secret, `whsec_…`, decrypted. */
+  secret: string
+  /** The `webhook-id`. */
+  eventId: string
+  type: WebhookEventType
+  /** The request body, exactly as signed. */
+  payload: string
+  /** Attempts made before this one. */
+  attempts: number
+  /** The webhook's failingSince when it was claimed. */
+  failingSince: number | null
+}
+
+/** The result of one attempt to send an outbox row. */
+export interface OutboxResult {
+  id: number
+  webhookId: number
+  /** The endpoint answered 2xx: the row goes. */
+  ok: boolean
+  /** Why it failed (not ok). */
+  error?: string
+  /** When to try again (not ok); null drops the row. */
+  nextAttemptAt: number | null
+  /** Disable the webhook (failing for too long); its rows go. */
+  disable?: boolean
+  now: number
 }
 
 /**
@@ -404,7 +511,7 @@ export interface Store {
      * same transaction, each as its conditions allow (see SenderReport); resolves with the
      * transaction ids of those queued.
      */
-    record(outcomes: AttemptOutcome[], reports?: SenderReport[]): Promise<string[]>
+    record(outcomes: AttemptOutcome[], reports?: SenderReport[], events?: WebhookEvent[]): Promise<string[]>
     /** Releases every lease a node holds (its previous process is gone); returns how many. */
     release(node: string): Promise<number>
     /**
@@ -513,6 +620,35 @@ export interface Store {
     abandon(input: IdempotencyHold): Promise<boolean>
     /** Deletes the entries created before `before`, answered or not; returns how many. */
     sweep(before: number): Promise<number>
+  }
+  webhooks: {
+    /** Adds an endpoint; `secret` (`whsec_…`) is stored encrypted. */
+    create(input: {
+      accountId: number
+      url: string
+      events: WebhookEventType[]
+      description: string | null
+      secret: string
+      now: number
+    }): Promise<Webhook>
+    /** The account's webhooks, by id. */
+    list(accountId: number): Promise<Webhook[]>
+    /** Deletes a webhook of the account and the events still waiting for it; false when it has none by that id. */
+    delete(id: number, accountId: number): Promise<boolean>
+    /** Whether the account has an enabled webhook for the type (answered from the settings cache). */
+    subscribed(accountId: number, type: WebhookEventType): Promise<boolean>
+    /** Writes events (message.refused) to the outbox of the webhooks that want them; returns the rows written. */
+    emit(events: WebhookEvent[]): Promise<number>
+    /** Leases due outbox rows of enabled webhooks, as queue.claim leases deliveries. */
+    claim(input: { node: string; now: number; leaseMs: number; limit: number }): Promise<OutboxItem[]>
+    /** Records attempts: a sent row goes, a failed one waits for its next attempt or goes; the webhook's state follows. */
+    record(results: OutboxResult[]): Promise<void>
+    /** Releases the outbox leases a node holds. */
+    release(node: string): Promise<number>
+    /** Renews the outbox leases a node holds. */
+    renew(node: string, now: number): Promise<number>
+    /** Outbox rows waiting to be sent. */
+    pending(): Promise<number>
   }
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>

@@ -255,6 +255,63 @@ describe('mailroom command', () => {
     expect(run('order', 'create', '--account', 'abc').stderr).toContain('--account must be a positive integer')
   })
 
+  it("manages an account's webhooks, with the checks of addWebhook, and refuses bad arguments", () => {
+    const account = json('account', 'create', '--json')
+    const other = json('account', 'create', '--json')
+    const a = ['--account', String(account.id)]
+    const added = json(
+      'webhook',
+      'add',
+      ...a,
+      'https://hooks.example.com/in',
+      '--event',
+      'message.delivered,message.failed',
+      '--event',
+      'message.refused',
+      '--description',
+      'crm',
+      '--json',
+    )
+    expect(added).toEqual({ id: 1, secret: expect.stringMatching(/^whsec_/) })
+    const text = run('webhook', 'add', ...a, 'https://hooks.example.com/2', '--event', 'message.accepted')
+    expect(text.stdout).toMatch(/^webhook 2 added\nsigning secret \(shown only now\): whsec_\S+\n$/)
+    expect(json('webhook', 'list', ...a, '--json')).toMatchObject([
+      {
+        id: 1,
+        url: 'https://hooks.example.com/in',
+        events: ['message.delivered', 'message.failed', 'message.refused'],
+        description: 'crm',
+        status: 'enabled',
+      },
+      { id: 2, events: ['message.accepted'] },
+    ])
+    expect(run('webhook', 'list', ...a).stdout).toContain(
+      '1\thttps://hooks.example.com/in\tmessage.delivered,message.failed,message.refused\tenabled',
+    )
+    // Refusals: nothing is stored.
+    const refused = [
+      [
+        ['webhook', 'add', ...a, 'http://127.0.0.1:9/', '--event', 'message.failed'],
+        'url: 127.0.0.1 is a loopback address',
+      ],
+      [
+        ['webhook', 'add', ...a, 'https://hooks.example.com/', '--event', 'message.opened'],
+        '"message.opened" is not an event type',
+      ],
+      [['webhook', 'add', ...a, 'https://hooks.example.com/'], 'events: Too small: expected array to have >=1 items'],
+      [['webhook', 'remove', '--account', String(other.id), '1'], 'id: webhook 1 not found'],
+      [['webhook', 'list', '--account', '999'], 'no account 999'],
+    ] as const
+    for (const [args, message] of refused) {
+      const r = run(...args)
+      expect(r.status, args.join(' ')).not.toBe(0)
+      expect(r.stderr).toContain(message)
+    }
+    expect(json('webhook', 'list', ...a, '--json')).toHaveLength(2)
+    expect(json('webhook', 'remove', ...a, '1', '--json')).toEqual({ id: 1, deleted: true })
+    expect(json('webhook', 'list', ...a, '--json').map((h: { id: number }) => h.id)).toEqual([2])
+  })
+
   it('manages sending domains and prints the DNS records to publish; a domain belongs to one account', () => {
     const a = json('account', 'create', '--json').id as number
     const b = json('account', 'create', '--json').id as number

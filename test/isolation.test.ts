@@ -334,4 +334,44 @@ describe('accounts are isolated from each other', () => {
       ).toEqual({ status: 'ok', text: 'record deleted' })
     })
   })
+
+  describe('webhooks', () => {
+    const HOOK = { url: 'https://hooks.example.com/a', events: ['message.accepted'] }
+    let hookId: number
+    beforeEach(async () => {
+      const res = await call(a, 'POST', '/webhooks', HOOK)
+      expect(res.status).toBe(200)
+      hookId = (await res.json()).id
+    })
+    const list = async (caller: Caller) => (await call(caller, 'GET', '/webhooks')).json()
+
+    it('are not listed for another account', async () => {
+      expect(await list(b)).toEqual([])
+      expect((await list(a)).map((h: Json) => h.id)).toEqual([hookId])
+    })
+
+    it("cannot be deleted by another account: 404 like a missing one, and A's webhook stays", async () => {
+      const theirs = await call(b, 'DELETE', `/webhooks/${hookId}`)
+      const missing = await call(b, 'DELETE', '/webhooks/999999')
+      expect(theirs.status).toBe(404)
+      const body = await theirs.json()
+      expect(body).toEqual({ code: 404, message: `id: webhook ${hookId} not found` })
+      expect((await missing.json()).message.replace(/\d+/g, 'N')).toBe(body.message.replace(/\d+/g, 'N'))
+      expect((await list(a)).map((h: Json) => h.id)).toEqual([hookId])
+    })
+
+    it("get only their own account's events", async () => {
+      const bHook = (await (await call(b, 'POST', '/webhooks', { ...HOOK, url: 'https://hooks.example.com/b' })).json())
+        .id
+      expect((await call(a, 'POST', '/mail/send', SEND)).status).toBe(200)
+      const claimed = await env.services.store.webhooks.claim({
+        node: 'n',
+        now: NOW + 60_000,
+        leaseMs: 60_000,
+        limit: 10,
+      })
+      expect(claimed.map((c) => [c.webhookId, c.accountId, c.url])).toEqual([[hookId, a.accountId, HOOK.url]])
+      expect(claimed.map((c) => c.webhookId)).not.toContain(bHook)
+    })
+  })
 })

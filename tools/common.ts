@@ -81,8 +81,7 @@ export function singleAddress(field: string, value: Parameters<typeof toMailboxe
 export const ok = (text: string) => ({ status: 'ok', text })
 
 /** What the send tools say of the mail they send (docs/api.md#the-sandbox has the rest). */
-export const SENDS_REAL_MAIL =
-  'Sends real mail (none with a sandbox key or order), once per idempotency key.'
+export const SENDS_REAL_MAIL = 'Sends real mail (none with a sandbox key or order), once per idempotency key.'
 
 export const utcDate = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 

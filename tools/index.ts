@@ -1,12 +1,15 @@
 import type { AnyTool } from './define.js'
 import { addRule } from './add-rule.js'
+import { addWebhook } from './add-webhook.js'
 import { deleteRule } from './delete-rule.js'
+import { deleteWebhook } from './delete-webhook.js'
 import { delistBlock } from './delist-block.js'
 import { getMailBlocks } from './get-mail-blocks.js'
 import { getMailOrderById } from './get-mail-order-by-id.js'
 import { getMailOrders } from './get-mail-orders.js'
 import { getRules } from './get-rules.js'
 import { getStats } from './get-stats.js'
+import { getWebhooks } from './get-webhooks.js'
 import { pingServer } from './ping-server.js'
 import { rawMail } from './raw-mail.js'
 import { sendAdvMail } from './send-adv-mail.js'
@@ -28,4 +31,8 @@ export const TOOLS: readonly AnyTool[] = [
   getRules,
   addRule,
   deleteRule,
+  // Extensions beyond the hosted service's contract.
+  addWebhook,
+  getWebhooks,
+  deleteWebhook,
 ]

@@ -5,6 +5,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CallToolResultSchema, ListToolsRequestSchema, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js'
 import { PACKAGE } from '../package-info.js'
 import { deliverInProcess } from '../relay/delivery.js'
+import { WebhookWorker } from '../relay/webhooks.js'
 import { createResolver } from '../relay/routes.js'
 import { createServices, type Runtime } from '../runtime.js'
 import { storeName } from '../storage/index.js'
@@ -60,19 +61,18 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
     return server
   }
   const { config } = rt
-  const { worker: delivery, intake } = await deliverInProcess({
-    ...rt,
-    resolver: createResolver(config.delivery.dnsServers),
-    node: `${config.nodeName}-stdio-${process.pid}`,
-  })
+  const resolver = createResolver(config.delivery.dnsServers)
+  const node = `${config.nodeName}-stdio-${process.pid}`
+  const { worker: delivery, intake } = await deliverInProcess({ ...rt, resolver, node })
+  const webhooks = new WebhookWorker({ ...rt, resolver, node })
+  await webhooks.start()
   // The tools' relay hands accepted messages to this process's worker, which starts them at once.
   const services = createServices(rt.store, config, { logger: rt.logger, clock: rt.clock, intake })
   const server = createMcpServer(services, () => ({ ...owner, origin: '127.0.0.1' }))
   await server.connect(new StdioServerTransport())
   let stopping: Promise<void> | undefined
   const stop = () =>
-    (stopping ??= delivery
-      .stop()
+    (stopping ??= Promise.all([delivery.stop(), webhooks.stop()])
       .then(() => rt.close())
       .then(
         () => process.exit(0),

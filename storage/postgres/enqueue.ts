@@ -1,5 +1,6 @@
 import type pg from 'pg'
-import { batched, groupCommit } from './pool.js'
+import { batched, groupCommit, transaction } from './pool.js'
+import type { OutboxWriter } from './webhooks.js'
 import { bodyParts, byteLength, domainOf, type NewMessage, type QueueItem } from '../store.js'
 
 export type Lease = { node: string; now: number }
@@ -36,6 +37,8 @@ const leasedItem = (m: NewMessage, rowId: number, id: number, seq: number): Queu
   queuedAt: m.time,
   delayReported: false,
   sandbox: m.sandbox === true,
+  subject: m.subject,
+  messageId: m.messageId,
 })
 
 /**
@@ -219,11 +222,31 @@ const batchable = (message: NewMessage) => byteLength(message.raw) <= BATCH_MESS
  * transactions likewise (group commit), each its own statement, apart from the small ones so
  * that one does not hold them up. A message fails alone: see batched.
  */
-export function createEnqueue(pool: pg.Pool): (message: NewMessage, lease?: Lease) => Promise<Enqueued> {
-  const small = batched<Enqueue, Enqueued>(ENQUEUE_CONCURRENCY, (calls) => insertMessages(pool, calls), BATCH_MAX)
+export function createEnqueue(
+  pool: pg.Pool,
+  outbox: Pick<OutboxWriter, 'wants' | 'accepted'>,
+): (message: NewMessage, lease?: Lease) => Promise<Enqueued> {
+  const small = batched<Enqueue, Enqueued>(
+    ENQUEUE_CONCURRENCY,
+    async (calls) => {
+      // The message.accepted events go in the commit of their messages: then the batch is a
+      // transaction, else (no account of the batch wants them) one statement is enough.
+      const wanted = await Promise.all(calls.map((c) => outbox.wants(c.message.accountId, 'message.accepted')))
+      if (!wanted.includes(true)) return insertMessages(pool, calls)
+      return transaction(pool, async (client) => {
+        const out = await insertMessages(client, calls)
+        for (const [i, call] of calls.entries()) if (wanted[i]) await outbox.accepted(client, call.message)
+        return out
+      })
+    },
+    BATCH_MAX,
+  )
   const large = groupCommit<Enqueue, Enqueued>(pool, LARGE_CONCURRENCY, async (client, calls) => {
     const out: Enqueued[] = []
-    for (const { message, lease } of calls) out.push(await insertMessage(client, message, lease))
+    for (const { message, lease } of calls) {
+      out.push(await insertMessage(client, message, lease))
+      await outbox.accepted(client, message)
+    }
     return out
   })
   return (message, lease) => (batchable(message) ? small : large)({ message, lease })

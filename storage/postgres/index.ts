@@ -12,6 +12,7 @@ import { changed, createPool } from './pool.js'
 import { createQueueStore } from './queue.js'
 import * as schema from './schema.js'
 import { settingsCache } from './settings-cache.js'
+import { createWebhookStore, outboxWriter } from './webhooks.js'
 import {
   apiKeyPrefix,
   decrypt,
@@ -126,6 +127,7 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
     }
   }
   const hot = { changing, read: cache.read }
+  const outbox = outboxWriter(pool, cache)
   const withSenders = async (db: pg.Pool | pg.ClientBase, row: Omit<MailOrder, 'senders'>): Promise<MailOrder> => ({
     ...row,
     senders: (await db.query<{ pattern: string }>(SENDERS, [row.id])).rows.map((r) => r.pattern),
@@ -271,8 +273,8 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
         return changed(await changing(() => db.delete(t).where(where))) > 0
       },
     },
-    mail: createMailStore(pool),
-    queue: createQueueStore(pool),
+    mail: createMailStore(pool, outbox),
+    queue: createQueueStore(pool, outbox),
     blocks: createBlockStore(db, pool, hot),
     traps: {
       async add(pattern, now) {
@@ -300,6 +302,7 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
     },
     domains: createDomainStore(db, pool, secret, hot),
     idempotency: createIdempotencyStore(pool),
+    webhooks: createWebhookStore(pool, secret, outbox, changing),
     async maintain() {
       // The planner's statistics of the tables that grow; autovacuum does the same in time.
       await pool.query('ANALYZE messages, deliveries, block_events, idempotency_keys')

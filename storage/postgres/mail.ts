@@ -1,5 +1,6 @@
 import type pg from 'pg'
 import { createEnqueue } from './enqueue.js'
+import type { OutboxWriter } from './webhooks.js'
 import type { LogQuery, LogRow, Store } from '../store.js'
 
 /** The columns of a log row (LogRow); `to` depends on the grouping. */
@@ -102,8 +103,8 @@ function statsQueries(windowed: boolean) {
   }
 }
 
-export function createMailStore(pool: pg.Pool): Store['mail'] {
-  const enqueue = createEnqueue(pool)
+export function createMailStore(pool: pg.Pool, outbox: Pick<OutboxWriter, 'wants' | 'accepted'>): Store['mail'] {
+  const enqueue = createEnqueue(pool, outbox)
   const count = async (text: string, params: unknown[]) => (await pool.query<{ n: number }>(text, params)).rows[0].n
   return {
     enqueue,

@@ -1,6 +1,7 @@
 import type pg from 'pg'
 import { insertMessage } from './enqueue.js'
 import { changed, groupCommit, transaction } from './pool.js'
+import type { OutboxWriter } from './webhooks.js'
 import {
   type AttemptOutcome,
   joinPieces,
@@ -8,12 +9,13 @@ import {
   type QueueItem,
   type SenderReport,
   type Store,
+  type WebhookEvent,
 } from '../store.js'
 
 /** The columns of a claimed row's message, as a QueueItem names them. */
 const ITEM_COLUMNS = `c.id, c.message_id AS "messageRowId", m.txid, m.account_id AS "accountId", m.order_id AS "orderId",
   m.env_from AS "envFrom", c.recipient, c.domain, c.attempts, m.created_at AS "queuedAt", c.delay_reported AS "delayReported",
-  m.sandbox`
+  m.sandbox, m.subject, m.message_id AS "messageId"`
 
 /**
  * Leases due rows in one statement. FOR UPDATE SKIP LOCKED: a row another node's claim is taking
@@ -69,7 +71,7 @@ const DEPTH = `SELECT q.recipients, m.created_at AS "oldestQueuedAt"
 const OF_MESSAGE = '($1::bigint IS NULL OR message_id = $1)'
 
 /** The durable queue: the deliveries table, leased row by row. */
-export function createQueueStore(pool: pg.Pool): Store['queue'] {
+export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['queue'] {
   /** Applies an operator's change to the rows of a transaction (all rows without txid) that no worker holds. */
   const operatorTx = (
     txid: string | undefined,
@@ -120,7 +122,7 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
    * Outcomes recorded together: the calls that arrive while a commit is under way share the next
    * one (each delivery's outcome would otherwise be a transaction of its own).
    */
-  const record = groupCommit<{ outcomes: AttemptOutcome[]; reports: SenderReport[] }, string[]>(
+  const record = groupCommit<{ outcomes: AttemptOutcome[]; reports: SenderReport[]; events: WebhookEvent[] }, string[]>(
     pool,
     2,
     async (client, calls) => {
@@ -140,6 +142,11 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
       })
       await dropBodies(client, [...new Set(rows.map((r) => r.messageRowId))])
       const recorded = new Map(rows.map((r) => [r.id, r.delayReported]))
+      // An outcome's event only with the outcome: one recorded already (by another attempt) was reported then.
+      await outbox.write(
+        client,
+        calls.flatMap((c) => c.events).filter((e) => e.row === undefined || recorded.has(e.row)),
+      )
       const queued: string[][] = []
       for (const call of calls) {
         const txids: string[] = []
@@ -162,7 +169,7 @@ export function createQueueStore(pool: pg.Pool): Store['queue'] {
       )
       return rows.length === 0 ? undefined : joinPieces(rows.map((r) => r.raw))
     },
-    record: (outcomes, reports = []) => record({ outcomes, reports }),
+    record: (outcomes, reports = [], events = []) => record({ outcomes, reports, events }),
     async release(node) {
       return changed(
         await pool.query(

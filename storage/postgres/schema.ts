@@ -323,3 +323,51 @@ export const idempotencyKeys = pgTable(
   },
   (t) => [primaryKey({ columns: [t.accountId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
 )
+
+/** An account's webhook endpoints (Standard Webhooks): where its message events are posted, signed. */
+export const webhooks = pgTable(
+  'webhooks',
+  {
+    id: serial('id').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    url: text('url').notNull(),
+    /** The event types it takes, comma-separated (`message.delivered,message.failed`). */
+    events: text('events').notNull(),
+    description: text('description'),
+    /** The signing secret (`whsec_…`), AES-256-GCM with the server secret; see storage/secrets.ts. */
+    secretEnc: text('secret_enc').notNull(),
+    createdAt: ms('created_at').notNull(),
+    /** Since when every attempt failed; null once one succeeds. */
+    failingSince: ms('failing_since'),
+    lastError: text('last_error'),
+    lastErrorAt: ms('last_error_at'),
+    /** Set when it failed for too long: it gets no more events. */
+    disabledAt: ms('disabled_at'),
+  },
+  (t) => [index('webhooks_account').on(t.accountId)],
+)
+
+/** Events waiting to be posted to a webhook (the outbox); see storage/sqlite/schema.ts. */
+export const webhookOutbox = pgTable(
+  'webhook_outbox',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    webhookId: integer('webhook_id')
+      .notNull()
+      .references(() => webhooks.id, { onDelete: 'cascade' }),
+    /** The `webhook-id` header: the same on every attempt, and for every endpoint of the event. */
+    eventId: text('event_id').notNull(),
+    type: text('type').notNull(),
+    /** The JSON body, as signed. */
+    payload: text('payload').notNull(),
+    createdAt: ms('created_at').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: ms('next_attempt_at').notNull(),
+    locked: smallint('locked').notNull().default(0),
+    lockTime: ms('lock_time'),
+    assigned: text('assigned'),
+  },
+  (t) => [index('webhook_outbox_due').on(t.nextAttemptAt), index('webhook_outbox_webhook').on(t.webhookId)],
+)

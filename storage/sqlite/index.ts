@@ -13,6 +13,7 @@ import { groupCommit } from './group-commit.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
+import { createWebhookStore, outboxWriter } from './webhooks.js'
 import {
   apiKeyPrefix,
   checkSecret,
@@ -95,7 +96,10 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   // analyze tables that have none yet, within a bounded effort).
   sqlite.pragma('optimize = 0x10002')
   const { secret } = options
-  const mail = createMailStore(sqlite)
+  // The hot reads below, but for `subjects`, are answered from memory while nothing changed.
+  const cache = settingsCache(sqlite)
+  const outbox = outboxWriter(sqlite, cache)
+  const mail = createMailStore(sqlite, outbox)
   // The log and statistics of a database file are read in a thread of their own
   // (storage/sqlite/reader.ts); an in-memory database is this connection's alone.
   const reader = options.file !== ':memory:' && READER_THREAD ? readerThread(options.file) : undefined
@@ -160,8 +164,6 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     sandbox: row.sandbox === 1,
     senders: hot.senders.all(row.id) as string[],
   })
-  // The hot reads above, but for `subjects`, are answered from memory while nothing changed.
-  const cache = settingsCache(sqlite)
   /** Runs a change to the cached settings and drops what the cache holds. */
   const changing = <T>(change: () => T): T => {
     try {
@@ -344,7 +346,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
     },
     mail: reader ? { ...mail, log: reader.log, stats: reader.stats } : mail,
-    queue: createQueueStore(sqlite),
+    queue: createQueueStore(sqlite, outbox),
     blocks: {
       async events(accountId, rule, since) {
         const t = schema.blockEvents
@@ -487,6 +489,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         }),
     }),
     idempotency: createIdempotencyStore(sqlite),
+    webhooks: createWebhookStore(sqlite, secret, outbox, changing),
     async maintain() {
       sqlite.pragma('optimize')
     },

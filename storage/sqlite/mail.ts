@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
+import type { OutboxWriter } from './webhooks.js'
 import {
   bodyParts,
   byteLength,
@@ -112,6 +113,8 @@ export function messageInserter(sqlite: Database.Database) {
           queuedAt: at,
           delayReported: false,
           sandbox: m.sandbox === true,
+          subject: m.subject,
+          messageId: m.messageId,
         })
     })
     count.run(m.orderId, m.recipients.length)
@@ -119,7 +122,11 @@ export function messageInserter(sqlite: Database.Database) {
   }
 }
 
-export function createMailStore(sqlite: Database.Database): Store['mail'] {
+/**
+ * The mail store; with `outbox`, an accepted message's message.accepted events are written in its
+ * commit (the log reader has none: it only reads).
+ */
+export function createMailStore(sqlite: Database.Database, outbox?: Pick<OutboxWriter, 'accepted'>): Store['mail'] {
   const statements = new Map<string, Database.Statement>()
   const prepare = (text: string) => {
     let st = statements.get(text)
@@ -141,7 +148,11 @@ export function createMailStore(sqlite: Database.Database): Store['mail'] {
 
   const insertOne = messageInserter(sqlite)
 
-  const commit = groupCommit(sqlite, insertOne)
+  const commit = groupCommit(sqlite, (item: Parameters<typeof insertOne>[0]) => {
+    const queued = insertOne(item)
+    outbox?.accepted(item.message)
+    return queued
+  })
 
   // The trigram index of Message-IDs is brought up to date in batches (migration 0006): a bulk
   // insert indexes a row for a fraction of what it costs inside each message's own transaction.

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
 import { messageInserter } from './mail.js'
+import type { OutboxWriter } from './webhooks.js'
 import {
   joinPieces,
   type AttemptOutcome,
@@ -9,6 +10,7 @@ import {
   type SenderReport,
   type Store,
   type WaitingRecipient,
+  type WebhookEvent,
 } from '../store.js'
 
 /**
@@ -19,7 +21,7 @@ import {
 const RECORD_DELAY_MS = 50
 
 /** The durable queue: the deliveries table, leased row by row. */
-export function createQueueStore(sqlite: Database.Database): Store['queue'] {
+export function createQueueStore(sqlite: Database.Database, outbox: OutboxWriter): Store['queue'] {
   // The partial index deliveries_due holds only rows with a next attempt: final rows cost nothing.
   const claim =
     sqlite.prepare(`UPDATE deliveries SET locked = 1, lock_time = CAST(CAST(@now AS INTEGER) AS TEXT), assigned = @node
@@ -27,7 +29,8 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       AND (locked = 0 OR CAST(lock_time AS INTEGER) < @expired) ORDER BY next_attempt_at LIMIT @limit)
     RETURNING id, message_id AS messageRowId, recipient, domain, attempts, delay_reported AS delayReported`)
   const messageOf = sqlite.prepare(
-    'SELECT txid, account_id AS accountId, order_id AS orderId, env_from AS envFrom, created_at AS queuedAt, sandbox FROM messages WHERE id = ?',
+    `SELECT txid, account_id AS accountId, order_id AS orderId, env_from AS envFrom, created_at AS queuedAt, sandbox,
+      subject, message_id AS messageId FROM messages WHERE id = ?`,
   )
   const parts = sqlite.prepare('SELECT raw FROM message_bodies WHERE message_id = ? ORDER BY part').pluck()
   const update =
@@ -96,7 +99,10 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
   )
 
   const claimTx = sqlite.transaction((node: string, now: number, leaseMs: number, limit: number): QueueItem[] => {
-    type OfMessage = Pick<QueueItem, 'txid' | 'accountId' | 'orderId' | 'envFrom' | 'queuedAt'> & { sandbox: number }
+    type OfMessage = Pick<
+      QueueItem,
+      'txid' | 'accountId' | 'orderId' | 'envFrom' | 'queuedAt' | 'subject' | 'messageId'
+    > & { sandbox: number }
     const rows = claim.all({ node, now, expired: now - leaseMs, limit }) as (Omit<
       QueueItem,
       keyof OfMessage | 'delayReported'
@@ -111,7 +117,15 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
   // Outcomes of attempts finishing within RECORD_DELAY_MS share one commit.
   const recordTx = groupCommit(
     sqlite,
-    ({ outcomes, reports }: { outcomes: AttemptOutcome[]; reports: SenderReport[] }) => {
+    ({
+      outcomes,
+      reports,
+      events,
+    }: {
+      outcomes: AttemptOutcome[]
+      reports: SenderReport[]
+      events: WebhookEvent[]
+    }) => {
       const touched = new Set<number>()
       const recorded = new Set<number>()
       for (const o of outcomes) {
@@ -123,6 +137,8 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
         if (row) touched.add(row.messageRowId), recorded.add(o.id)
       }
       for (const id of touched) dropBody.run({ id })
+      // An outcome's event only with the outcome: one recorded already (by another attempt) was reported then.
+      outbox.write(events.filter((e) => e.row === undefined || recorded.has(e.row)))
       return reports.filter((report) => queueReport(report, recorded)).map((report) => report.message.txid)
     },
     { delayMs: RECORD_DELAY_MS },
@@ -136,8 +152,8 @@ export function createQueueStore(sqlite: Database.Database): Store['queue'] {
       const raw = parts.all(messageRowId) as Buffer[]
       return raw.length === 0 ? undefined : joinPieces(raw)
     },
-    async record(outcomes, reports = []) {
-      return recordTx({ outcomes, reports })
+    async record(outcomes, reports = [], events = []) {
+      return recordTx({ outcomes, reports, events })
     },
     async release(node) {
       return release.run(node).changes

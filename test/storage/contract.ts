@@ -9,6 +9,7 @@ import { logContract } from './contract/log.js'
 import { queueContract } from './contract/queue.js'
 import { sandboxContract } from './contract/sandbox.js'
 import { settingsContract } from './contract/settings.js'
+import { webhooksContract } from './contract/webhooks.js'
 
 export type { OpenedStore }
 
@@ -63,5 +64,6 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     idempotencyContract(f)
     durabilityContract(f)
     sandboxContract(f)
+    webhooksContract(f)
   })
 }

@@ -56,6 +56,8 @@ await describePostgres('PostgreSQL enqueue in batches', () => {
       queuedAt: m.time,
       delayReported: false,
       sandbox: false,
+      subject: m.subject,
+      messageId: m.messageId,
     }))
   }
 

@@ -57,13 +57,25 @@ describe('discovery documents', () => {
     METHODS.filter((m) => item[m]).map((m) => ({ path, method: m, op: item[m] })),
   )
 
-  it('has exactly the upstream operations, same paths, methods and operationIds', () => {
+  it('has every upstream operation, same paths, methods and operationIds; extensions only at other paths', () => {
+    const upstreamIds = new Set(upstreamOps.map((o) => o.op.operationId))
     const mine = Object.entries(ours.paths).flatMap(([path, item]) =>
-      METHODS.filter((m) => item[m]).map((m) => `${m.toUpperCase()} ${path} ${item[m].operationId}`),
+      METHODS.filter((m) => item[m]).map((m) => ({
+        path,
+        line: `${m.toUpperCase()} ${path} ${item[m].operationId}`,
+        id: item[m].operationId,
+      })),
     )
-    expect(mine.sort()).toEqual(
-      upstreamOps.map((o) => `${o.method.toUpperCase()} ${o.path} ${o.op.operationId}`).sort(),
-    )
+    expect(
+      mine
+        .filter((o) => upstreamIds.has(o.id))
+        .map((o) => o.line)
+        .sort(),
+    ).toEqual(upstreamOps.map((o) => `${o.method.toUpperCase()} ${o.path} ${o.op.operationId}`).sort())
+    // The extensions (webhooks) are beside the contract, never on one of its paths.
+    const extensions = mine.filter((o) => !upstreamIds.has(o.id))
+    expect(extensions.map((o) => o.id).sort()).toEqual(['addWebhook', 'deleteWebhook', 'getWebhooks'])
+    for (const o of extensions) expect(UPSTREAM.paths[o.path], o.line).toBeUndefined()
   })
 
   describe.each(upstreamOps)('$op.operationId', ({ path, method, op }) => {
@@ -131,7 +143,9 @@ describe('discovery documents', () => {
       authentication: { required: true, apiKey: { in: 'header', name: 'X-API-KEY' } },
       capabilities: { tools: { listChanged: false } },
     })
-    expect(card.tools).toHaveLength(13)
+    expect(card.tools.map((t: { name: string }) => t.name)).toEqual(
+      expect.arrayContaining(upstreamOps.map((o) => o.op.operationId)),
+    )
   })
 
   it('serves RFC 9728 protected resource metadata', async () => {

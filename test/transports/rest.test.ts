@@ -156,16 +156,18 @@ describe('the upstream validator (test/openapi.ts)', () => {
 })
 
 describe('REST routes', () => {
-  it('serve all 13 operations of the registry, each at its upstream method and path', () => {
+  it('serve all 13 operations of the contract, each at its upstream method and path', () => {
     const doc = loadUpstream() as Json
     const upstream = new Map<string, string>()
     for (const [path, methods] of Object.entries<Json>(doc.paths)) {
       for (const [method, op] of Object.entries<Json>(methods))
         upstream.set(op.operationId, `${method.toUpperCase()} ${path}`)
     }
-    expect(TOOLS).toHaveLength(13)
     expect(upstream.size).toBe(13)
-    for (const tool of TOOLS) expect(`${tool.http.method} ${tool.http.path}`, tool.name).toBe(upstream.get(tool.name))
+    const contract = TOOLS.filter((t) => upstream.has(t.name))
+    expect(contract).toHaveLength(13)
+    for (const tool of contract)
+      expect(`${tool.http.method} ${tool.http.path}`, tool.name).toBe(upstream.get(tool.name))
   })
 })
 
@@ -212,6 +214,14 @@ describe('REST API', () => {
       { op: 'getRules', method: 'GET', path: () => '/mail/rules' },
       { op: 'addRule', method: 'POST', path: () => '/mail/rules', body: { type: 'domain', data: 'example.net' } },
       { op: 'deleteRule', method: 'DELETE', path: () => '/mail/rules/1' },
+      {
+        op: 'addWebhook',
+        method: 'POST',
+        path: () => '/webhooks',
+        body: { url: 'https://hooks.example.com/', events: ['message.delivered'] },
+      },
+      { op: 'getWebhooks', method: 'GET', path: () => '/webhooks' },
+      { op: 'deleteWebhook', method: 'DELETE', path: () => '/webhooks/1' },
     ]
 
     it('covers every protected operation', () => {
@@ -232,7 +242,8 @@ describe('REST API', () => {
       for (const [label, key] of keys) {
         it(`${r.method} ${r.op} with ${label} → 401`, async () => {
           const res = await call(env, r.method, r.path(env), r.body, { apiKey: key(env) })
-          const body = await expectError(res, r.op, 401)
+          // The extensions (webhooks) are not in the contract's document to check against.
+          const body = await expectError(res, /Webhook/.test(r.op) ? null : r.op, 401)
           expect(body).toEqual({ code: 401, message: 'API key is missing or invalid' })
         })
       }

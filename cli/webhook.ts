@@ -1,0 +1,79 @@
+import { type Command, InvalidArgumentError } from 'commander'
+import { MailroomError } from '../errors.js'
+import type { Runtime } from '../runtime.js'
+import { WEBHOOK_EVENT_TYPES } from '../storage/store.js'
+import { addWebhook } from '../tools/add-webhook.js'
+import { deleteWebhook } from '../tools/delete-webhook.js'
+import type { AnyTool } from '../tools/define.js'
+import { getWebhooks } from '../tools/get-webhooks.js'
+import { parseInput } from '../transports/input.js'
+import { accountAction, accountOption, positiveInt } from './common.js'
+
+const eventType = (value: string, previous: string[]) => {
+  const types = value.split(',').map((t) => t.trim())
+  for (const t of types)
+    if (!(WEBHOOK_EVENT_TYPES as readonly string[]).includes(t))
+      throw new InvalidArgumentError(`"${t}" is not an event type (${WEBHOOK_EVENT_TYPES.join(', ')})`)
+  return [...previous, ...types]
+}
+
+/** Runs a webhook tool as the account: the same checks and answers as over REST and MCP. */
+async function asAccount<T>(rt: Runtime, accountId: number, tool: AnyTool, input: unknown): Promise<T> {
+  try {
+    return await tool.handler(parseInput(tool, input), { ...rt, accountId, origin: '127.0.0.1' })
+  } catch (err) {
+    throw err instanceof MailroomError ? new Error(err.message) : err
+  }
+}
+
+/** `webhook`: an account's webhooks (the addWebhook, getWebhooks and deleteWebhook tools). */
+export function addWebhookCommands(program: Command): void {
+  const webhook = program.command('webhook').description("Manage an account's webhooks (signed message events)")
+  accountAction(
+    webhook
+      .command('add')
+      .description('Add a webhook; prints its id and signing secret, shown only now')
+      .addOption(accountOption())
+      .argument('<url>', 'the endpoint, https:// recommended')
+      .requiredOption(
+        '--event <type>',
+        `event type, repeatable or comma-separated: ${WEBHOOK_EVENT_TYPES.join(', ')}`,
+        eventType,
+        [],
+      )
+      .option('--description <text>', 'a note shown in listings'),
+    (rt, o, url: string) =>
+      asAccount<{ id: number; secret: string }>(rt, o.account, addWebhook, {
+        url,
+        events: o.event,
+        description: o.description,
+      }),
+    (r) => `webhook ${r.id} added\nsigning secret (shown only now): ${r.secret}`,
+  )
+  accountAction(
+    webhook.command('list').description("List an account's webhooks").addOption(accountOption()),
+    (rt, o) =>
+      asAccount<{ id: number; url: string; events: string[]; status: string; lastError: string | null }[]>(
+        rt,
+        o.account,
+        getWebhooks,
+        {},
+      ),
+    (rows) =>
+      rows
+        .map((r) => `${r.id}\t${r.url}\t${r.events.join(',')}\t${r.status}${r.lastError ? `\t${r.lastError}` : ''}`)
+        .join('\n') || 'no webhooks',
+  )
+  accountAction(
+    webhook
+      .command('remove')
+      .description('Delete a webhook, with the events still waiting for it')
+      .addOption(accountOption())
+      .argument('<id>', 'webhook id', positiveInt('id')),
+    async (rt, o, id: number) => {
+      await asAccount(rt, o.account, deleteWebhook, { id })
+      return { id, deleted: true }
+    },
+    (r) => `webhook ${r.id} deleted`,
+  )
+}
