@@ -1,3 +1,5 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -121,4 +123,13 @@ export function call(
       headers['Content-Type'] = 'application/json'
   }
   return env.app.request(path, { method, headers, body: payload })
+}
+
+/** The MCP SDK's client, connected over Streamable HTTP to `${base}/mcp` as the account of `apiKey`. The caller closes it. */
+export async function mcpClient(base: string, apiKey: string): Promise<Client> {
+  const client = new Client({ name: 'agent', version: '1' })
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { 'X-API-KEY': apiKey } } }),
+  )
+  return client
 }

@@ -1,5 +1,3 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { createHash } from 'node:crypto'
 import { rmSync } from 'node:fs'
 import type { DKIMSignOptions } from 'mailauth'
@@ -21,7 +19,7 @@ import {
 } from '../../relay/dkim.js'
 import { openRuntime, type Runtime } from '../../runtime.js'
 import type { RunningServer } from '../../serve.js'
-import { silentLogger, startTestServer } from '../helpers.js'
+import { mcpClient, silentLogger, startTestServer } from '../helpers.js'
 import { startSink } from './sink.js'
 
 /** What a receiver's DNS answers: only the TXT records given, NXDOMAIN for every other name. */
@@ -115,10 +113,7 @@ describe('DKIM signing of every door', () => {
   })
 
   it('an MCP send with an attachment, from a subdomain, is signed for the parent domain', async () => {
-    const client = new Client({ name: 'agent', version: '1' })
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { 'X-API-KEY': apiKey } } }),
-    )
+    const client = await mcpClient(base, apiKey)
     const result = await client.callTool({
       name: 'sendAdvMail',
       arguments: {

@@ -1,11 +1,9 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import nodemailer from 'nodemailer'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { RunningServer } from '../../serve.js'
-import { startTestServer } from '../helpers.js'
+import { mcpClient, startTestServer } from '../helpers.js'
 import { startSink } from './sink.js'
 
 // `mailroom serve` in process: REST, MCP and SMTP submission in front of one pipeline, and the
@@ -63,10 +61,7 @@ describe('every door delivers', () => {
   })
 
   it('a sendAdvMail over MCP: Bcc gets the mail and is in no header', async () => {
-    const client = new Client({ name: 'agent', version: '1' })
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { 'X-API-KEY': apiKey } } }),
-    )
+    const client = await mcpClient(base, apiKey)
     const result = await client.callTool({
       name: 'sendAdvMail',
       arguments: {

@@ -1,5 +1,3 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { spawnSync } from 'node:child_process'
 import { rmSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
@@ -8,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SANDBOX_DOMAIN, sandboxAttempt } from '../../relay/sandbox.js'
 import type { QueueItem } from '../../storage/store.js'
 import type { RunningServer } from '../../serve.js'
-import { startTestServer } from '../helpers.js'
+import { mcpClient, startTestServer } from '../helpers.js'
 import { startSink } from './sink.js'
 
 const BIN = fileURLToPath(new URL('../../bin/mailroom.js', import.meta.url))
@@ -166,12 +164,7 @@ describe('the sandbox', () => {
   })
 
   it("a sandbox key's MCP send likewise", async () => {
-    const client = new Client({ name: 'agent', version: '1' })
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
-        requestInit: { headers: { 'X-API-KEY': sandboxKey } },
-      }),
-    )
+    const client = await mcpClient(base, sandboxKey)
     const result = await client.callTool({
       name: 'sendAdvMail',
       arguments: { from: { email: 'agent@example.org' }, to: 'Bob <bob@example.com>', subject: 'via MCP', body: 'hi' },

@@ -1,5 +1,4 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
@@ -9,7 +8,7 @@ import type { RunningServer } from '../../serve.js'
 import { createAccount, createOrder } from '../../accounts.js'
 import { openRuntime } from '../../runtime.js'
 import { IDEMPOTENCY_WINDOW_MS } from '../../tools/idempotency.js'
-import { restartTestServer, silentLogger, startTestServer } from '../helpers.js'
+import { mcpClient, restartTestServer, silentLogger, startTestServer } from '../helpers.js'
 import { startSink } from '../relay/sink.js'
 
 // `mailroom serve` in process, delivering to a real SMTP sink: what an agent that retries a send
@@ -47,10 +46,7 @@ describe('idempotency keys, end to end', () => {
       body: JSON.stringify(body),
     })
   const mcp = async (account = apiKey) => {
-    const client = new Client({ name: 'agent', version: '1' })
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { 'X-API-KEY': account } } }),
-    )
+    const client = await mcpClient(base, account)
     clients.push(client)
     return client
   }
