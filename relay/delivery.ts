@@ -344,7 +344,11 @@ export class DeliveryWorker {
         code: reply.code,
         response,
         mxHostname: attempt.mxHostname,
+        mxAddress: attempt.mxAddress,
+        tls: attempt.tls,
         nextAttemptAt: next,
+        time: now,
+        suppressed,
       })
       events.push({
         id: newEventId(),
@@ -406,6 +410,8 @@ export class DeliveryWorker {
     if ('error' in route)
       return {
         mxHostname: null,
+        mxAddress: null,
+        tls: null,
         replies: sameReply(envelope.to, { code: route.error.code, response: route.error.response }),
       }
     return this.mx.deliver(route.hosts, envelope, bytes, sent)

@@ -4,7 +4,7 @@ import { type EngineCall, type EngineMetrics, forwardedMetrics } from '../metric
 import { MailroomError } from '../errors.js'
 import { createLogger, type LogStream } from '../logger.js'
 import { openStore } from '../storage/index.js'
-import type { NewMessage, WebhookEvent } from '../storage/store.js'
+import type { NewMessage, RefusedSend } from '../storage/store.js'
 import { type CallOutcome, threadCalls } from '../thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
 import type { Intake } from './pipeline.js'
@@ -16,9 +16,9 @@ import { WebhookWorker } from './webhooks.js'
  * commits accepted messages to the durable queue (group commit, one fsync per batch) and runs
  * the delivery worker over it. Neither the commits nor outbound SMTP then take turns with the
  * doors on the main event loop, and all queue writes happen in this one thread, so they never
- * wait for each other's locks. So do the spam filter's events, written as often as messages (at
- * every spam-indicative subject and refused recipient). The main thread keeps its own connection
- * for everything else.
+ * wait for each other's locks. So do the spam filter's events and the refusals' counts, written
+ * as often as messages (at every spam-indicative subject and refused recipient). The main thread
+ * keeps its own connection for everything else.
  */
 export interface Engine extends Intake {
   /**
@@ -37,7 +37,7 @@ type BlockWrites = Pick<Intake, 'addEvent' | 'takeSubject'>
 type ToEngine =
   | { enqueue: { id: number; message: NewMessage } }
   | { blocks: { id: number; method: keyof BlockWrites; args: unknown[] } }
-  | { webhooks: { id: number; events: WebhookEvent[] } }
+  | { refuse: { id: number; refused: RefusedSend } }
   | { stop: true }
 type FromEngine =
   | { ready: true }
@@ -131,8 +131,7 @@ export async function startEngineThread(
     enqueue: (message) => ask((id) => send(id, message)),
     addEvent: blocksCall('addEvent'),
     takeSubject: blocksCall('takeSubject'),
-    addWebhookEvents: (events) =>
-      ask<number>((id) => worker.postMessage({ webhooks: { id, events } } satisfies ToEngine)),
+    refuse: (refused) => ask<number>((id) => worker.postMessage({ refuse: { id, refused } } satisfies ToEngine)),
     stopped: () =>
       dead ? `the relay engine stopped: ${dead.message}` : stopping ? 'the relay engine is stopping' : null,
     async stop() {
@@ -184,9 +183,9 @@ async function runEngineThread(config: Config): Promise<void> {
         (result) => reply({ id, result }),
         (err: Error) => reply({ id, error: err.message }),
       )
-    } else if ('webhooks' in m) {
-      const { id, events } = m.webhooks
-      store.webhooks.emit(events).then(
+    } else if ('refuse' in m) {
+      const { id, refused } = m.refuse
+      store.mail.refuse(refused).then(
         (result) => reply({ id, result }),
         (err: Error) => reply({ id, error: err.message }),
       )

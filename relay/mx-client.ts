@@ -4,6 +4,9 @@ import { sameReply, SmtpNetworkError, SmtpRefusal, SmtpSession, type Reply } fro
 export interface Attempt {
   /** The MX host the transaction ran on, or null when none could be reached. */
   mxHostname: string | null
+  /** The address it connected to, and whether the connection was encrypted: null when none was made. */
+  mxAddress: string | null
+  tls: boolean | null
   replies: Map<string, Reply>
 }
 
@@ -37,16 +40,17 @@ export class MxClient {
   ): Promise<Attempt> {
     // The bytes are read once, and only once a host answered: a destination that is down costs no memory.
     let body: Promise<Buffer | undefined> | undefined
-    const run = async (conn: SmtpSession, host: MxHost, key: string): Promise<Attempt> => {
+    const run = async (conn: SmtpSession, host: MxHost, address: string, key: string): Promise<Attempt> => {
+      const on = { mxHostname: host.name, mxAddress: address, tls: conn.tls }
       const raw = await (body ??= load())
       if (!raw) {
         this.park(key, conn)
         return {
-          mxHostname: host.name,
+          ...on,
           replies: sameReply(envelope.to, { code: 554, response: '5.3.0 the message body is missing from the queue' }),
         }
       }
-      return { mxHostname: host.name, replies: await this.transaction(conn, key, envelope, raw, sent) }
+      return { ...on, replies: await this.transaction(conn, key, envelope, raw, sent) }
     }
     let last: Reply = { code: null, response: 'no MX host could be reached' }
     for (const host of hosts) {
@@ -56,7 +60,7 @@ export class MxClient {
         // died meanwhile (no reply at all), the transaction is run again on a new connection.
         const parked = this.unpark(key)
         if (parked) {
-          const attempt = await run(parked, host, key)
+          const attempt = await run(parked, host, address, key)
           if (![...attempt.replies.values()].every((r) => r.code === null)) return attempt
         }
         let conn: SmtpSession
@@ -73,10 +77,10 @@ export class MxClient {
           last = { ...reply, response: `${host.name} [${address}]:${host.port}: ${reply.response}` }
           continue
         }
-        return run(conn, host, key)
+        return run(conn, host, address, key)
       }
     }
-    return { mxHostname: hosts[0]?.name ?? null, replies: sameReply(envelope.to, last) }
+    return { mxHostname: hosts[0]?.name ?? null, mxAddress: null, tls: null, replies: sameReply(envelope.to, last) }
   }
 
   /** Closes every idle connection. */

@@ -86,8 +86,8 @@ export interface Intake {
   enqueue(message: NewMessage): Promise<{ rowId: number }>
   addEvent: Store['blocks']['addEvent']
   takeSubject: Store['blocks']['takeSubject']
-  /** Webhook events of refusals (message.refused), which have no transaction of their own. */
-  addWebhookEvents: Store['webhooks']['emit']
+  /** Refused sends, counted in the volume index with their webhook events (message.refused). */
+  refuse: Store['mail']['refuse']
 }
 
 /** The store's own writes as the intake (no relay engine: the tools' tests, the admin command). */
@@ -95,7 +95,7 @@ export const storeIntake = (store: Store): Intake => ({
   enqueue: (message) => store.mail.enqueue(message),
   addEvent: (accountId, event) => store.blocks.addEvent(accountId, event),
   takeSubject: (...args) => store.blocks.takeSubject(...args),
-  addWebhookEvents: (events) => store.webhooks.emit(events),
+  refuse: (refused) => store.mail.refuse(refused),
 })
 
 export interface RelayDeps {
@@ -116,8 +116,9 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
   const filter = createSpamFilter({ store, intake, logger, clock })
 
   /**
-   * Runs a check by the deny rules or the spam filter; a refusal it decides is told to the
-   * account's webhooks that take message.refused (written before the refusal is answered), then thrown.
+   * Runs a check by the deny rules or the spam filter; a refusal it decides is counted in the
+   * order's volume and told to the account's webhooks that take message.refused (written before
+   * the refusal is answered), then thrown.
    */
   const refusing = async (
     order: MailOrder,
@@ -127,15 +128,16 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
     try {
       await check()
     } catch (err) {
-      if (err instanceof MailroomError && (await store.webhooks.subscribed(order.accountId, 'message.refused'))) {
-        const code = err.smtp?.code ?? 550
-        await intake
-          .addWebhookEvents([
+      if (!(err instanceof MailroomError)) throw err
+      const time = clock()
+      const code = err.smtp?.code ?? 550
+      const events = (await store.webhooks.subscribed(order.accountId, 'message.refused'))
+        ? [
             {
               id: newEventId(),
-              type: 'message.refused',
+              type: 'message.refused' as const,
               accountId: order.accountId,
-              time: clock(),
+              time,
               data: {
                 transactionId: null,
                 recipient: about.recipient,
@@ -148,9 +150,11 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
                 attempt: 0,
               },
             },
-          ])
-          .catch((e) => logger.error({ err: e, account: order.accountId }, 'writing a message.refused event failed'))
-      }
+          ]
+        : []
+      await intake
+        .refuse({ orderId: order.id, time, events })
+        .catch((e) => logger.error({ err: e, account: order.accountId }, 'recording a refusal failed'))
       throw err
     }
   }

@@ -54,6 +54,8 @@ export const SANDBOX_RECIPIENTS: ReadonlyMap<string, (attempts: number) => Reply
 export function sandboxAttempt(items: QueueItem[]): Attempt {
   return {
     mxHostname: null,
+    mxAddress: null,
+    tls: null,
     replies: new Map(
       items.map((item) => [
         item.recipient,

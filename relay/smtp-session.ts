@@ -75,6 +75,7 @@ export class SmtpSession {
   private waiting: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] = []
   private closedWith: Error | null = null
   private closeListeners: (() => void)[] = []
+  private encrypted = false
 
   private constructor(
     socket: Socket,
@@ -119,6 +120,11 @@ export class SmtpSession {
   /** False once the connection is gone. */
   get connected(): boolean {
     return this.closedWith === null
+  }
+
+  /** Whether the session was upgraded to TLS (STARTTLS). */
+  get tls(): boolean {
+    return this.encrypted
   }
 
   /** Called once when the connection is gone. */
@@ -243,6 +249,7 @@ export class SmtpSession {
       secure.once('secureConnect', () => {
         secure.removeListener('error', reject)
         this.socket = secure
+        this.encrypted = true
         this.attach(secure)
         resolve()
       })

@@ -272,8 +272,102 @@ export interface AttemptOutcome {
   code: number | null
   response: string
   mxHostname: string | null
+  /** The address the attempt connected to, when it connected. */
+  mxAddress?: string | null
+  /** Whether that connection was encrypted (STARTTLS); null when there was none. */
+  tls?: boolean | null
   /** When to try again (deferred only). */
   nextAttemptAt: number | null
+  /** When the attempt ended (ms). */
+  time: number
+  /** A failure that put the recipient on the account's suppression list. */
+  suppressed?: boolean
+}
+
+/**
+ * One entry of a recipient's history: a delivery attempt, or the operator's cancel (`failed`,
+ * with the cancel's response and no reply code).
+ */
+export interface AttemptRecord {
+  /** When it ended (ms). */
+  time: number
+  state: 'delivered' | 'deferred' | 'failed'
+  code: number | null
+  response: string | null
+  mxHostname: string | null
+  mxAddress: string | null
+  tls: boolean | null
+  /** Deferred: when it is tried again (ms). */
+  nextAttemptAt: number | null
+  /** It put the recipient on the account's suppression list. */
+  suppressed: boolean
+}
+
+/** One recipient of a message, with every attempt made for it, oldest first. */
+export interface RecipientHistory {
+  recipient: string
+  state: 'queued' | 'deferred' | 'delivered' | 'failed'
+  /** Delivery attempts made (a cancel is none). */
+  attempts: number
+  /** When it is due next (ms); null once final. */
+  nextAttemptAt: number | null
+  /** Whether the address is on the account's suppression list now, whatever put it there. */
+  listed: boolean
+  history: AttemptRecord[]
+}
+
+/** A message of the log with its recipients' histories (getMessage). */
+export interface MessageHistory {
+  txid: string
+  orderId: number
+  envFrom: string
+  headerFrom: string | null
+  replyTo: string | null
+  subject: string | null
+  messageId: string | null
+  bodySize: number
+  origin: string
+  transtype: string
+  interface: string
+  /** When it was accepted (ms). */
+  createdAt: number
+  sandbox: boolean
+  /** In the order of the envelope. */
+  recipients: RecipientHistory[]
+}
+
+/** What the volume index counts, per mail order and hour. */
+export const VOLUME_COUNTS = ['accepted', 'delivered', 'deferred', 'failed', 'refused'] as const
+export type VolumeCounts = Record<(typeof VOLUME_COUNTS)[number], number>
+
+export const HOUR_MS = 3_600_000
+export const DAY_MS = 24 * HOUR_MS
+/** The length of a bucket of getVolume (epoch hours and days are UTC's). */
+export const BUCKET_MS = { hour: HOUR_MS, day: DAY_MS } as const
+/** The start of the UTC hour of a time (ms): the volume index's bucket. */
+export const hourOf = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS
+
+export interface VolumeQuery {
+  orderIds: number[]
+  /** The window (ms), from its first bucket's start, inclusive, to its last one's end, exclusive. */
+  from: number
+  to: number
+  /** Hours, or UTC days. */
+  interval: 'hour' | 'day'
+}
+
+/** One bucket of the volume: counts of the hour or day starting at `time` (ms). */
+export type VolumeBucket = VolumeCounts & { time: number }
+
+/**
+ * A send refused by a deny rule or the spam filter (over SMTP, a refused MAIL FROM or RCPT TO):
+ * counted in its order's volume, and told to the account's webhooks (`events`, message.refused)
+ * in the same commit.
+ */
+export interface RefusedSend {
+  orderId: number
+  time: number
+  events: WebhookEvent[]
 }
 
 /** A new `webhook-id` (Standard Webhooks): unique per event, the same on every attempt and endpoint. */
@@ -496,6 +590,16 @@ export interface Store {
     ): Promise<{ rowId: number; leased?: QueueItem[] }>
     log(query: LogQuery): Promise<{ total: number; rows: LogRow[] }>
     stats(query: StatsQuery): Promise<StatsResult>
+    /** A message of the account by its transaction id, with its recipients' histories; undefined when it has none by that id. */
+    message(txid: string, accountId: number): Promise<MessageHistory | undefined>
+    /**
+     * The counts of the orders' volume index in a window, summed per hour or UTC day: the buckets
+     * with anything counted, oldest first. Recipients accepted, attempts delivered, deferred and
+     * failed (a cancel's failure too) and sends refused, each in the bucket of when it happened.
+     */
+    volume(query: VolumeQuery): Promise<VolumeBucket[]>
+    /** Counts a refused send and writes its webhook events, in one commit; resolves with the outbox rows written. */
+    refuse(refusal: RefusedSend): Promise<number>
   }
   queue: {
     /**
@@ -637,8 +741,6 @@ export interface Store {
     delete(id: number, accountId: number): Promise<boolean>
     /** Whether the account has an enabled webhook for the type (answered from the settings cache). */
     subscribed(accountId: number, type: WebhookEventType): Promise<boolean>
-    /** Writes events (message.refused) to the outbox of the webhooks that want them; returns the rows written. */
-    emit(events: WebhookEvent[]): Promise<number>
     /** Leases due outbox rows of enabled webhooks, as queue.claim leases deliveries. */
     claim(input: { node: string; now: number; leaseMs: number; limit: number }): Promise<OutboxItem[]>
     /** Records attempts: a sent row goes, a failed one waits for its next attempt or goes; the webhook's state follows. */

@@ -1,6 +1,8 @@
 import type pg from 'pg'
+import { addVolume, volumeSlot } from './history.js'
 import { batched, groupCommit, transaction } from './pool.js'
 import type { OutboxWriter } from './webhooks.js'
+import { volumeTally } from '../volume-tally.js'
 import { bodyParts, byteLength, domainOf, type NewMessage, type QueueItem } from '../store.js'
 
 export type Lease = { node: string; now: number }
@@ -46,7 +48,8 @@ const leasedItem = (m: NewMessage, rowId: number, id: number, seq: number): Queu
  * node when given) in one statement, on the pool or inside a caller's transaction: the mail
  * store's enqueue of a large message, and the queue's record, which queues reports to senders in
  * the commit of the outcomes they report. One statement is one round trip, and atomic without a
- * transaction of its own.
+ * transaction of its own. Its recipients are counted in the volume index by the caller, last in
+ * its transaction (addVolume).
  */
 export async function insertMessage(db: pg.Pool | pg.ClientBase, m: NewMessage, lease?: Lease): Promise<Enqueued> {
   const params: unknown[] = [
@@ -108,6 +111,8 @@ export async function insertMessage(db: pg.Pool | pg.ClientBase, m: NewMessage, 
  * which pg sends as it is, each part cut from it by its start and length: an array of bytea
  * would go as hex text, twice the size, and PostgreSQL parses an array's text slowly. The
  * statement's shape does not depend on the batch, so each connection parses and plans it once.
+ * The recipients are counted in the volume index in the same statement, in one slot (`$30`, see
+ * VOLUME_SLOTS), one row per order and hour of the batch.
  */
 const INSERT_MESSAGES = `WITH m AS (
     INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject, message_id, origin,
@@ -115,7 +120,11 @@ const INSERT_MESSAGES = `WITH m AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
       $9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::text[], $15::int[], $16::bigint[], $17::bigint[],
       $29::boolean[])
-    RETURNING id, txid, order_id, created_at
+    RETURNING id, txid, order_id, created_at, rcpt_count
+  ), v AS (
+    INSERT INTO volume_hours (order_id, hour_start, slot, accepted)
+    SELECT order_id, (created_at / 3600000) * 3600000, $30, SUM(rcpt_count) FROM m GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (order_id, hour_start, slot) DO UPDATE SET accepted = volume_hours.accepted + excluded.accepted
   ), b AS (
     INSERT INTO message_bodies (message_id, part, raw)
     SELECT m.id, p.part, substring($20::bytea FROM p.start FOR p.length)
@@ -197,6 +206,7 @@ export async function insertMessages(db: pg.Pool | pg.ClientBase, calls: Enqueue
       parts.start,
       parts.length,
       column((m) => m.sandbox === true),
+      volumeSlot(),
     ],
   })
   const byTxid = new Map<string, { rowId: number; leased: { id: number; seq: number }[] }>()
@@ -243,10 +253,13 @@ export function createEnqueue(
   )
   const large = groupCommit<Enqueue, Enqueued>(pool, LARGE_CONCURRENCY, async (client, calls) => {
     const out: Enqueued[] = []
+    const tally = volumeTally()
     for (const { message, lease } of calls) {
       out.push(await insertMessage(client, message, lease))
       await outbox.accepted(client, message)
+      tally.add(message.orderId, message.time, 'accepted', message.recipients.length)
     }
+    await addVolume(client, tally)
     return out
   })
   return (message, lease) => (batchable(message) ? small : large)({ message, lease })

@@ -7,6 +7,7 @@ import pg from 'pg'
 import { createBlockStore } from './blocks.js'
 import { createDomainStore } from './domains.js'
 import { createIdempotencyStore } from './idempotency.js'
+import { createHistoryStore } from './history.js'
 import { createMailStore } from './mail.js'
 import { changed, createPool } from './pool.js'
 import { createQueueStore } from './queue.js'
@@ -273,7 +274,7 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
         return changed(await changing(() => db.delete(t).where(where))) > 0
       },
     },
-    mail: createMailStore(pool, outbox),
+    mail: { ...createMailStore(pool, outbox), ...createHistoryStore(pool, outbox) },
     queue: createQueueStore(pool, outbox),
     blocks: createBlockStore(db, pool, hot),
     traps: {

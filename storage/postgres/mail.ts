@@ -103,7 +103,10 @@ function statsQueries(windowed: boolean) {
   }
 }
 
-export function createMailStore(pool: pg.Pool, outbox: Pick<OutboxWriter, 'wants' | 'accepted'>): Store['mail'] {
+export function createMailStore(
+  pool: pg.Pool,
+  outbox: Pick<OutboxWriter, 'wants' | 'accepted'>,
+): Pick<Store['mail'], 'enqueue' | 'log' | 'stats'> {
   const enqueue = createEnqueue(pool, outbox)
   const count = async (text: string, params: unknown[]) => (await pool.query<{ n: number }>(text, params)).rows[0].n
   return {

@@ -1,7 +1,9 @@
 import type pg from 'pg'
 import { insertMessage } from './enqueue.js'
+import { addVolume } from './history.js'
 import { changed, groupCommit, transaction } from './pool.js'
 import type { OutboxWriter } from './webhooks.js'
+import { type VolumeTally, volumeTally } from '../volume-tally.js'
 import {
   type AttemptOutcome,
   joinPieces,
@@ -30,14 +32,30 @@ const CLAIM = `WITH c AS (
   )
   SELECT ${ITEM_COLUMNS} FROM c JOIN messages m ON m.id = c.message_id ORDER BY c.next_attempt_at, c.id`
 
-/** Records outcomes, one row each, in one statement: a final row (no next attempt) is left as it is. */
-const RECORD = `UPDATE deliveries d SET state = o.state, delivered = o.delivered, code = o.code, response = o.response,
-    mx_hostname = COALESCE(o.mx_hostname, d.mx_hostname), locked = 0, attempts = d.attempts + 1,
-    next_attempt_at = o.next_attempt_at
-  FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::int[], $5::text[], $6::text[], $7::bigint[])
-    AS o(id, state, delivered, code, response, mx_hostname, next_attempt_at)
-  WHERE d.id = o.id AND d.next_attempt_at IS NOT NULL
-  RETURNING d.id, d.message_id AS "messageRowId", d.delay_reported AS "delayReported"`
+/**
+ * Records outcomes, one row each, in one statement: a final row (no next attempt) is left as it
+ * is. Each outcome recorded is also an entry of its recipient's history, numbered by the attempt.
+ */
+const RECORD = `WITH u AS (
+    UPDATE deliveries d SET state = o.state, delivered = o.delivered, code = o.code, response = o.response,
+      mx_hostname = COALESCE(o.mx_hostname, d.mx_hostname), locked = 0, attempts = d.attempts + 1,
+      next_attempt_at = o.next_attempt_at
+    FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
+      $9::text[], $10::boolean[], $11::boolean[])
+      AS o(id, state, delivered, code, response, mx_hostname, next_attempt_at, time, mx_address, tls, suppressed)
+    WHERE d.id = o.id AND d.next_attempt_at IS NOT NULL
+    RETURNING d.id, d.message_id, d.delay_reported, d.order_id, d.attempts, o.state, o.code, o.response, o.mx_hostname,
+      o.next_attempt_at, o.time, o.mx_address, o.tls, o.suppressed
+  ), a AS (
+    INSERT INTO delivery_attempts (delivery_id, attempt, time, state, code, response, mx_hostname, mx_address, tls,
+      next_attempt_at, suppressed)
+    SELECT id, attempts, time, state, code, response, mx_hostname, mx_address, tls, next_attempt_at, suppressed FROM u
+  )
+  SELECT id, message_id AS "messageRowId", delay_reported AS "delayReported", order_id AS "orderId", state, time FROM u`
+
+/** A cancel's entry in the histories of the recipients it failed. */
+const CANCELED = `INSERT INTO delivery_attempts (delivery_id, attempt, time, state, response)
+  SELECT id, attempt, $3, 'failed', $4 FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)`
 
 /**
  * Drops the bytes of the messages (an array) no recipient waits for any more. The messages are
@@ -107,7 +125,12 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
    * Queues a report if each of its rows was recorded in this transaction (`recorded`) and, when
    * delayed, none was reported delayed before (as of this transaction's row locks); marks them.
    */
-  const queueReport = async (client: pg.ClientBase, report: SenderReport, recorded: Map<number, boolean>) => {
+  const queueReport = async (
+    client: pg.ClientBase,
+    report: SenderReport,
+    recorded: Map<number, boolean>,
+    tally: VolumeTally,
+  ) => {
     if (!report.rows.every((id) => recorded.has(id))) return false
     if (report.action === 'delayed') {
       if (report.rows.some((id) => recorded.get(id))) return false
@@ -115,6 +138,7 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
       for (const id of report.rows) recorded.set(id, true)
     }
     await insertMessage(client, report.message)
+    tally.add(report.message.orderId, report.message.time, 'accepted', report.message.recipients.length)
     return true
   }
 
@@ -128,7 +152,14 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
     async (client, calls) => {
       // In id order, so that two transactions updating the same rows take their locks in one order.
       const sorted = calls.flatMap((c) => c.outcomes).sort((a, b) => a.id - b.id)
-      const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>({
+      const { rows } = await client.query<{
+        id: number
+        messageRowId: number
+        delayReported: boolean
+        orderId: number
+        state: AttemptOutcome['state']
+        time: number
+      }>({
         text: RECORD,
         values: [
           sorted.map((o) => o.id),
@@ -138,8 +169,14 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
           sorted.map((o) => o.response),
           sorted.map((o) => o.mxHostname),
           sorted.map((o) => (o.state === 'deferred' ? o.nextAttemptAt : null)),
+          sorted.map((o) => o.time),
+          sorted.map((o) => o.mxAddress ?? null),
+          sorted.map((o) => o.tls ?? null),
+          sorted.map((o) => o.suppressed === true),
         ],
       })
+      const tally = volumeTally()
+      for (const r of rows) tally.add(r.orderId, r.time, r.state)
       await dropBodies(client, [...new Set(rows.map((r) => r.messageRowId))])
       const recorded = new Map(rows.map((r) => [r.id, r.delayReported]))
       // An outcome's event only with the outcome: one recorded already (by another attempt) was reported then.
@@ -151,9 +188,10 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
       for (const call of calls) {
         const txids: string[] = []
         for (const report of call.reports)
-          if (await queueReport(client, report, recorded)) txids.push(report.message.txid)
+          if (await queueReport(client, report, recorded, tally)) txids.push(report.message.txid)
         queued.push(txids)
       }
+      await addVolume(client, tally)
       return queued
     },
   )
@@ -215,16 +253,21 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
     },
     async cancel({ txid, now, leaseMs, response }) {
       return operatorTx(txid, now, leaseMs, async (client, messageRowId, expired) => {
-        const changes = changed(
-          await client.query(
-            `UPDATE deliveries SET state = 'failed', delivered = 0, code = NULL, response = $3, locked = 0,
-              next_attempt_at = NULL
-            WHERE message_id = $1 AND next_attempt_at IS NOT NULL AND NOT ${held('$2')}`,
-            [messageRowId, expired, response],
-          ),
+        const { rows } = await client.query<{ id: number; orderId: number; attempt: number }>(
+          `UPDATE deliveries SET state = 'failed', delivered = 0, code = NULL, response = $3, locked = 0,
+            next_attempt_at = NULL
+          WHERE message_id = $1 AND next_attempt_at IS NOT NULL AND NOT ${held('$2')}
+          RETURNING id, order_id AS "orderId", attempts + 1 AS attempt`,
+          [messageRowId, expired, response],
         )
+        // Each recipient's history ends with the cancel: a failure without a reply.
+        if (rows.length)
+          await client.query(CANCELED, [rows.map((r) => r.id), rows.map((r) => r.attempt), now, response])
         await dropBodies(client, [messageRowId!])
-        return changes
+        const tally = volumeTally()
+        for (const r of rows) tally.add(r.orderId, now, 'failed')
+        await addVolume(client, tally)
+        return rows.length
       })
     },
   }

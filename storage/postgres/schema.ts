@@ -207,6 +207,52 @@ export const deliveries = pgTable(
   ],
 )
 
+/**
+ * Every delivery attempt of a recipient, and the operator's cancel; see storage/sqlite/schema.ts.
+ * No foreign key, as for deliveries.
+ */
+export const deliveryAttempts = pgTable(
+  'delivery_attempts',
+  {
+    deliveryId: bigint('delivery_id', { mode: 'number' }).notNull(),
+    /** 1 for the first attempt; a cancel's entry follows the last. */
+    attempt: integer('attempt').notNull(),
+    time: ms('time').notNull(),
+    state: text('state', { enum: ['delivered', 'deferred', 'failed'] }).notNull(),
+    code: integer('code'),
+    response: text('response'),
+    mxHostname: text('mx_hostname'),
+    mxAddress: text('mx_address'),
+    /** Null without a connection. */
+    tls: boolean('tls'),
+    nextAttemptAt: ms('next_attempt_at'),
+    suppressed: boolean('suppressed').notNull().default(false),
+  },
+  (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
+)
+
+/**
+ * The volume index: counts per mail order and UTC hour (see storage/sqlite/schema.ts), each hour
+ * in up to VOLUME_SLOTS rows (storage/postgres/history.ts), summed when read. A commit adds to the
+ * row of one slot, picked at random: concurrent commits of one order, on one node or several,
+ * seldom wait for each other's lock on a row until they commit.
+ */
+export const volumeHours = pgTable(
+  'volume_hours',
+  {
+    orderId: integer('order_id').notNull(),
+    /** The hour's start. */
+    hourStart: ms('hour_start').notNull(),
+    slot: smallint('slot').notNull(),
+    accepted: integer('accepted').notNull().default(0),
+    delivered: integer('delivered').notNull().default(0),
+    deferred: integer('deferred').notNull().default(0),
+    failed: integer('failed').notNull().default(0),
+    refused: integer('refused').notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.orderId, t.hourStart, t.slot] })],
+)
+
 /** Store 1 of the blocks: one record per message the spam filter flagged. */
 export const blockEvents = pgTable(
   'block_events',

@@ -114,7 +114,6 @@ export function createWebhookStore(
       )
     },
     subscribed: (accountId, type) => outbox.wants(accountId, type),
-    emit: (events) => outbox.write(pool, events),
     async claim({ node, now, leaseMs, limit }) {
       const { rows } = await pool.query<Omit<OutboxItem, 'secret'> & { secretEnc: string }>({
         name: 'webhook-claim',

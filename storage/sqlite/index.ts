@@ -7,6 +7,7 @@ import { access, statfs } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as schema from './schema.js'
+import { createHistoryStore, volumeCounter } from './history.js'
 import { createMailStore } from './mail.js'
 import { createQueueStore } from './queue.js'
 import { groupCommit } from './group-commit.js'
@@ -99,7 +100,8 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   // The hot reads below, but for `subjects`, are answered from memory while nothing changed.
   const cache = settingsCache(sqlite)
   const outbox = outboxWriter(sqlite, cache)
-  const mail = createMailStore(sqlite, outbox)
+  const volume = volumeCounter(sqlite)
+  const mail = { ...createMailStore(sqlite, { outbox, volume }), ...createHistoryStore(sqlite, { outbox, volume }) }
   // The log and statistics of a database file are read in a thread of their own
   // (storage/sqlite/reader.ts); an in-memory database is this connection's alone.
   const reader = options.file !== ':memory:' && READER_THREAD ? readerThread(options.file) : undefined
@@ -346,7 +348,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
     },
     mail: reader ? { ...mail, log: reader.log, stats: reader.stats } : mail,
-    queue: createQueueStore(sqlite, outbox),
+    queue: createQueueStore(sqlite, outbox, volume),
     blocks: {
       async events(accountId, rule, since) {
         const t = schema.blockEvents

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
+import type { VolumeCounter } from './history.js'
 import type { OutboxWriter } from './webhooks.js'
 import {
   bodyParts,
@@ -60,9 +61,10 @@ const TRIGRAM_MIN = 3
 /**
  * Stores a message, its body parts and one queued delivery row per recipient (leased to `lease`'s
  * node when given), inside the caller's transaction: the mail store's enqueue, and the queue's
- * record, which queues reports to senders in the commit of the outcomes they report.
+ * record, which queues reports to senders in the commit of the outcomes they report. Its
+ * recipients are counted as accepted in the volume index at the transaction's end.
  */
-export function messageInserter(sqlite: Database.Database) {
+export function messageInserter(sqlite: Database.Database, volume: VolumeCounter) {
   const insertMessage =
     sqlite.prepare(`INSERT INTO messages (txid, account_id, order_id, env_from, header_from, reply_to, subject,
     message_id, origin, transtype, interface, sending_zone, body_size, rcpt_to, rcpt_count, time, created_at, sandbox)
@@ -118,15 +120,19 @@ export function messageInserter(sqlite: Database.Database) {
         })
     })
     count.run(m.orderId, m.recipients.length)
+    volume.add(m.orderId, at, 'accepted', m.recipients.length)
     return lease ? { rowId, leased } : { rowId }
   }
 }
 
 /**
- * The mail store; with `outbox`, an accepted message's message.accepted events are written in its
- * commit (the log reader has none: it only reads).
+ * The mail store's log, and with `writes` its enqueue: an accepted message's message.accepted
+ * events and volume counts are written in its commit (the log reader has none: it only reads).
  */
-export function createMailStore(sqlite: Database.Database, outbox?: Pick<OutboxWriter, 'accepted'>): Store['mail'] {
+export function createMailStore(
+  sqlite: Database.Database,
+  writes?: { outbox: Pick<OutboxWriter, 'accepted'>; volume: VolumeCounter },
+): Pick<Store['mail'], 'enqueue' | 'log' | 'stats'> {
   const statements = new Map<string, Database.Statement>()
   const prepare = (text: string) => {
     let st = statements.get(text)
@@ -146,13 +152,7 @@ export function createMailStore(sqlite: Database.Database, outbox?: Pick<OutboxW
   }
   const windowEdge = (dir: 'ASC' | 'DESC') => edges[dir]
 
-  const insertOne = messageInserter(sqlite)
-
-  const commit = groupCommit(sqlite, (item: Parameters<typeof insertOne>[0]) => {
-    const queued = insertOne(item)
-    outbox?.accepted(item.message)
-    return queued
-  })
+  const commit = writes && enqueueCommit(sqlite, writes)
 
   // The trigram index of Message-IDs is brought up to date in batches (migration 0006): a bulk
   // insert indexes a row for a fraction of what it costs inside each message's own transaction.
@@ -218,6 +218,7 @@ export function createMailStore(sqlite: Database.Database, outbox?: Pick<OutboxW
 
   return {
     async enqueue(message, lease) {
+      if (!commit) throw new Error('this connection only reads the log')
       const queued = await commit({ message, lease })
       indexSoon()
       return queued
@@ -273,6 +274,23 @@ export function createMailStore(sqlite: Database.Database, outbox?: Pick<OutboxW
       }
     },
   }
+}
+
+/** Accepted messages, each with its message.accepted events; those of one turn of the event loop share a commit. */
+function enqueueCommit(
+  sqlite: Database.Database,
+  { outbox, volume }: { outbox: Pick<OutboxWriter, 'accepted'>; volume: VolumeCounter },
+) {
+  const insertOne = messageInserter(sqlite, volume)
+  return groupCommit(
+    sqlite,
+    (item: Parameters<typeof insertOne>[0]) => {
+      const queued = insertOne(item)
+      outbox.accepted(item.message)
+      return queued
+    },
+    { around: volume },
+  )
 }
 
 /**

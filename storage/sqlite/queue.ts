@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
+import { attemptWriter, type VolumeCounter } from './history.js'
 import { messageInserter } from './mail.js'
 import type { OutboxWriter } from './webhooks.js'
 import {
@@ -20,8 +21,15 @@ import {
  */
 const RECORD_DELAY_MS = 50
 
-/** The durable queue: the deliveries table, leased row by row. */
-export function createQueueStore(sqlite: Database.Database, outbox: OutboxWriter): Store['queue'] {
+/**
+ * The durable queue: the deliveries table, leased row by row. Every outcome it records, and every
+ * recipient it cancels, is also an entry of the recipient's history and a count of the volume index.
+ */
+export function createQueueStore(
+  sqlite: Database.Database,
+  outbox: OutboxWriter,
+  volume: VolumeCounter,
+): Store['queue'] {
   // The partial index deliveries_due holds only rows with a next attempt: final rows cost nothing.
   const claim =
     sqlite.prepare(`UPDATE deliveries SET locked = 1, lock_time = CAST(CAST(@now AS INTEGER) AS TEXT), assigned = @node
@@ -36,7 +44,7 @@ export function createQueueStore(sqlite: Database.Database, outbox: OutboxWriter
   const update =
     sqlite.prepare(`UPDATE deliveries SET state = @state, delivered = @delivered, code = @code, response = @response,
     mx_hostname = COALESCE(@mxHostname, mx_hostname), locked = 0, attempts = attempts + 1, next_attempt_at = @nextAttemptAt
-    WHERE id = @id AND next_attempt_at IS NOT NULL RETURNING message_id AS messageRowId`)
+    WHERE id = @id AND next_attempt_at IS NOT NULL RETURNING message_id AS messageRowId, order_id AS orderId, attempts AS attempt`)
   const dropBody = sqlite.prepare(`DELETE FROM message_bodies WHERE message_id = @id
     AND NOT EXISTS (SELECT 1 FROM deliveries WHERE message_id = @id AND next_attempt_at IS NOT NULL)`)
   const release = sqlite.prepare(
@@ -51,7 +59,8 @@ export function createQueueStore(sqlite: Database.Database, outbox: OutboxWriter
   const depth = sqlite.prepare(`SELECT q.recipients, m.created_at AS oldestQueuedAt
     FROM (SELECT COUNT(*) AS recipients, MIN(id) AS first FROM deliveries WHERE next_attempt_at IS NOT NULL) q
     LEFT JOIN deliveries d ON d.id = q.first LEFT JOIN messages m ON m.id = d.message_id`)
-  const insertMessage = messageInserter(sqlite)
+  const insertMessage = messageInserter(sqlite, volume)
+  const writeAttempt = attemptWriter(sqlite, volume)
   const delayReported = sqlite.prepare('SELECT delay_reported FROM deliveries WHERE id = ?').pluck()
   const markDelayReported = sqlite.prepare('UPDATE deliveries SET delay_reported = 1 WHERE id = ?')
   /** Queues a report if each of its rows was recorded in this transaction (`recorded`) and, when delayed, not reported delayed before. */
@@ -82,7 +91,8 @@ export function createQueueStore(sqlite: Database.Database, outbox: OutboxWriter
     WHERE next_attempt_at IS NOT NULL AND NOT (${held}) AND ${ofMessage}`)
   const fail =
     sqlite.prepare(`UPDATE deliveries SET state = 'failed', delivered = 0, code = NULL, response = @response, locked = 0, next_attempt_at = NULL
-    WHERE message_id = @messageRowId AND next_attempt_at IS NOT NULL AND NOT (${held})`)
+    WHERE message_id = @messageRowId AND next_attempt_at IS NOT NULL AND NOT (${held})
+    RETURNING id, order_id AS orderId, attempts + 1 AS attempt`)
   /** Applies an operator's change to the rows of a transaction (all rows without txid) that no worker holds. */
   const operatorTx = sqlite.transaction(
     (
@@ -133,15 +143,18 @@ export function createQueueStore(sqlite: Database.Database, outbox: OutboxWriter
           ...o,
           delivered: o.state === 'delivered' ? 1 : 0,
           nextAttemptAt: o.state === 'deferred' ? o.nextAttemptAt : null,
-        }) as { messageRowId: number } | undefined
-        if (row) touched.add(row.messageRowId), recorded.add(o.id)
+        }) as { messageRowId: number; orderId: number; attempt: number } | undefined
+        if (!row) continue
+        touched.add(row.messageRowId)
+        recorded.add(o.id)
+        writeAttempt(row, o)
       }
       for (const id of touched) dropBody.run({ id })
       // An outcome's event only with the outcome: one recorded already (by another attempt) was reported then.
       outbox.write(events.filter((e) => e.row === undefined || recorded.has(e.row)))
       return reports.filter((report) => queueReport(report, recorded)).map((report) => report.message.txid)
     },
-    { delayMs: RECORD_DELAY_MS },
+    { delayMs: RECORD_DELAY_MS, around: volume },
   )
 
   return {
@@ -180,9 +193,22 @@ export function createQueueStore(sqlite: Database.Database, outbox: OutboxWriter
     },
     async cancel({ txid, now, leaseMs, response }) {
       return operatorTx(txid, now, leaseMs, (messageRowId, expired) => {
-        const { changes } = fail.run({ messageRowId, expired, response })
+        volume.begin()
+        // Each recipient's history ends with the cancel: a failure without a reply.
+        const rows = fail.all({ messageRowId, expired, response }) as { id: number; orderId: number; attempt: number }[]
+        for (const row of rows)
+          writeAttempt(row, {
+            id: row.id,
+            state: 'failed',
+            code: null,
+            response,
+            mxHostname: null,
+            nextAttemptAt: null,
+            time: now,
+          })
         dropBody.run({ id: messageRowId })
-        return changes
+        volume.end()
+        return rows.length
       })
     },
   }

@@ -195,6 +195,54 @@ export const deliveries = sqliteTable(
   ],
 )
 
+/**
+ * Every delivery attempt of a recipient, written in the commit that records its outcome (the
+ * delivery row keeps only the last), and the operator's cancel as a failure with no reply. Keyed
+ * by delivery row and attempt, without a rowid (a migration's hand-written part): one b-tree,
+ * which a message's history reads in order. No foreign key, as for a delivery's message: a row is
+ * only written with its delivery's outcome, and log rows are never deleted.
+ */
+export const deliveryAttempts = sqliteTable(
+  'delivery_attempts',
+  {
+    deliveryId: integer('delivery_id').notNull(),
+    /** 1 for the first attempt; a cancel's entry follows the last. */
+    attempt: integer('attempt').notNull(),
+    time: integer('time').notNull(),
+    state: text('state', { enum: ['delivered', 'deferred', 'failed'] }).notNull(),
+    code: integer('code'),
+    response: text('response'),
+    mxHostname: text('mx_hostname'),
+    mxAddress: text('mx_address'),
+    /** 1 when the connection was encrypted, 0 when not, null without a connection. */
+    tls: integer('tls'),
+    nextAttemptAt: integer('next_attempt_at'),
+    /** 1 when this failure put the recipient on the account's suppression list. */
+    suppressed: integer('suppressed').notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
+)
+
+/**
+ * The volume index: counts per mail order and UTC hour, added to in the commits that accept
+ * messages (recipients), record attempts and refuse sends, one upsert per order and hour of a
+ * commit. getVolume reads only this. Without a rowid, as delivery_attempts.
+ */
+export const volumeHours = sqliteTable(
+  'volume_hours',
+  {
+    orderId: integer('order_id').notNull(),
+    /** The hour's start (epoch ms). */
+    hourStart: integer('hour_start').notNull(),
+    accepted: integer('accepted').notNull().default(0),
+    delivered: integer('delivered').notNull().default(0),
+    deferred: integer('deferred').notNull().default(0),
+    failed: integer('failed').notNull().default(0),
+    refused: integer('refused').notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.orderId, t.hourStart] })],
+)
+
 /** Store 1 of the blocks: one record per message the spam filter flagged. */
 export const blockEvents = sqliteTable(
   'block_events',

@@ -124,7 +124,6 @@ export function createWebhookStore(
       }
     }
   }).immediate
-  const emitTx = sqlite.transaction(outbox.write).immediate
 
   return {
     async create({ accountId, url, events, description, secret: signing, now }) {
@@ -141,9 +140,6 @@ export function createWebhookStore(
     },
     async subscribed(accountId, type) {
       return outbox.wants(accountId, type)
-    },
-    async emit(events) {
-      return events.some((e) => outbox.wants(e.accountId, e.type)) ? emitTx(events) : 0
     },
     async claim({ node, now, leaseMs, limit }) {
       return claimTx(node, now, leaseMs, limit)

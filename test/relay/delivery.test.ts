@@ -194,7 +194,15 @@ describe('delivery', () => {
     const txid = await t.send(['a@example.com'])
     const [row] = await t.settled(txid, (r) => r.every((x) => x.delivered === 1))
     await t.env.services.store.queue.record([
-      { id: row._id, state: 'failed', code: 554, response: '554 5.3.0 late', mxHostname: null, nextAttemptAt: null },
+      {
+        id: row._id,
+        state: 'failed',
+        code: 554,
+        response: '554 5.3.0 late',
+        mxHostname: null,
+        nextAttemptAt: null,
+        time: t.env.clock(),
+      },
     ])
     expect((await t.rows(txid)).map((r) => [r.delivered, r.code])).toEqual([[1, 250]])
   })

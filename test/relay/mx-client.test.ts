@@ -36,6 +36,8 @@ describe('MxClient: connection reuse', () => {
     for (let n = 1; n <= 5; n++) {
       const attempt = await deliver(n)
       expect(attempt.replies.get(`r${n}@example.com`)).toMatchObject({ code: 250 })
+      // Where it went, for the recipient's history: the sink offers no STARTTLS.
+      expect(attempt).toMatchObject({ mxHostname: 'mx.example.com', mxAddress: '127.0.0.1', tls: false })
     }
     expect(sink.messages.map((m) => m.to)).toEqual([1, 2, 3, 4, 5].map((n) => [`r${n}@example.com`]))
     expect(sink.state.connections).toBe(1)
@@ -185,8 +187,11 @@ describe('MxClient: the SMTP session', () => {
       nodeName: 'localhost',
     })
     const { sink, deliver } = await setup({ tls })
-    for (const n of [1, 2])
-      expect((await deliver([`r${n}@example.com`])).replies.get(`r${n}@example.com`)).toMatchObject({ code: 250 })
+    for (const n of [1, 2]) {
+      const attempt = await deliver([`r${n}@example.com`])
+      expect(attempt.replies.get(`r${n}@example.com`)).toMatchObject({ code: 250 })
+      expect(attempt).toMatchObject({ mxHostname: 'localhost', mxAddress: '127.0.0.1', tls: true })
+    }
     expect(sink.messages.map((m) => [m.to, m.secure])).toEqual([
       [['r1@example.com'], true],
       [['r2@example.com'], true],
@@ -273,10 +278,13 @@ describe('MxClient: the SMTP session', () => {
       code: 554,
       response: expect.stringMatching(/^mx\.example\.com \[127\.0\.0\.1\]:\d+: 554-not here\n554 go away$/),
     })
-    expect((await attempt(silent)).replies.get('r@example.com')).toEqual({
+    const timedOut = await attempt(silent)
+    expect(timedOut.replies.get('r@example.com')).toEqual({
       code: null,
       response: expect.stringMatching(/^mx\.example\.com \[127\.0\.0\.1\]:\d+: connection timed out after 300 ms$/),
     })
+    // No session was set up: the attempt had no connection to name, encrypted or not.
+    expect(timedOut).toMatchObject({ mxHostname: 'mx.example.com', mxAddress: null, tls: null })
   })
 })
 

@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe } from 'vitest'
 import type { Store } from '../../storage/store.js'
 import { durabilityContract } from './contract/durability.js'
 import { type Fixture, type OpenedStore, T0 } from './contract/fixture.js'
+import { historyContract } from './contract/history.js'
 import { identityContract } from './contract/identity.js'
 import { idempotencyContract } from './contract/idempotency.js'
 import { blocksContract, rulesContract, spamFilterContract, trapsContract } from './contract/lists.js'
@@ -65,5 +66,6 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     durabilityContract(f)
     sandboxContract(f)
     webhooksContract(f)
+    historyContract(f)
   })
 }

@@ -56,6 +56,7 @@ describe('log totals kept between queries', () => {
           code: o.state === 'delivered' ? 250 : 451,
           response: 'r',
           nextAttemptAt: o.state === 'deferred' ? now : null,
+          time: now,
         }
       }),
     )

@@ -97,6 +97,7 @@ describe('the durable queue', () => {
       response: state === 'failed' ? '550 5.1.1 unknown' : '450 4.2.1 busy',
       mxHostname: 'mx.example.com',
       nextAttemptAt: state === 'deferred' ? m.time + 60_000 : null,
+      time: m.time,
     })
     const report = (rows: number[], action: 'failed' | 'delayed') => ({
       rows,
@@ -153,6 +154,7 @@ describe('the durable queue', () => {
           response: '4.7.1 try again later',
           mxHostname: 'mx.example.com',
           nextAttemptAt: now + 3_600_000,
+          time: now,
         },
       ])
       return { txid: m.txid, rowId, id: leased![0].id }
@@ -216,6 +218,7 @@ describe('the durable queue', () => {
           response: '2.0.0 ok',
           mxHostname: 'mx.example.com',
           nextAttemptAt: null,
+          time: now,
         },
       ])
       // The other is in flight: its worker records the outcome.
@@ -231,6 +234,7 @@ describe('the durable queue', () => {
           response: '4.7.1 try again later',
           mxHostname: 'mx.example.com',
           nextAttemptAt: now + 3_600_000,
+          time: now,
         },
       ])
       expect(await store.queue.cancel({ txid: m.txid, now, leaseMs, response: 'canceled by the operator' })).toEqual({
@@ -269,6 +273,7 @@ describe('the durable queue', () => {
           response: '2.0.0 ok',
           mxHostname: 'mx.example.com',
           nextAttemptAt: null,
+          time: now,
         },
       ])
       expect(await store.queue.cancel({ txid: m.txid, now, leaseMs, response: 'again' })).toEqual({

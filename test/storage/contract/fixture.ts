@@ -1,5 +1,5 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto'
-import type { AttemptOutcome, LogQuery, NewMessage, Store } from '../../../storage/store.js'
+import type { AttemptOutcome, LogQuery, NewMessage, Store, VolumeCounts } from '../../../storage/store.js'
 
 /** A store opened for one test: its own empty database, and a second connection to it when the backend has one. */
 export interface OpenedStore {
@@ -64,18 +64,22 @@ export function newMessage(f: Pick<Fixture, 'accountId' | 'orderId'>, overrides:
   }
 }
 
-/** The outcome of an attempt on row `id`, as delivery records it. */
+/** The outcome of an attempt on row `id`, made at `time`, as delivery records it. */
 export const outcome = (
   id: number,
   state: AttemptOutcome['state'],
   nextAttemptAt: number | null = null,
+  time = T0,
 ): AttemptOutcome => ({
   id,
   state,
   code: { delivered: 250, deferred: 451, failed: 550 }[state],
   response: { delivered: '2.0.0 ok', deferred: '4.7.1 try again later', failed: '5.1.1 no such user' }[state],
   mxHostname: `mx.${state}.example`,
+  mxAddress: '192.0.2.25',
+  tls: state !== 'failed',
   nextAttemptAt: state === 'deferred' ? nextAttemptAt : null,
+  time,
 })
 
 /** The log of the fixture's order, one row per recipient, oldest first. */
@@ -97,3 +101,14 @@ export const ed25519 = () => {
     publicKey: publicKey.export({ type: 'spki', format: 'der' }).subarray(-32).toString('base64'),
   }
 }
+
+/** A bucket of the volume index: `time`'s counts, zero but for those given. */
+export const volumeCounts = (time: number, counts: Partial<VolumeCounts> = {}) => ({
+  time,
+  accepted: 0,
+  delivered: 0,
+  deferred: 0,
+  failed: 0,
+  refused: 0,
+  ...counts,
+})
