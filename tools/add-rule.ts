@@ -4,7 +4,7 @@ import { canonicalAddress, isDomain, isEmail } from '../relay/addresses.js'
 import type { RuleType as RuleTypeName } from '../storage/store.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { activeOrders, ok, resolveOrder } from './common.js'
-import { GenericResponse, RuleType } from './schemas.js'
+import { GenericResponse, RuleType, Username } from './schemas.js'
 
 /** How `data` must look for each rule type. */
 export const RULE_DATA: Record<RuleTypeName, { valid: (s: string) => boolean; expected: string }> = {
@@ -13,8 +13,6 @@ export const RULE_DATA: Record<RuleTypeName, { valid: (s: string) => boolean; ex
   domain: { valid: isDomain, expected: 'a domain name such as example.com' },
   startswith: { valid: (s) => /^[A-Za-z0-9+_.-]+$/.test(s), expected: 'a prefix of letters, digits, +, _, . or -' },
 }
-
-const Username = z.string().regex(/^mb\d+$/, 'must be an SMTP username like mb123')
 
 export const addRule = defineTool({
   name: 'addRule',

@@ -7,8 +7,10 @@ import { delistBlock } from './delist-block.js'
 import { getMailBlocks } from './get-mail-blocks.js'
 import { getMailOrderById } from './get-mail-order-by-id.js'
 import { getMailOrders } from './get-mail-orders.js'
+import { getMessage } from './get-message.js'
 import { getRules } from './get-rules.js'
 import { getStats } from './get-stats.js'
+import { getVolume } from './get-volume.js'
 import { getWebhooks } from './get-webhooks.js'
 import { pingServer } from './ping-server.js'
 import { rawMail } from './raw-mail.js'
@@ -35,4 +37,6 @@ export const TOOLS: readonly AnyTool[] = [
   addWebhook,
   getWebhooks,
   deleteWebhook,
+  getMessage,
+  getVolume,
 ]

@@ -11,6 +11,9 @@ export const GenericResponse = z.object({
 
 export const OrderId = z.number().int().min(1).describe('Mail order id, from getMailOrders.')
 
+/** A mail order as its SMTP username names it. */
+export const Username = z.string().regex(/^mb\d+$/, 'must be an SMTP username like mb123')
+
 export const MailOrder = z.object({
   id: z.number().int().describe('Numeric mail order id.'),
   status: z.enum(['active', 'canceled']).describe('Only active orders can send.'),

@@ -72,9 +72,15 @@ describe('discovery documents', () => {
         .map((o) => o.line)
         .sort(),
     ).toEqual(upstreamOps.map((o) => `${o.method.toUpperCase()} ${o.path} ${o.op.operationId}`).sort())
-    // The extensions (webhooks) are beside the contract, never on one of its paths.
+    // The extensions (webhooks, a message's story, volume) are beside the contract, never on one of its paths.
     const extensions = mine.filter((o) => !upstreamIds.has(o.id))
-    expect(extensions.map((o) => o.id).sort()).toEqual(['addWebhook', 'deleteWebhook', 'getWebhooks'])
+    expect(extensions.map((o) => o.id).sort()).toEqual([
+      'addWebhook',
+      'deleteWebhook',
+      'getMessage',
+      'getVolume',
+      'getWebhooks',
+    ])
     for (const o of extensions) expect(UPSTREAM.paths[o.path], o.line).toBeUndefined()
   })
 

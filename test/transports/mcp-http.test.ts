@@ -13,14 +13,14 @@ import { jsonSchemaOf } from '../../transports/json-schema.js'
 import { isObject } from '../../transports/json-schema.js'
 import { MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
-import { expectNothingQueued } from '../tools/support.js'
+import { expectNothingQueued, run } from '../tools/support.js'
 
 const byName = (name: string) => TOOLS.find((t) => t.name === name)!
 /** The tools beyond the hosted service's contract. */
-const EXTENSIONS = ['addWebhook', 'getWebhooks', 'deleteWebhook']
+const EXTENSIONS = ['addWebhook', 'getWebhooks', 'deleteWebhook', 'getMessage', 'getVolume']
 
-/** Arguments that make each tool succeed for a fresh test account. */
-function happyArgs(env: TestEnv, ruleId: string, webhookId = 1): Record<string, Record<string, unknown>> {
+/** Arguments that make each tool succeed for a fresh test account that sent `txid`. */
+function happyArgs(env: TestEnv, ruleId: string, txid: string, webhookId = 1): Record<string, Record<string, unknown>> {
   return {
     pingServer: {},
     getMailOrders: {},
@@ -44,6 +44,8 @@ function happyArgs(env: TestEnv, ruleId: string, webhookId = 1): Record<string, 
     addWebhook: { url: 'https://hooks.example.com/mailroom', events: ['message.delivered'] },
     getWebhooks: {},
     deleteWebhook: { id: webhookId },
+    getMessage: { id: txid },
+    getVolume: { interval: 'hour' },
   }
 }
 
@@ -115,7 +117,12 @@ describe('MCP over Streamable HTTP', () => {
     const client = await connect()
     const { tools } = await client.listTools()
     const ajv = new Ajv({ strict: false })
-    const args = happyArgs(env, String(rule.id))
+    const { text: sentBefore } = await run(
+      byName('sendMail'),
+      { to: 'a@example.com', from: 'me@example.org', subject: 's', body: 'b' },
+      env.ctx,
+    )
+    const args = happyArgs(env, String(rule.id), sentBefore)
     for (const t of tools) {
       const result = await client.callTool({ name: t.name, arguments: args[t.name] })
       expect(result.isError, `${t.name}: ${JSON.stringify(result.content)}`).toBeFalsy()
@@ -248,11 +255,12 @@ describe('MCP over Streamable HTTP', () => {
   it('lists the tools in under 16 KB, with the same arguments and required arguments as their schemas', async () => {
     const client = await connect()
     const listed = await client.listTools()
-    // The contract's tools in the 16 KB they always took; each extension (the webhooks) in 1 KB more.
+    // The contract's tools in the 16 KB they always took; each extension in 1 KB more, or 2 KB
+    // for getMessage and getVolume, whose output schemas (a timeline, buckets) take most of it.
     const contract = listed.tools.filter((t) => !EXTENSIONS.includes(t.name))
     expect(Buffer.byteLength(JSON.stringify({ tools: contract }))).toBeLessThan(16 * 1024)
     for (const t of listed.tools.filter((t) => EXTENSIONS.includes(t.name)))
-      expect(Buffer.byteLength(JSON.stringify(t)), t.name).toBeLessThan(1024)
+      expect(Buffer.byteLength(JSON.stringify(t)), t.name).toBeLessThan(/Webhook/.test(t.name) ? 1024 : 2048)
     expect(listed.tools.map((t) => t.name)).toEqual(TOOLS.map((t) => t.name))
     for (const t of listed.tools) {
       const shape = byName(t.name).input.shape as Record<string, ZodType>

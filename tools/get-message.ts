@@ -1,0 +1,92 @@
+import { z } from 'zod'
+import { notFound } from '../errors.js'
+import type { AttemptRecord, MessageHistory, RecipientHistory } from '../storage/store.js'
+import { accountOf, defineTool } from './define.js'
+import { MailMessage, type TimelineEntry } from './history-schemas.js'
+
+type Entry = z.input<typeof TimelineEntry>
+
+const iso = (ms: number) => new Date(ms).toISOString()
+
+/** The fields of an entry that is not an attempt on a connection. */
+const NO_ATTEMPT = { mxHostname: null, mxAddress: null, tls: null, code: null, response: null, nextAttemptAt: null }
+
+export const getMessage = defineTool({
+  name: 'getMessage',
+  title: "One message's story",
+  http: { method: 'GET', path: '/mail/log/{id}' },
+  errors: [400, 404],
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  description:
+    "Returns one message of the account by transaction id (the `text` a send returned, the log's `id`): " +
+    'envelope, headers, size, door, and per recipient its status and timeline (accepted, then every delivery ' +
+    'attempt with its MX host, address, TLS and reply; suppressed when a bounce put the address on the ' +
+    'suppression list). 404 when the account has no such message.',
+  input: z.object({
+    id: z
+      .string()
+      .regex(/^[0-9a-fA-F]{18,19}$/, 'must be a transaction id: 18 or 19 hex characters')
+      .describe('Transaction id.'),
+  }),
+  output: MailMessage,
+  handler: async ({ id }, ctx) => {
+    const message = await ctx.store.mail.message(id.toLowerCase(), accountOf(ctx))
+    if (!message) throw notFound(`id: message ${id} not found`)
+    return messageOf(message)
+  },
+})
+
+function messageOf(m: MessageHistory): z.input<typeof MailMessage> {
+  return {
+    id: m.txid,
+    orderId: m.orderId,
+    user: `mb${m.orderId}`,
+    from: m.envFrom,
+    headerFrom: m.headerFrom,
+    replyTo: m.replyTo,
+    subject: m.subject,
+    messageId: m.messageId,
+    size: m.bodySize,
+    origin: m.origin,
+    interface: m.interface,
+    transtype: m.transtype,
+    createdAt: iso(m.createdAt),
+    ...(m.sandbox ? { sandbox: true } : {}),
+    recipients: m.recipients.map((r) => ({
+      recipient: r.recipient,
+      status: r.state,
+      // Put there by this message, and there still (it may have been delisted since).
+      suppressed: r.listed && r.history.some((a) => a.suppressed),
+      nextAttemptAt: r.nextAttemptAt === null ? null : iso(r.nextAttemptAt),
+      attempts: r.attempts,
+      timeline: timelineOf(m.createdAt, r),
+    })),
+  }
+}
+
+/** Accepted, then each attempt in order, a suppression right after the failure that caused it. */
+function timelineOf(acceptedAt: number, r: RecipientHistory): Entry[] {
+  const entries: Entry[] = [{ time: iso(acceptedAt), event: 'accepted', ...NO_ATTEMPT }]
+  for (const a of r.history) {
+    entries.push(attemptEntry(a))
+    if (a.suppressed)
+      entries.push({
+        time: iso(a.time),
+        event: 'suppressed',
+        ...NO_ATTEMPT,
+        response: `${r.recipient} was put on this account's suppression list: sends to it are refused until it is delisted`,
+      })
+  }
+  return entries
+}
+
+const attemptEntry = (a: AttemptRecord): Entry => ({
+  time: iso(a.time),
+  event: a.state,
+  mxHostname: a.mxHostname,
+  mxAddress: a.mxAddress,
+  tls: a.tls,
+  code: a.code,
+  response: a.response,
+  nextAttemptAt: a.nextAttemptAt === null ? null : iso(a.nextAttemptAt),
+})

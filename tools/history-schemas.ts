@@ -1,0 +1,61 @@
+import { z } from 'zod'
+
+// Schemas of getMessage and getVolume: extensions beyond the hosted service's contract, kept short
+// (every MCP client reads them in its tool list). Times are ISO 8601 in UTC.
+
+const Iso = z.string()
+const orNull = <T extends z.ZodType>(t: T) => t.nullable()
+
+export const TimelineEntry = z.object({
+  time: Iso,
+  event: z.enum(['accepted', 'deferred', 'delivered', 'failed', 'suppressed']),
+  mxHostname: orNull(z.string()),
+  mxAddress: orNull(z.string()),
+  tls: orNull(z.boolean()),
+  code: orNull(z.number().int()),
+  response: orNull(z.string()),
+  nextAttemptAt: orNull(Iso).describe('deferred: when it is tried again'),
+})
+
+export const MailMessage = z.object({
+  id: z.string(),
+  orderId: z.number().int(),
+  user: z.string(),
+  from: z.string(),
+  headerFrom: orNull(z.string()),
+  replyTo: orNull(z.string()),
+  subject: orNull(z.string()),
+  messageId: orNull(z.string()),
+  size: z.number().int(),
+  origin: z.string(),
+  interface: z.string(),
+  transtype: z.string(),
+  createdAt: Iso,
+  sandbox: z.boolean().optional(),
+  recipients: z.array(
+    z.object({
+      recipient: z.string(),
+      status: z.enum(['queued', 'deferred', 'delivered', 'failed']),
+      suppressed: z.boolean(),
+      nextAttemptAt: orNull(Iso),
+      attempts: z.number().int(),
+      timeline: z.array(TimelineEntry),
+    }),
+  ),
+})
+
+const Counts = {
+  accepted: z.number().int(),
+  delivered: z.number().int(),
+  deferred: z.number().int(),
+  failed: z.number().int(),
+  refused: z.number().int(),
+}
+
+export const MailVolume = z.object({
+  interval: z.enum(['hour', 'day']),
+  startTime: Iso,
+  endTime: Iso,
+  buckets: z.array(z.object({ time: Iso, ...Counts })),
+  totals: z.object(Counts),
+})
