@@ -306,7 +306,7 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
     webhooks: createWebhookStore(pool, secret, outbox, changing),
     async maintain() {
       // The planner's statistics of the tables that grow; autovacuum does the same in time.
-      await pool.query('ANALYZE messages, deliveries, block_events, idempotency_keys')
+      await pool.query('ANALYZE messages, deliveries, delivery_attempts, block_events, idempotency_keys')
     },
     async backup() {
       throw new Error(

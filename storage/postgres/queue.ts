@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import { insertMessage } from './enqueue.js'
-import { addVolume } from './history.js'
+import { addVolume, volumeSlot } from './history.js'
 import { changed, groupCommit, transaction } from './pool.js'
 import type { OutboxWriter } from './webhooks.js'
 import { type VolumeTally, volumeTally } from '../volume-tally.js'
@@ -34,7 +34,8 @@ const CLAIM = `WITH c AS (
 
 /**
  * Records outcomes, one row each, in one statement: a final row (no next attempt) is left as it
- * is. Each outcome recorded is also an entry of its recipient's history, numbered by the attempt.
+ * is. Each outcome recorded is also an entry of its recipient's history, numbered by the attempt,
+ * and a count of the volume index, added to one slot's rows (`$12`) in key order.
  */
 const RECORD = `WITH u AS (
     UPDATE deliveries d SET state = o.state, delivered = o.delivered, code = o.code, response = o.response,
@@ -50,8 +51,15 @@ const RECORD = `WITH u AS (
     INSERT INTO delivery_attempts (delivery_id, attempt, time, state, code, response, mx_hostname, mx_address, tls,
       next_attempt_at, suppressed)
     SELECT id, attempts, time, state, code, response, mx_hostname, mx_address, tls, next_attempt_at, suppressed FROM u
+  ), v AS (
+    INSERT INTO volume_hours (order_id, hour_start, slot, delivered, deferred, failed)
+    SELECT order_id, (time / 3600000) * 3600000, $12, COUNT(*) FILTER (WHERE state = 'delivered'),
+      COUNT(*) FILTER (WHERE state = 'deferred'), COUNT(*) FILTER (WHERE state = 'failed')
+    FROM u GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (order_id, hour_start, slot) DO UPDATE SET delivered = volume_hours.delivered + excluded.delivered,
+      deferred = volume_hours.deferred + excluded.deferred, failed = volume_hours.failed + excluded.failed
   )
-  SELECT id, message_id AS "messageRowId", delay_reported AS "delayReported", order_id AS "orderId", state, time FROM u`
+  SELECT id, message_id AS "messageRowId", delay_reported AS "delayReported" FROM u`
 
 /** A cancel's entry in the histories of the recipients it failed. */
 const CANCELED = `INSERT INTO delivery_attempts (delivery_id, attempt, time, state, response)
@@ -152,14 +160,7 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
     async (client, calls) => {
       // In id order, so that two transactions updating the same rows take their locks in one order.
       const sorted = calls.flatMap((c) => c.outcomes).sort((a, b) => a.id - b.id)
-      const { rows } = await client.query<{
-        id: number
-        messageRowId: number
-        delayReported: boolean
-        orderId: number
-        state: AttemptOutcome['state']
-        time: number
-      }>({
+      const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>({
         text: RECORD,
         values: [
           sorted.map((o) => o.id),
@@ -173,10 +174,9 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
           sorted.map((o) => o.mxAddress ?? null),
           sorted.map((o) => o.tls ?? null),
           sorted.map((o) => o.suppressed === true),
+          volumeSlot(),
         ],
       })
-      const tally = volumeTally()
-      for (const r of rows) tally.add(r.orderId, r.time, r.state)
       await dropBodies(client, [...new Set(rows.map((r) => r.messageRowId))])
       const recorded = new Map(rows.map((r) => [r.id, r.delayReported]))
       // An outcome's event only with the outcome: one recorded already (by another attempt) was reported then.
@@ -184,6 +184,8 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
         client,
         calls.flatMap((c) => c.events).filter((e) => e.row === undefined || recorded.has(e.row)),
       )
+      // The reports' recipients are counted as accepted last (reports are rare: a second upsert then).
+      const tally = volumeTally()
       const queued: string[][] = []
       for (const call of calls) {
         const txids: string[] = []
