@@ -12,7 +12,13 @@ export function pkce() {
   return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') }
 }
 
-type App = TestEnv['app']
+/** The app in process (`app.request`), or a running server (see overHttp). */
+type App = Pick<TestEnv['app'], 'request'> | { request(path: string, init?: RequestInit): Promise<Response> }
+
+/** A running server as an App: requests over HTTP, redirects not followed. */
+export const overHttp = (base: string) => ({
+  request: (path: string, init: RequestInit = {}) => fetch(`${base}${path}`, { ...init, redirect: 'manual' }),
+})
 
 /** Registers a client by Dynamic Client Registration; answers its client_id. */
 export async function register(app: App, redirectUris = [REDIRECT], name = 'Test agent'): Promise<string> {
@@ -104,7 +110,7 @@ export const token = (app: App, fields: Record<string, string>) =>
 export async function tokensFor(
   app: App,
   apiKey: string,
-  options: { scope?: string; resource?: string } = {},
+  options: { scope?: string; resource?: string; redirectUri?: string } = {},
 ): Promise<{ access_token: string; refresh_token: string; scope: string; clientId: string; expires_in: number }> {
   const clientId = await register(app)
   const { verifier, challenge } = pkce()
