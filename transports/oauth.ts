@@ -81,11 +81,14 @@ interface CheckedRequest {
   codeChallenge: string
 }
 
-/** Pages are never cached, framed (clickjacking) or given a referrer (the query holds the request). */
+/**
+ * Pages are never cached, framed (clickjacking) or given a referrer (the query holds the request).
+ * No `form-action`: browsers apply it to the redirect that follows the form too, which goes to the client.
+ */
 const PAGE_HEADERS = {
   'Cache-Control': 'no-store',
   'X-Frame-Options': 'DENY',
-  'Content-Security-Policy': "default-src 'none'; form-action 'self'; frame-ancestors 'none'",
+  'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
   'Referrer-Policy': 'no-referrer',
 }
 
