@@ -57,6 +57,20 @@ describe('OAuth authorization server', () => {
       })
   })
 
+  it('says in the server card how to connect with a key and with OAuth', async () => {
+    const card = await (await env.app.request('/.well-known/mcp/server.json')).json()
+    expect(card.authentication).toEqual({
+      required: true,
+      schemes: ['apiKey', 'oauth2'],
+      apiKey: { in: 'header', name: 'X-API-KEY' },
+      oauth2: {
+        protectedResourceMetadata: `${BASE}/.well-known/oauth-protected-resource/mcp`,
+        authorizationServer: BASE,
+        scopes: ['mail:read', 'mail:send', 'mail:manage'],
+      },
+    })
+  })
+
   it('answers /mcp without credentials 401 with a WWW-Authenticate challenge naming the metadata', async () => {
     const res = await mcpWithToken(env.app, null, toolsList)
     expect(res.status).toBe(401)
