@@ -27,7 +27,10 @@ export function launchChromium(): Promise<Browser> {
  * with a warning that says why.
  */
 export function describeBrowser(name: string, suite: () => void): void {
-  if (existsSync(CHROMIUM)) return suite()
+  if (existsSync(CHROMIUM)) {
+    suite()
+    return
+  }
   const reason = `no Chromium at ${CHROMIUM} (MAILROOM_TEST_CHROMIUM; Debian's package is chromium)`
   if (process.env.CI === 'true') {
     describe(name, () => {

@@ -106,7 +106,7 @@ describeBrowser('system: an MCP SDK client connected with OAuth, allowed in a br
     // The person: reads who asks, signs in with the account's key, reads which account, allows.
     const page = await browser.newPage()
     await page.goto(provider.authorizationUrl!.href)
-    const asking = await page.locator('main').innerText()
+    const asking = await page.locator('main').textContent()
     expect(asking).toContain(`Browser test agent (${provider.client!.client_id}) asks to act for a mailroom account`)
     expect(asking).toContain('mail:send: send mail as the account')
     // The key field has the focus: typed, then Enter submits (Continue).
@@ -114,11 +114,11 @@ describeBrowser('system: an MCP SDK client connected with OAuth, allowed in a br
     await page.keyboard.type(apiKey)
     await page.keyboard.press('Enter')
     await page.waitForSelector('text=Allow Browser test agent?')
-    expect(await page.locator('main').innerText()).toContain('will act for the account')
+    expect(await page.locator('main').textContent()).toContain('will act for the account')
     await page.getByRole('button', { name: 'Allow' }).focus()
     await page.keyboard.press('Enter')
     await page.waitForURL((url) => url.href.startsWith(callbackUrl))
-    expect(await page.locator('body').innerText()).toBe('Authorized: you can close this window.')
+    expect(await page.locator('body').textContent()).toBe('Authorized: you can close this window.')
     await page.close()
     expect(codes).toHaveLength(1)
 
