@@ -38,6 +38,9 @@ const CLAIM = `WITH c AS (
 const RECORD = `SELECT id, "messageRowId", "delayReported"
   FROM mailroom_record($1::bigint[], $2::text[], $3::smallint[], $4::int[], $5::text[], $6::text[], $7::bigint[])`
 
+/** Batches of outcomes recorded at once: one, for the reason ENQUEUE_CONCURRENCY is one (enqueue.ts). */
+const RECORD_CONCURRENCY = 1
+
 /** A row a live worker holds (its lease younger than the lease time, `$expired`): left alone by the operator. */
 const held = (expired: string) => `(locked = 1 AND lock_time >= ${expired})`
 
@@ -127,7 +130,7 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
    * one (each delivery's outcome would otherwise be a transaction of its own). A batch with no
    * report or event to write is one statement, which is its own transaction.
    */
-  const record = batched<RecordCall, string[]>(2, async (calls) => {
+  const record = batched<RecordCall, string[]>(RECORD_CONCURRENCY, async (calls) => {
     const outcomes = calls.flatMap((c) => c.outcomes)
     if (calls.every((c) => c.reports.length === 0 && c.events.length === 0)) {
       await recordOutcomes(pool, outcomes)
