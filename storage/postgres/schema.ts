@@ -109,12 +109,11 @@ export const messages = pgTable(
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
     txid: text('txid').notNull(),
-    accountId: integer('account_id')
-      .notNull()
-      .references(() => accounts.id),
-    orderId: integer('order_id')
-      .notNull()
-      .references(() => mailOrders.id),
+    // No foreign keys to accounts and mail_orders: a message is only inserted for an account and
+    // order the send was authorized with, and neither is ever deleted. Each check locked the
+    // account's and the order's row (FOR KEY SHARE) in every send's transaction (migration 0006).
+    accountId: integer('account_id').notNull(),
+    orderId: integer('order_id').notNull(),
     envFrom: text('env_from').notNull(),
     headerFrom: text('header_from'),
     replyTo: text('reply_to'),
