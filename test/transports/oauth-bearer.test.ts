@@ -1,6 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { SqliteStore } from '../../storage/sqlite/index.js'
+import { toolCaller } from '../../transports/mcp.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
+import { expectNothingQueued } from '../tools/support.js'
 import { BASE, mcpWithToken, tokensFor } from './oauth-flow.js'
 
 const send = { to: 'bob@example.com', from: 'me@example.org', subject: 'hi', body: 'x' }
@@ -74,5 +76,25 @@ describe('OAuth access tokens at the doors', () => {
     expect(await names(all.access_token)).toContain('sendMail')
     const call = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sendMail', arguments: send } }
     expect((await rpc(read.access_token, call, sessionId)).status).toBe(403)
+  })
+
+  it('refuses a call outside the scopes in the tool caller itself, whatever the door (stdio, in memory)', async () => {
+    const call = toolCaller(env.services)
+    const caller = { accountId: env.accountId, origin: '192.0.2.10', scopes: ['mail:read'] }
+    expect(await call('sendMail', send, caller)).toEqual({
+      isError: true,
+      content: [
+        {
+          type: 'text',
+          text: JSON.stringify({
+            code: 403,
+            message:
+              'sendMail needs the mail:send scope, which this access token was not granted; authorize again with it',
+          }),
+        },
+      ],
+    })
+    expectNothingQueued(env)
+    expect((await call('getMailOrders', {}, caller)).isError).toBeUndefined()
   })
 })
