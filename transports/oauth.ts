@@ -143,7 +143,7 @@ export function mountOAuth(app: Hono, services: Services, signIn: SignIn): void 
     Object.fromEntries(AUTHORIZE_PARAMS.filter((k) => typeof source[k] === 'string').map((k) => [k, source[k]]))
   const show = (c: Context, body: string, status: 200 | 400 | 401 | 429 = 200) => c.html(body, status, PAGE_HEADERS)
 
-  /** Checks the request; a problem is a page, a fault a redirect. Undefined when answered so. */
+  /** Checks the request: `{request}` when it can be answered, else `{answer}`, its problem page or its fault's redirect. */
   const checked = async (c: Context, p: AuthorizeParams) => {
     try {
       const r = await check(p)

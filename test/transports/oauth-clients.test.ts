@@ -137,3 +137,32 @@ describe('Client ID Metadata Documents', () => {
     expect(await env.services.store.oauth.grants(env.accountId)).toEqual([])
   })
 })
+
+describe('authorization requests', () => {
+  let env: TestEnv
+  beforeEach(async () => {
+    env = await createTestEnv({ MAILROOM_PUBLIC_URL: BASE })
+  })
+  afterEach(() => env.close())
+
+  it('sends a request without a PKCE S256 challenge back with invalid_request, granting nothing', async () => {
+    const res = await env.app.request('/oauth/register', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ redirect_uris: [REDIRECT] }),
+    })
+    const { client_id: clientId } = await res.json()
+    const { challenge } = pkce()
+    for (const change of [{ code_challenge_method: 'plain' }, { code_challenge: '' }, { response_type: 'token' }]) {
+      const query = { ...authorizeQuery({ clientId, challenge }), ...change }
+      const answer = await env.app.request(`/oauth/authorize?${new URLSearchParams(query)}`)
+      expect(answer.status).toBe(303)
+      const back = new URL(answer.headers.get('location')!)
+      expect(back.searchParams.get('error')).toBe(
+        change.response_type ? 'unsupported_response_type' : 'invalid_request',
+      )
+      expect(back.searchParams.get('code')).toBeNull()
+    }
+    expect(await env.services.store.oauth.grants(env.accountId)).toEqual([])
+  })
+})
