@@ -1,7 +1,7 @@
 import type pg from 'pg'
 import { insertMessage } from './enqueue.js'
 import { addVolume, volumeSlot } from './history.js'
-import { changed, groupCommit, transaction } from './pool.js'
+import { batched, changed, transaction } from './pool.js'
 import type { OutboxWriter } from './webhooks.js'
 import { type VolumeTally, volumeTally } from '../volume-tally.js'
 import {
@@ -33,47 +33,21 @@ const CLAIM = `WITH c AS (
   SELECT ${ITEM_COLUMNS} FROM c JOIN messages m ON m.id = c.message_id ORDER BY c.next_attempt_at, c.id`
 
 /**
- * Records outcomes, one row each, in one statement: a final row (no next attempt) is left as it
- * is. Each outcome recorded is also an entry of its recipient's history, numbered by the attempt,
- * and a count of the volume index, added to one slot's rows (`$12`) in key order.
+ * Records outcomes, one row each (a final row is left as it is), and drops the bytes of the
+ * messages they finish, in one call: the function mailroom_record (migrations 0006 and 0008), which
+ * locks the messages before the drop as mailroom_drop_bodies explains. Each outcome recorded is
+ * also an entry of its recipient's history and a count of the volume index, in one slot (`$12`).
  */
-const RECORD = `WITH u AS (
-    UPDATE deliveries d SET state = o.state, delivered = o.delivered, code = o.code, response = o.response,
-      mx_hostname = COALESCE(o.mx_hostname, d.mx_hostname), locked = 0, attempts = d.attempts + 1,
-      next_attempt_at = o.next_attempt_at
-    FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
-      $9::text[], $10::boolean[], $11::boolean[])
-      AS o(id, state, delivered, code, response, mx_hostname, next_attempt_at, time, mx_address, tls, suppressed)
-    WHERE d.id = o.id AND d.next_attempt_at IS NOT NULL
-    RETURNING d.id, d.message_id, d.delay_reported, d.order_id, d.attempts, o.state, o.code, o.response, o.mx_hostname,
-      o.next_attempt_at, o.time, o.mx_address, o.tls, o.suppressed
-  ), a AS (
-    INSERT INTO delivery_attempts (delivery_id, attempt, time, state, code, response, mx_hostname, mx_address, tls,
-      next_attempt_at, suppressed)
-    SELECT id, attempts, time, state, code, response, mx_hostname, mx_address, tls, next_attempt_at, suppressed FROM u
-  ), v AS (
-    INSERT INTO volume_hours (order_id, hour_start, slot, delivered, deferred, failed)
-    SELECT order_id, (time / 3600000) * 3600000, $12, COUNT(*) FILTER (WHERE state = 'delivered'),
-      COUNT(*) FILTER (WHERE state = 'deferred'), COUNT(*) FILTER (WHERE state = 'failed')
-    FROM u GROUP BY 1, 2 ORDER BY 1, 2
-    ON CONFLICT (order_id, hour_start, slot) DO UPDATE SET delivered = volume_hours.delivered + excluded.delivered,
-      deferred = volume_hours.deferred + excluded.deferred, failed = volume_hours.failed + excluded.failed
-  )
-  SELECT id, message_id AS "messageRowId", delay_reported AS "delayReported" FROM u`
+const RECORD = `SELECT id, "messageRowId", "delayReported"
+  FROM mailroom_record($1::bigint[], $2::text[], $3::smallint[], $4::int[], $5::text[], $6::text[], $7::bigint[],
+    $8::bigint[], $9::text[], $10::boolean[], $11::boolean[], $12::smallint)`
 
 /** A cancel's entry in the histories of the recipients it failed. */
 const CANCELED = `INSERT INTO delivery_attempts (delivery_id, attempt, time, state, response)
   SELECT id, attempt, $3, 'failed', $4 FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)`
 
-/**
- * Drops the bytes of the messages (an array) no recipient waits for any more. The messages are
- * locked first: of two transactions recording a message's last two recipients at once, each
- * would otherwise see the other's row still waiting, and neither would drop the bytes; the one
- * that locks second waits for the first to commit, and then sees its row final.
- */
-const LOCK_MESSAGES = 'SELECT id FROM messages WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE'
-const DROP_BODIES = `DELETE FROM message_bodies b WHERE b.message_id = ANY($1::bigint[])
-  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = b.message_id AND d.next_attempt_at IS NOT NULL)`
+/** Batches of outcomes recorded at once: one, for the reason ENQUEUE_CONCURRENCY is one (enqueue.ts). */
+const RECORD_CONCURRENCY = 1
 
 /** A row a live worker holds (its lease younger than the lease time, `$expired`): left alone by the operator. */
 const held = (expired: string) => `(locked = 1 AND lock_time >= ${expired})`
@@ -96,7 +70,10 @@ const DEPTH = `SELECT q.recipients, m.created_at AS "oldestQueuedAt"
 /** The rows of one message (`$1`), or of every message when null. */
 const OF_MESSAGE = '($1::bigint IS NULL OR message_id = $1)'
 
-/** The durable queue: the deliveries table, leased row by row. */
+/**
+ * The durable queue: the deliveries table, leased row by row. Every outcome it records, and every
+ * recipient it cancels, is also an entry of the recipient's history and a count of the volume index.
+ */
 export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['queue'] {
   /** Applies an operator's change to the rows of a transaction (all rows without txid) that no worker holds. */
   const operatorTx = (
@@ -122,11 +99,7 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
     })
 
   const dropBodies = async (client: pg.ClientBase, messageRowIds: number[]) => {
-    if (messageRowIds.length === 0) return
-    // Unnamed, as every statement whose plan depends on the tables' sizes: a named one's generic
-    // plan, chosen while the tables were nearly empty, would scan them whole once they are not.
-    await client.query(LOCK_MESSAGES, [messageRowIds])
-    await client.query(DROP_BODIES, [messageRowIds])
+    await client.query('SELECT mailroom_drop_bodies($1::bigint[])', [messageRowIds])
   }
 
   /**
@@ -150,41 +123,49 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
     return true
   }
 
+  /** Records a batch of outcomes on `client`; the rows recorded, with whether each was reported delayed. */
+  const recordOutcomes = async (client: pg.ClientBase | pg.Pool, outcomes: AttemptOutcome[]) => {
+    // In id order, so that two transactions updating the same rows take their locks in one order.
+    const sorted = [...outcomes].sort((a, b) => a.id - b.id)
+    // Unnamed, as every statement whose plan depends on the tables' sizes: a named one's generic
+    // plan, chosen while the tables were nearly empty, would scan them whole once they are not.
+    const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>(RECORD, [
+      sorted.map((o) => o.id),
+      sorted.map((o) => o.state),
+      sorted.map((o) => (o.state === 'delivered' ? 1 : 0)),
+      sorted.map((o) => o.code),
+      sorted.map((o) => o.response),
+      sorted.map((o) => o.mxHostname),
+      sorted.map((o) => (o.state === 'deferred' ? o.nextAttemptAt : null)),
+      sorted.map((o) => o.time),
+      sorted.map((o) => o.mxAddress ?? null),
+      sorted.map((o) => o.tls ?? null),
+      sorted.map((o) => o.suppressed === true),
+      volumeSlot(),
+    ])
+    return new Map(rows.map((r) => [r.id, r.delayReported]))
+  }
+
+  type RecordCall = { outcomes: AttemptOutcome[]; reports: SenderReport[]; events: WebhookEvent[] }
   /**
    * Outcomes recorded together: the calls that arrive while a commit is under way share the next
-   * one (each delivery's outcome would otherwise be a transaction of its own).
+   * one (each delivery's outcome would otherwise be a transaction of its own). A batch with no
+   * report or event to write is one statement, which is its own transaction.
    */
-  const record = groupCommit<{ outcomes: AttemptOutcome[]; reports: SenderReport[]; events: WebhookEvent[] }, string[]>(
-    pool,
-    2,
-    async (client, calls) => {
-      // In id order, so that two transactions updating the same rows take their locks in one order.
-      const sorted = calls.flatMap((c) => c.outcomes).sort((a, b) => a.id - b.id)
-      const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>({
-        text: RECORD,
-        values: [
-          sorted.map((o) => o.id),
-          sorted.map((o) => o.state),
-          sorted.map((o) => (o.state === 'delivered' ? 1 : 0)),
-          sorted.map((o) => o.code),
-          sorted.map((o) => o.response),
-          sorted.map((o) => o.mxHostname),
-          sorted.map((o) => (o.state === 'deferred' ? o.nextAttemptAt : null)),
-          sorted.map((o) => o.time),
-          sorted.map((o) => o.mxAddress ?? null),
-          sorted.map((o) => o.tls ?? null),
-          sorted.map((o) => o.suppressed === true),
-          volumeSlot(),
-        ],
-      })
-      await dropBodies(client, [...new Set(rows.map((r) => r.messageRowId))])
-      const recorded = new Map(rows.map((r) => [r.id, r.delayReported]))
+  const record = batched<RecordCall, string[]>(RECORD_CONCURRENCY, async (calls) => {
+    const outcomes = calls.flatMap((c) => c.outcomes)
+    if (calls.every((c) => c.reports.length === 0 && c.events.length === 0)) {
+      await recordOutcomes(pool, outcomes)
+      return calls.map(() => [])
+    }
+    return transaction(pool, async (client) => {
+      const recorded = await recordOutcomes(client, outcomes)
       // An outcome's event only with the outcome: one recorded already (by another attempt) was reported then.
       await outbox.write(
         client,
         calls.flatMap((c) => c.events).filter((e) => e.row === undefined || recorded.has(e.row)),
       )
-      // The reports' recipients are counted as accepted last (reports are rare: a second upsert then).
+      // The reports' recipients are counted as accepted last in the transaction.
       const tally = volumeTally()
       const queued: string[][] = []
       for (const call of calls) {
@@ -195,8 +176,8 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
       }
       await addVolume(client, tally)
       return queued
-    },
-  )
+    })
+  })
 
   return {
     async claim({ node, now, leaseMs, limit }) {

@@ -17,8 +17,8 @@ import { DAY_MS, HOUR_MS, type Store } from '../../storage/store.js'
 import { volumeCounts as counts } from './contract/fixture.js'
 import { createTestDatabase, describePostgres } from './postgres.js'
 
-// The migration that adds the volume index fills it from the log as it stands (SQLite 0015,
-// PostgreSQL 0006): a relay upgraded with mail in its log charts it at once.
+// The migration that adds the volume index fills it from the log as it stands (SQLite 0016,
+// PostgreSQL 0008): a relay upgraded with mail in its log charts it at once.
 
 const T0 = Date.UTC(2026, 0, 5, 12)
 
@@ -63,7 +63,7 @@ async function expectBackfilled(store: Store) {
   expect(await store.mail.volume({ orderIds: [2], ...window })).toEqual([counts(T0, { accepted: 1, delivered: 1 })])
 }
 
-describe('the volume index of a log from before it (SQLite migration 0015)', () => {
+describe('the volume index of a log from before it (SQLite migration 0016)', () => {
   const dirs: string[] = []
   afterEach(() => {
     for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
@@ -74,7 +74,7 @@ describe('the volume index of a log from before it (SQLite migration 0015)', () 
     dirs.push(dir)
     const file = join(dir, 'mailroom.db')
     const old = new Database(file)
-    sqliteMigrate(sqliteDrizzle(old), { migrationsFolder: migrationsBefore(dir, 'sqlite', 15) })
+    sqliteMigrate(sqliteDrizzle(old), { migrationsFolder: migrationsBefore(dir, 'sqlite', 16) })
     old.exec(
       "INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)",
     )
@@ -91,7 +91,7 @@ describe('the volume index of a log from before it (SQLite migration 0015)', () 
   })
 })
 
-await describePostgres('the volume index of a log from before it (PostgreSQL migration 0006)', () => {
+await describePostgres('the volume index of a log from before it (PostgreSQL migration 0008)', () => {
   it('counts what the log holds', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mailroom-backfill-'))
     const database = await createTestDatabase()
@@ -100,7 +100,7 @@ await describePostgres('the volume index of a log from before it (PostgreSQL mig
       const client = new pg.Client({ connectionString: database.url })
       await client.connect()
       try {
-        await pgMigrate(pgDrizzle({ client }), { migrationsFolder: migrationsBefore(dir, 'postgres', 6) })
+        await pgMigrate(pgDrizzle({ client }), { migrationsFolder: migrationsBefore(dir, 'postgres', 8) })
         await client.query(
           "INSERT INTO accounts (name, currency, price_base, price_per_message, billing_day, created_at) VALUES ('a', 'USD', 1, 0.0002, 1, 0)",
         )
