@@ -74,7 +74,7 @@ const Overview: FC = () => (
         <SelectField label="Window" name="time" options={WINDOWS} />
         <button type="submit">Show</button>
       </form>
-      <p id="top-summary" />
+      <div id="top-summary" />
       <div class="columns">
         <div>
           <h3 id="top-to-h">Destinations</h3>

@@ -110,6 +110,10 @@ describeChromium('console: signing in, the key, and accounts', () => {
       }
       for (const text of own) expect(seen).toContain(text)
       for (const text of foreign) expect(seen).not.toContain(text)
+      // Not even when asked for by its transaction id.
+      const foreignTxid = key === env.apiKey ? theirs.body.text : mine.body.text
+      await page.goto(`${env.base}/console/log?mailid=${foreignTxid}`)
+      await page.locator('#log tbody').filter({ hasText: 'No messages match.' }).waitFor()
       await screenshot(page, `own-data-${key === env.apiKey ? 'first' : 'other'}`)
       expect(problems()).toEqual([])
       await context.close()

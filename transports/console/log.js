@@ -36,7 +36,8 @@ async function load() {
   const filters = valuesOf(form)
   const query = Object.fromEntries(Object.entries(filters).filter(([, v]) => v !== ''))
   // The filters (never the key) go in the address, so that a search can be bookmarked.
-  history.replaceState(null, '', `?${new URLSearchParams(query)}`)
+  const search = new URLSearchParams(query).toString()
+  history.replaceState(null, '', search ? `?${search}` : location.pathname)
   const log = await api('GET', '/mail/log', { query: { ...query, skip } })
   shown = { total: log.total, count: log.emails.length, limit: log.limit }
   fill(rows, log.emails, row, 'No messages match.')
