@@ -65,8 +65,8 @@ const Overview: FC = () => (
         <button type="submit">Show</button>
       </form>
       <figure class="chart">
-        <div id="volume-chart" />
         <figcaption id="volume-caption" />
+        <div id="volume-chart" />
       </figure>
     </Section>
     <Section id="top" heading="Top destinations and senders">

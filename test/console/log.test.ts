@@ -58,7 +58,7 @@ describeChromium('console: the log and a message story', () => {
     expect(await dialog.textContent()).toContain(txid)
     expect(await dialog.locator('.timeline li.accepted').count()).toBe(1)
     // The page under it is still the log: it opened without leaving the page.
-    expect(page.url()).toBe(`${env.base}/console/log?mailid=${txid}`)
+    expect(new URL(page.url()).pathname).toBe('/console/log')
     await screenshot(page, 'story-delivered')
     await page.keyboard.press('Escape')
     await dialog.waitFor({ state: 'hidden' })

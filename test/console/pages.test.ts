@@ -165,7 +165,7 @@ describeChromium('console: overview, blocks, rules and orders', () => {
     await context.close()
   })
 
-  it("Overview: this billing cycle's usage and cost, and the top destinations and senders", async () => {
+  it("Overview: this billing cycle's usage and cost, volume over time by outcome, the top destinations and senders", async () => {
     for (const to of ['top@example.com', 'top@example.com', 'top@example.com', 'second@example.com'])
       expect((await send({ from: 'ranked@example.org', to, subject: 'ranked' })).status).toBe(200)
     const stats = (await env.api('GET', '/mail/stats?time=billing')).body
@@ -184,6 +184,36 @@ describeChromium('console: overview, blocks, rules and orders', () => {
     // Ranked: the most first.
     const counts = (await page.locator('#top-to .count').allTextContents()).map(Number)
     expect(counts).toEqual([...counts].sort((a, b) => b - a))
+
+    // Volume over time, stacked by outcome: the API's numbers, drawn and as a table.
+    const volume = async (query: string) => (await env.api('GET', `/mail/volume?${query}`)).body
+    const days = await volume('interval=day')
+    const chart = page.locator('#volume-chart')
+    const legend = await chart.locator('.legend li').allTextContents()
+    expect(legend).toEqual([
+      `Accepted ${days.totals.accepted}`,
+      `Delivered ${days.totals.delivered}`,
+      `Deferred ${days.totals.deferred}`,
+      `Failed ${days.totals.failed}`,
+      `Refused ${days.totals.refused}`,
+    ])
+    expect(days.totals.delivered * days.totals.failed * days.totals.refused).toBeGreaterThan(0)
+    const today = days.buckets.at(-1)
+    for (const outcome of ['delivered', 'failed', 'refused'])
+      expect(await chart.locator(`svg rect.${outcome}`).count(), outcome).toBe(today[outcome] > 0 ? 1 : 0)
+    expect(await chart.locator('table tbody tr').count()).toBe(days.buckets.length)
+    await page.locator('#volume-form').getByLabel('Interval').selectOption('hour')
+    await page.locator('#volume-form').getByLabel('From').fill('3 hours ago')
+    await page.locator('#volume-form').getByLabel('From').press('Enter')
+    await page
+      .locator('#volume-caption')
+      .filter({ hasText: /^By hour/ })
+      .waitFor()
+    const hours = await volume('interval=hour&startTime=3%20hours%20ago')
+    expect(await chart.locator('table tbody tr').count()).toBe(hours.buckets.length)
+    expect(await chart.locator('svg').getAttribute('aria-label')).toBe(
+      `Volume over ${hours.buckets.length} intervals: ${hours.totals.delivered} delivered, ${hours.totals.deferred} deferred, ${hours.totals.failed} failed, ${hours.totals.refused} refused`,
+    )
 
     await page.locator('#top-form').getByLabel('Window').selectOption('1h')
     await page.locator('#top-form').getByRole('button', { name: 'Show' }).click()

@@ -69,6 +69,10 @@ function recipient(r) {
   )
 }
 
+/** The destination's reply: its text, which most often begins with its code already. */
+const reply = ({ code, response }) =>
+  code !== null && !response?.startsWith(String(code)) ? `${code} ${response ?? ''}`.trim() : (response ?? '')
+
 function step(e) {
   const where = [
     e.mxHostname,
@@ -82,8 +86,7 @@ function step(e) {
     ' ',
     h('strong', {}, e.event),
     where.some(Boolean) && ` via ${where.filter(Boolean).join(' ')}`,
-    (e.code !== null || e.response) &&
-      h('code', { class: 'reply' }, [e.code, e.response].filter((x) => x !== null).join(' ')),
+    (e.code !== null || e.response) && h('code', { class: 'reply' }, reply(e)),
     e.nextAttemptAt && h('span', { class: 'next' }, `next attempt ${utc(e.nextAttemptAt)} UTC`),
   )
 }
