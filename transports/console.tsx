@@ -49,8 +49,19 @@ function assetDir(): string {
     : join(here, 'console')
 }
 
-/** Reads the console's assets once; their version is a hash of them all, so that a new release is never served from a stale cache. */
-function loadAssets(): { version: string; files: Map<string, Prepared> } {
+type Assets = { version: string; files: Map<string, Prepared> }
+let loaded: Assets | undefined
+
+/**
+ * The console's assets, read and gzipped once per process (they are part of the package); their
+ * version is a hash of them all, so that a new release is never served from a stale cache.
+ */
+function loadAssets(): Assets {
+  loaded ??= readAssets()
+  return loaded
+}
+
+function readAssets(): Assets {
   const dir = assetDir()
   const files = new Map<string, Prepared>()
   const hash = createHash('sha256')
@@ -86,7 +97,7 @@ function send(c: Context, body: Prepared, cacheControl: string): Response {
 }
 
 /**
- * The browser console at /console: pages rendered once, at start, as shells that their scripts
+ * The browser console at /console: pages rendered once, as shells that their scripts
  * fill from the REST API with the key the person signed in with (kept in the tab's
  * sessionStorage, never in a cookie: no other site's request can carry it). Assets under a
  * versioned path, cached for a year; everything gzipped for clients that take it.
@@ -96,8 +107,12 @@ export function mountConsole(app: Hono, config: Config): void {
   const asset = (name: string) => `/console/assets/${version}/${name}`
   const smtp = submissionOf(config)
   for (const [page, { path }] of Object.entries(PAGES)) {
-    const html = prepare(TYPES['.html'], Buffer.from(renderPage(page as PageName, asset, smtp)))
-    app.get(path, (c) => send(c, html, 'no-cache'))
+    // Rendered at its first request, then kept: a page is the same for everyone.
+    let html: Prepared | undefined
+    app.get(path, (c) => {
+      html ??= prepare(TYPES['.html'], Buffer.from(renderPage(page as PageName, asset, smtp)))
+      return send(c, html, 'no-cache')
+    })
   }
   app.get('/console/', (c) => c.redirect('/console'))
   app.get('/console/assets/:version/:name', (c) => {
