@@ -2,7 +2,7 @@ import { gunzipSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadConfig } from '../../config.js'
 import { CONSOLE_HEADERS, submissionOf } from '../../transports/console.js'
-import { PAGES } from '../../transports/console-pages.js'
+import { PAGES } from '../../transports/console-layout.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 
 const PATHS = Object.values(PAGES).map((p) => p.path)
