@@ -189,6 +189,18 @@ export const ConfigSchema = z.object({
   MAILROOM_ALLOW_PRIVATE_WEBHOOKS: z.enum(['true', 'false']).default('false'),
   /** Waits between the attempts to post a webhook event that failed; after the last one it is dropped. */
   MAILROOM_WEBHOOK_RETRY_SCHEDULE: DurationList.prefault('5s,5m,30m,2h,5h,10h'),
+  /** How long an OAuth access token is good for (the MCP authorization's bearer tokens); a client refreshes it after. */
+  MAILROOM_OAUTH_ACCESS_TOKEN_TTL: DurationAtLeast(60_000, '1m')
+    .refine((ms) => ms <= 86_400_000, 'expected at most 1d')
+    .prefault('1h'),
+  /** How long an OAuth refresh token is good for; each refresh gives a new one for as long again. */
+  MAILROOM_OAUTH_REFRESH_TOKEN_TTL: DurationAtLeast(3_600_000, '1h').prefault('30d'),
+  /** OAuth clients one client address may register (RFC 7591) in an hour. */
+  MAILROOM_OAUTH_REGISTRATIONS_PER_ADDRESS: z.coerce.number().int().min(1).max(100_000).default(20),
+  /** Most OAuth clients registered at once; a client left without a grant for a day is removed. */
+  MAILROOM_OAUTH_MAX_CLIENTS: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+  /** Fetch OAuth Client ID Metadata Documents over http and from loopback, private and other non-public addresses (tests, a lab). */
+  MAILROOM_ALLOW_PRIVATE_CLIENT_METADATA: z.enum(['true', 'false']).default('false'),
   /** The API key `mailroom stdio` acts with. */
   MAILROOM_API_KEY: z.string().min(1).optional(),
   /** The server secret (base64 of 32 bytes) that encrypts order passwords and DKIM keys, instead of the data directory's secret.key. */
@@ -262,6 +274,13 @@ const Settings = ConfigSchema.transform((e) => ({
   webhooks: {
     allowPrivate: e.MAILROOM_ALLOW_PRIVATE_WEBHOOKS === 'true',
     retrySchedule: e.MAILROOM_WEBHOOK_RETRY_SCHEDULE,
+  },
+  oauth: {
+    accessTokenTtl: e.MAILROOM_OAUTH_ACCESS_TOKEN_TTL,
+    refreshTokenTtl: e.MAILROOM_OAUTH_REFRESH_TOKEN_TTL,
+    registrationsPerAddress: e.MAILROOM_OAUTH_REGISTRATIONS_PER_ADDRESS,
+    maxClients: e.MAILROOM_OAUTH_MAX_CLIENTS,
+    allowPrivateClientMetadata: e.MAILROOM_ALLOW_PRIVATE_CLIENT_METADATA === 'true',
   },
   reports: {
     enabled: e.MAILROOM_BOUNCE_REPORTS === 'on',

@@ -13,6 +13,7 @@ import { createServices } from './runtime.js'
 import { openStore, storeName } from './storage/index.js'
 import { IDEMPOTENCY_WINDOW_MS } from './tools/idempotency.js'
 import { HTTP_SERVER_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
+import { UNUSED_CLIENT_MS } from './transports/oauth.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
 const SHUTDOWN_GRACE_MS = 30_000
@@ -62,14 +63,16 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const rt = createServices(store, config, { logger, intake: engine, metrics })
 
   // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, and
-  // idempotency keys past theirs swept, so that neither table grows without end; the database
-  // refreshes its statistics.
+  // idempotency keys past theirs swept, and expired OAuth codes and tokens (and registered clients
+  // never granted anything), so that no table grows without end; the database refreshes its statistics.
   const prune = () =>
     store.blocks
       .prune(rt.clock() - config.blockEventRetention)
       .then((n) => n && logger.info({ pruned: n }, 'old spam-filter events pruned'))
       .then(() => store.idempotency.sweep(rt.clock() - IDEMPOTENCY_WINDOW_MS))
       .then((n) => n && logger.info({ swept: n }, 'expired idempotency keys swept'))
+      .then(() => store.oauth.sweep(rt.clock(), rt.clock() - UNUSED_CLIENT_MS))
+      .then((n) => n && logger.info({ swept: n }, 'expired OAuth codes, tokens and unused clients swept'))
       .then(() => store.maintain())
       .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()

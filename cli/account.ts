@@ -1,6 +1,6 @@
 import type { Command } from 'commander'
 import { createAccount } from '../accounts.js'
-import { accountAction, accountOption, adminAction } from './common.js'
+import { accountAction, accountOption, adminAction, positiveInt } from './common.js'
 
 /** `account` and `account key`: accounts and their API keys. */
 export function addAccountCommands(program: Command): void {
@@ -71,5 +71,44 @@ export function addAccountCommands(program: Command): void {
       return { revoked: k }
     },
     (r) => `key ${r.revoked} revoked`,
+  )
+
+  // OAuth grants: what a person allowed an application to do for the account (docs/oauth.md).
+  accountAction(
+    account
+      .command('grants')
+      .description('List the OAuth grants of an account: the applications it allowed, and what they may do')
+      .addOption(accountOption()),
+    async (rt, o) =>
+      (await rt.store.oauth.grants(o.account)).map((g) => ({
+        id: g.id,
+        client: g.clientName,
+        clientId: g.clientId,
+        scopes: g.scopes,
+        resource: g.resource,
+        sandbox: g.sandbox,
+        createdAt: new Date(g.createdAt).toISOString(),
+        refreshedAt: new Date(g.refreshedAt).toISOString(),
+      })),
+    (rows) =>
+      rows
+        .map(
+          (g) =>
+            `${g.id}\t${g.client ?? g.clientId}\t${g.scopes.join(' ')}\t${g.resource}\tlast used ${g.refreshedAt}${g.sandbox ? '\tsandbox' : ''}`,
+        )
+        .join('\n') || 'no grants',
+  )
+  adminAction(
+    account
+      .command('grant')
+      .description('Revoke OAuth grants')
+      .command('revoke')
+      .description('Revoke an OAuth grant (from `account grants`): its tokens stop working at their next request')
+      .argument('<id>', 'grant id', positiveInt('the grant id')),
+    async (rt, _o, id: number) => {
+      if (!(await rt.store.oauth.revoke(id))) throw new Error(`no grant ${id}`)
+      return { revoked: id }
+    },
+    (r) => `grant ${r.revoked} revoked`,
   )
 }

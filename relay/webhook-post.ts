@@ -21,13 +21,13 @@ export function signWebhook(secret: string, id: string, timestamp: number, body:
 }
 
 /** `127.0.0.1, a loopback address` */
-const described = (address: string) => {
+export const described = (address: string) => {
   const kind = nonPublicKind(address) ?? 'public'
   return `${address}, ${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind} address`
 }
 
 /** The host of a URL as a resolver or isIP takes it (an IPv6 literal without its brackets). */
-const hostOf = (url: URL) => url.hostname.replace(/^\[|\]$/g, '')
+export const hostOf = (url: URL) => url.hostname.replace(/^\[|\]$/g, '')
 
 /**
  * Why a webhook URL is refused when it is added, or null: not http(s), credentials in it, or a
@@ -53,10 +53,25 @@ export function webhookUrlProblem(text: string, allowPrivate: boolean): string |
   return null
 }
 
+/** A lookup that answers `address` whatever the name: a connection goes to the address that was checked. */
+export function pinnedLookup(address: string): LookupFunction {
+  const family = isIP(address)
+  return ((_host: string, opts: { all?: boolean }, cb: (...args: unknown[]) => void) =>
+    opts?.all ? cb(null, [{ address, family }]) : cb(null, address, family)) as unknown as LookupFunction
+}
+
 const NOT_FOUND = new Set(['ENODATA', 'ENOTFOUND', 'NOTFOUND'])
 
-/** The addresses to connect to, as resolved now, without the non-public ones unless allowed; throws why there are none. */
-async function addressesFor(host: string, resolver: MxResolver, allowPrivate: boolean): Promise<string[]> {
+/**
+ * The addresses to connect to, as resolved now, without the non-public ones unless allowed (by
+ * `setting`, named in the refusal); throws why there are none.
+ */
+export async function addressesFor(
+  host: string,
+  resolver: MxResolver,
+  allowPrivate: boolean,
+  setting = 'MAILROOM_ALLOW_PRIVATE_WEBHOOKS',
+): Promise<string[]> {
   let found: string[]
   if (isIP(host)) found = [host]
   else {
@@ -74,9 +89,7 @@ async function addressesFor(host: string, resolver: MxResolver, allowPrivate: bo
   }
   const usable = allowPrivate ? found : found.filter((a) => !nonPublicKind(a))
   if (!usable.length)
-    throw new Error(
-      `${host} resolves only to ${found.map(described).join(' and ')}: not sent (MAILROOM_ALLOW_PRIVATE_WEBHOOKS)`,
-    )
+    throw new Error(`${host} resolves only to ${found.map(described).join(' and ')}: not sent (${setting})`)
   return usable
 }
 
@@ -97,9 +110,7 @@ export async function postWebhook(
     return (err as Error).message
   }
   const address = addresses[0]
-  const family = isIP(address)
-  const lookup = ((_host: string, opts: { all?: boolean }, cb: (...args: unknown[]) => void) =>
-    opts?.all ? cb(null, [{ address, family }]) : cb(null, address, family)) as unknown as LookupFunction
+  const lookup = pinnedLookup(address)
   const timestamp = Math.floor(options.now / 1000)
   const body = Buffer.from(event.payload)
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest

@@ -442,6 +442,59 @@ export interface IdempotencyHold {
   token: string
 }
 
+/** A client registered by OAuth Dynamic Client Registration (RFC 7591): a public client (PKCE, no secret). */
+export interface OAuthClient {
+  /** The `client_id` mailroom gave it. */
+  id: string
+  name: string | null
+  /** The redirect URIs it registered, matched exactly (a loopback one with any port). */
+  redirectUris: string[]
+  /** The client address it registered from (registrations are limited per address). */
+  registeredFrom: string
+  createdAt: number
+}
+
+/** What an authorization code stands for, until it is exchanged (kept by the hash of the code). */
+export interface OAuthCode {
+  accountId: number
+  clientId: string
+  clientName: string | null
+  redirectUri: string
+  /** The PKCE S256 challenge (RFC 7636). */
+  codeChallenge: string
+  scopes: string[]
+  /** The resource indicator (RFC 8707) the tokens are bound to. */
+  resource: string
+  /** Allowed with a sandbox key: its tokens send sandbox mail only. */
+  sandbox: boolean
+  expiresAt: number
+}
+
+/** An account's authorization of a client, which its access and refresh tokens belong to. */
+export interface OAuthGrant {
+  id: number
+  accountId: number
+  clientId: string
+  clientName: string | null
+  scopes: string[]
+  resource: string
+  sandbox: boolean
+  createdAt: number
+  /** When tokens were last issued for it (the code's exchange, or a refresh). */
+  refreshedAt: number
+}
+
+/** A new access token and refresh token, by their hashes (the tokens themselves are never stored). */
+export interface OAuthTokenHashes {
+  access: { hash: string; expiresAt: number }
+  refresh: { hash: string; expiresAt: number }
+}
+
+/** What `oauth.refresh` did with a refresh token (see there). */
+export type OAuthRefresh =
+  | { state: 'rotated'; grant: OAuthGrant }
+  | { state: 'reused' | 'expired' | 'mismatch' | 'unknown' }
+
 export interface Store {
   accounts: {
     create(input: Omit<Account, 'id'>): Promise<Account>
@@ -652,6 +705,50 @@ export interface Store {
     renew(node: string, now: number): Promise<number>
     /** Outbox rows waiting to be sent. */
     pending(): Promise<number>
+  }
+  oauth: {
+    /**
+     * Registers a client, unless its address registered `perAddress` clients since `since` or
+     * `total` clients are registered: then answers which limit it hit, and stores nothing.
+     */
+    register(
+      client: OAuthClient,
+      limits: { since: number; perAddress: number; total: number },
+    ): Promise<'registered' | 'address' | 'total'>
+    client(id: string): Promise<OAuthClient | undefined>
+    /** Keeps an authorization code by its hash. */
+    addCode(hash: string, code: OAuthCode): Promise<void>
+    /**
+     * Takes a code, once: the first call answers what it stands for (expired or not: the caller
+     * checks); any later one revokes the grant made from it (OAuth 2.1 §4.1.3) and answers `reused`.
+     */
+    takeCode(hash: string, now: number): Promise<OAuthCode | 'reused' | undefined>
+    /** Makes the grant of a code just taken, with its first tokens, in one transaction. */
+    grant(codeHash: string, code: OAuthCode, tokens: OAuthTokenHashes, now: number): Promise<OAuthGrant>
+    /** The grant of an access token and when the token expires, or undefined (unknown, or its grant revoked). */
+    accessToken(hash: string): Promise<{ grant: OAuthGrant; expiresAt: number } | undefined>
+    /**
+     * Rotates a refresh token, atomically: `rotated` (it is spent, `tokens` are the grant's new
+     * ones); `reused` when it was spent already (the grant is revoked: someone else holds a copy);
+     * `expired`; `mismatch` when the grant is another client's or another resource's (nothing
+     * changes); `unknown`.
+     */
+    refresh(input: {
+      hash: string
+      clientId: string
+      resource: string
+      tokens: OAuthTokenHashes
+      now: number
+    }): Promise<OAuthRefresh>
+    /** The account's grants, by id. */
+    grants(accountId: number): Promise<OAuthGrant[]>
+    /** Revokes a grant and every token of it; false when there is none by that id. */
+    revoke(grantId: number): Promise<boolean>
+    /**
+     * Deletes what can no longer be used: codes and tokens expired before `now`, and registered
+     * clients created before `unusedBefore` that have no grant. Returns how many rows went.
+     */
+    sweep(now: number, unusedBefore: number): Promise<number>
   }
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { openDataDir } from '../storage/sqlite/index.js'
 import { startSink } from './relay/sink.js'
+import { mcpWithToken, overHttp, tokensFor } from './transports/oauth-flow.js'
 
 // The CLI as a user runs it: the package's bin, built by `npm test` (npm run build) before vitest.
 const BIN = fileURLToPath(new URL('../bin/mailroom.js', import.meta.url))
@@ -253,6 +254,35 @@ describe('mailroom command', () => {
     expect(run('sender', 'allow', '--order', String(order.id), 'not-an-address').status).not.toBe(0)
     expect(run('order', 'create', '--account', '999', '--json').stderr).toContain('no account 999')
     expect(run('order', 'create', '--account', 'abc').stderr).toContain('--account must be a positive integer')
+  })
+
+  it("lists an account's OAuth grants and revokes one at once; revoking an API key leaves grants alone", async () => {
+    const server = await serve()
+    const apiKey = /API key \(shown only now\): (mr_\S+)/.exec(server.output())![1]
+    const app = overHttp(server.base)
+    const resource = `${server.base.replace('127.0.0.1', 'localhost')}/mcp`
+    const read = await tokensFor(app, apiKey, { resource, scope: 'mail:read' })
+    const all = await tokensFor(app, apiKey, { resource })
+    const listed = json('account', 'grants', '--account', '1', '--json')
+    expect(listed).toEqual([
+      expect.objectContaining({ id: 1, client: 'Test agent', scopes: ['mail:read'], resource, sandbox: false }),
+      expect.objectContaining({ id: 2, scopes: ['mail:read', 'mail:send', 'mail:manage'] }),
+    ])
+    expect(run('account', 'grants', '--account', '1').stdout).toMatch(
+      /^1\tTest agent\tmail:read\thttp:\/\/localhost:\d+\/mcp\tlast used \S+\n2\t/,
+    )
+    const list = { jsonrpc: '2.0', id: 1, method: 'tools/list' }
+    // Revoking the API key that allowed them leaves the grants working.
+    json('account', 'key', 'revoke', '1', '--json')
+    expect((await mcpWithToken(app, read.access_token, list)).status).toBe(200)
+    expect(json('account', 'grant', 'revoke', '1', '--json')).toEqual({ revoked: 1 })
+    expect((await mcpWithToken(app, read.access_token, list)).status).toBe(401)
+    expect((await mcpWithToken(app, all.access_token, list)).status).toBe(200)
+    expect(json('account', 'grants', '--account', '1', '--json')).toMatchObject([{ id: 2 }])
+    const again = run('account', 'grant', 'revoke', '1')
+    expect(again.status).not.toBe(0)
+    expect(again.stderr).toContain('no grant 1')
+    expect(run('account', 'grants', '--account', '9').stderr).toContain('no account 9')
   })
 
   it("manages an account's webhooks, with the checks of addWebhook, and refuses bad arguments", () => {

@@ -34,8 +34,8 @@ describe('documentation', () => {
 
   it('docs/configuration.md lists every setting, and no page names one that does not exist', () => {
     const settings = Object.keys(ConfigSchema.shape)
-    // Read by the tests, not by mailroom: where the PostgreSQL suites find a server.
-    const testSettings = ['MAILROOM_TEST_DATABASE_URL']
+    // Read by the tests, not by mailroom: where the PostgreSQL suites find a server, and the browser tests a browser.
+    const testSettings = ['MAILROOM_TEST_DATABASE_URL', 'MAILROOM_TEST_CHROMIUM']
     const reference = text('docs/configuration.md')
     expect(settings.filter((s) => !reference.includes(`\`${s}\``))).toEqual([])
     const named = DOCS.flatMap((file) =>

@@ -1,47 +1,112 @@
 import type { Context } from 'hono'
 import { MailroomError, unauthorized } from '../errors.js'
 import { AUTH_FAILURE_WINDOW_MS, authThrottle } from '../relay/auth-throttle.js'
+import { hashApiKey } from '../storage/secrets.js'
 import type { KeyOwner } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 
-/** The account of a request's X-API-KEY and whether it is a sandbox key, or a 401 (or a 429, see keyAuthenticator). */
-export type Authenticate = (c: Context) => Promise<KeyOwner>
+/** Who a request speaks for: an API key's account, or an OAuth access token's. */
+export interface Identity extends KeyOwner {
+  /** The scopes of an access token; undefined for an API key, which may do everything. */
+  scopes?: string[]
+}
+
+/** What a door (REST, MCP) accepts besides X-API-KEY: tokens bound to one of its resources (RFC 8707). */
+export interface Door {
+  /** The resource indicators its tokens may be bound to. */
+  resources: readonly string[]
+  /** Its protected resource metadata (RFC 9728), named in every 401's WWW-Authenticate. */
+  metadataUrl: string
+}
+
+/** The identity of a request (X-API-KEY, else an OAuth bearer token), or a 401 (or a 429, see createAuth). */
+export type Authenticate = (c: Context, door: Door) => Promise<Identity>
+/** The owner of an API key a person typed (the OAuth authorization page), or a 401 (or a 429), counted as a request's key. */
+export type SignIn = (c: Context, key: string) => Promise<KeyOwner>
+
+/** The bearer token of an `Authorization: Bearer …` header (RFC 6750 §2.1), if there is one. */
+export function bearerToken(c: Context): string | undefined {
+  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(c.req.header('authorization') ?? '')
+  return match?.[1]
+}
+
+/** RFC 6750 §3: the challenge of a 401, naming where to discover how to authorize (RFC 9728 §5.1). */
+const challenge = (door: Door, error?: string) =>
+  `Bearer resource_metadata="${door.metadataUrl}"${error ? `, error="${error}"` : ''}`
 
 /**
- * Checks X-API-KEY for REST and MCP alike. Wrong keys are counted per client address (the
- * socket's, or a trusted proxy's X-Forwarded-For, see clientAddress; an IPv6 /64 as one); past
- * MAILROOM_HTTP_MAX_AUTH_FAILURES in the window, every request from there that needs a key is a
- * 429 until the window passes, a right key too, as for SMTP AUTH: else the answers would still
- * tell a right guess from the wrong ones. Each wrong key is logged (never the key), the last one
- * saying that the throttle starts; the 429s are not, so that a flood of guesses cannot flood the log.
+ * Checks X-API-KEY (or else an OAuth access token) for REST and MCP alike. Wrong keys and unknown
+ * tokens are counted per client address (the socket's, or a trusted proxy's X-Forwarded-For, see
+ * clientAddress; an IPv6 /64 as one); past MAILROOM_HTTP_MAX_AUTH_FAILURES in the window, every
+ * request from there that needs a key is a 429 until the window passes, a right key too, as for
+ * SMTP AUTH: else the answers would still tell a right guess from the wrong ones. Each wrong key
+ * is logged (never the key), the last one saying that the throttle starts; the 429s are not, so
+ * that a flood of guesses cannot flood the log. A token that expired, or whose grant was revoked,
+ * or that is bound to another resource, is refused without being counted.
  */
-export function keyAuthenticator(services: Services): Authenticate {
+export function createAuth(services: Services): { authenticate: Authenticate; signIn: SignIn } {
   const { config, clock, logger, store } = services
   const failures = authThrottle(config.http.maxAuthFailures, clock)
-  return async (c) => {
-    const ip = c.get('clientIp')
+  const fail = (c: Context, ip: string, what: string) => {
+    failures.fail(ip)
+    const refusedFor = Math.ceil(failures.retryAfter(ip) / 1000)
+    const line = { req: c.get('requestId'), ip, path: c.req.path }
+    if (!refusedFor) logger.warn(line, `wrong ${what}`)
+    else {
+      const within = `${config.http.maxAuthFailures} from this address within ${AUTH_FAILURE_WINDOW_MS / 60_000} minutes`
+      logger.warn(
+        { ...line, retryAfter: refusedFor },
+        `wrong ${what}: ${within}, so its requests are refused (429) for ${refusedFor} s`,
+      )
+    }
+  }
+  const throttled = (ip: string) => {
     const wait = Math.ceil(failures.retryAfter(ip) / 1000)
     if (wait > 0) {
       throw new MailroomError(429, `too many wrong API keys from this address: try again in ${wait} s`, {
         headers: { 'Retry-After': String(wait) },
       })
     }
-    const key = c.req.header('x-api-key')
-    const owner = key ? await store.apiKeys.owner(key.trim()) : undefined
+  }
+  const signIn: SignIn = async (c, key) => {
+    const ip = c.get('clientIp')
+    throttled(ip)
+    const owner = key.trim() ? await store.apiKeys.owner(key.trim()) : undefined
     if (owner !== undefined) return owner
-    if (key) {
-      failures.fail(ip)
-      const refusedFor = Math.ceil(failures.retryAfter(ip) / 1000)
-      const line = { req: c.get('requestId'), ip, path: c.req.path }
-      if (!refusedFor) logger.warn(line, 'wrong API key')
-      else {
-        const within = `${config.http.maxAuthFailures} from this address within ${AUTH_FAILURE_WINDOW_MS / 60_000} minutes`
-        logger.warn(
-          { ...line, retryAfter: refusedFor },
-          `wrong API key: ${within}, so its requests are refused (429) for ${refusedFor} s`,
-        )
-      }
-    }
+    fail(c, ip, 'API key')
     throw unauthorized()
   }
+  const authenticate: Authenticate = async (c, door) => {
+    const ip = c.get('clientIp')
+    throttled(ip)
+    const key = c.req.header('x-api-key')
+    const token = key ? undefined : bearerToken(c)
+    if (token) return tokenIdentity(c, token, door)
+    const owner = key ? await store.apiKeys.owner(key.trim()) : undefined
+    if (owner !== undefined) return owner
+    if (key) fail(c, ip, 'API key')
+    throw refusal(door, unauthorized().message)
+  }
+  return { authenticate, signIn }
+
+  async function tokenIdentity(c: Context, token: string, door: Door): Promise<Identity> {
+    const found = await store.oauth.accessToken(hashApiKey(token))
+    if (!found) {
+      fail(c, c.get('clientIp'), 'access token')
+      throw refusal(door, 'the access token is not valid (unknown, or its grant was revoked)', 'invalid_token')
+    }
+    if (found.expiresAt <= clock()) throw refusal(door, 'the access token expired: refresh it', 'invalid_token')
+    if (!door.resources.includes(found.grant.resource))
+      throw refusal(
+        door,
+        `the access token is for ${found.grant.resource}, not this endpoint (${door.resources[0]})`,
+        'invalid_token',
+      )
+    const { accountId, sandbox, scopes } = found.grant
+    return { accountId, sandbox, scopes }
+  }
 }
+
+/** A 401 with the door's challenge. */
+const refusal = (door: Door, message: string, error?: string) =>
+  new MailroomError(401, message, { headers: { 'WWW-Authenticate': challenge(door, error) } })

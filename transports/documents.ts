@@ -8,6 +8,7 @@ import { PACKAGE } from '../package-info.js'
 import { TOOLS } from '../tools/index.js'
 import { MCP_INSTRUCTIONS, MCP_PROTOCOL_VERSION, mcpToolsOf } from './mcp.js'
 import { openApiDocument } from './openapi.js'
+import { SCOPE_NAMES } from './scopes.js'
 
 /** The contract's version of the agent-tool server card. */
 export const SERVER_CARD_VERSION = '1.0.0'
@@ -22,20 +23,34 @@ export function serverCard(config: Pick<Config, 'publicUrl'>) {
     documentationUrl: `${config.publicUrl}/docs`,
     transport: { type: 'streamable-http', endpoint: `${config.publicUrl}/mcp` },
     capabilities: { tools: { listChanged: false } },
-    authentication: { required: true, schemes: ['apiKey'], apiKey: { in: 'header', name: 'X-API-KEY' } },
+    authentication: {
+      required: true,
+      schemes: ['apiKey', 'oauth2'],
+      apiKey: { in: 'header', name: 'X-API-KEY' },
+      // MCP authorization (2025-11-25): discovered from the 401's WWW-Authenticate, or from here.
+      oauth2: {
+        protectedResourceMetadata: `${config.publicUrl}/.well-known/oauth-protected-resource/mcp`,
+        authorizationServer: config.publicUrl,
+        scopes: SCOPE_NAMES,
+      },
+    },
     instructions: MCP_INSTRUCTIONS,
     tools: mcpToolsOf(TOOLS),
   }
 }
 
-/** RFC 9728 protected resource metadata. Keys go in X-API-KEY; there is no OAuth server, so no bearer methods. */
+/**
+ * RFC 9728 protected resource metadata: mailroom is its own authorization server, and takes its
+ * access tokens in the Authorization header (or an API key in X-API-KEY, which OAuth does not describe).
+ */
 export function protectedResource(config: Pick<Config, 'publicUrl'>, resource: string) {
   return {
     resource,
     resource_name: 'mailroom',
     resource_documentation: `${config.publicUrl}/docs`,
-    bearer_methods_supported: [],
-    scopes_supported: [],
+    authorization_servers: [config.publicUrl],
+    bearer_methods_supported: ['header'],
+    scopes_supported: SCOPE_NAMES,
   }
 }
 
@@ -66,7 +81,8 @@ const SWAGGER_ASSETS: Record<string, string> = {
 }
 const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '../spec/openapi.json', dom_id: '#ui', deepLinking: true, persistAuthorization: true })`
 
-const page = (title: string, body: string, head = '') =>
+/** A plain HTML page, as every page the server serves is written: `title` and `body` already escaped. */
+export const page = (title: string, body: string, head = '') =>
   `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
   `<title>${title}</title>${head}</head><body>${body}</body></html>`
 
@@ -119,10 +135,11 @@ export function mountDocuments(app: Hono, config: Config): void {
       ['/docs/', 'Interactive API documentation'],
       ['/spec/openapi.json', 'OpenAPI (JSON)'],
       ['/spec/openapi.yaml', 'OpenAPI (YAML)'],
-      ['/mcp', 'MCP endpoint (Streamable HTTP; send X-API-KEY)'],
+      ['/mcp', 'MCP endpoint (Streamable HTTP; send X-API-KEY, or authorize with OAuth)'],
       ['/.well-known/mcp/server.json', 'MCP server card'],
       ['/.well-known/api-catalog', 'API catalog (RFC 9727)'],
       ['/.well-known/oauth-protected-resource', 'Protected resource metadata (RFC 9728)'],
+      ['/.well-known/oauth-authorization-server', 'OAuth authorization server metadata (RFC 8414)'],
       ['/ping', 'Health check'],
       ['/healthz', 'Liveness: the process answers (no key)'],
       ['/readyz', 'Readiness: the database can be written and delivery runs, else 503 (no key)'],

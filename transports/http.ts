@@ -13,8 +13,9 @@ import type { Services } from '../tools/define.js'
 import { mountConsole } from './console.js'
 import { mountDocuments } from './documents.js'
 import { mountMcp } from './mcp-http.js'
-import { keyAuthenticator } from './auth.js'
+import { createAuth } from './auth.js'
 import { clientAddress } from './client-address.js'
+import { mountOAuth } from './oauth.js'
 import { mountRest } from './rest.js'
 import { mountMetrics, routeOf } from './metrics.js'
 
@@ -111,6 +112,7 @@ export function createHttpApp(
       'Content-Type',
       'Accept',
       'X-API-KEY',
+      'Authorization',
       'Idempotency-Key',
       'Mcp-Session-Id',
       'Mcp-Protocol-Version',
@@ -130,7 +132,10 @@ export function createHttpApp(
     else c.res = (await preflight(c, next)) ?? c.res
     c.res.headers.set('X-Request-Id', id)
     c.res.headers.set('Access-Control-Allow-Origin', '*')
-    c.res.headers.set('Access-Control-Expose-Headers', 'Mcp-Session-Id,Mcp-Protocol-Version,X-Request-Id')
+    c.res.headers.set(
+      'Access-Control-Expose-Headers',
+      'Mcp-Session-Id,Mcp-Protocol-Version,X-Request-Id,WWW-Authenticate',
+    )
     options.metrics?.httpRequest(c.req.method, routeOf(c), c.res.status)
     // The access log: one line per request, the path without its query, never a header's or the
     // body's content (the key, a message).
@@ -164,8 +169,9 @@ export function createHttpApp(
   })
 
   // One count of wrong keys for REST and MCP: a guesser cannot double its tries by using both.
-  const authenticate = keyAuthenticator(services)
+  const { authenticate, signIn } = createAuth(services)
   mountRest(app, services, authenticate)
+  mountOAuth(app, services, signIn)
   mountDocuments(app, services.config)
   mountConsole(app, services.config)
   mountHealth(app, services.store, options.delivery)

@@ -7,7 +7,10 @@ import { MailroomError, unauthorized } from '../errors.js'
 import type { Services } from '../tools/define.js'
 import { isObject } from './json-schema.js'
 import { createMcpServer, toolCaller, type CallerOf } from './mcp.js'
-import type { Authenticate } from './auth.js'
+import { bearerToken, type Authenticate, type Door, type Identity } from './auth.js'
+import { mayCall, outOfScope, scopeOf } from './scopes.js'
+import { TOOLS } from '../tools/index.js'
+import type { AnyTool } from '../tools/define.js'
 
 /** A session nobody used for this long is closed. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000
@@ -28,6 +31,7 @@ const callerOf: CallerOf = (extra) => ({
   accountId: (extra.authInfo?.extra?.accountId as number | undefined) ?? null,
   origin: (extra.authInfo?.extra?.origin as string | undefined) ?? '',
   sandbox: extra.authInfo?.extra?.sandbox === true,
+  scopes: extra.authInfo?.extra?.scopes as string[] | undefined,
 })
 
 const rpcError = (c: Context, status: 400 | 404 | 405, message: string) =>
@@ -47,6 +51,10 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
   const loopback = LOOPBACK_HOSTS.includes(config.http.host)
   const allowedHosts = new Set([...LOOPBACK_HOSTS, new URL(config.publicUrl).hostname])
   const call = toolCaller(services)
+  const door: Door = {
+    resources: [`${config.publicUrl}/mcp`, config.publicUrl],
+    metadataUrl: `${config.publicUrl}/.well-known/oauth-protected-resource/mcp`,
+  }
 
   const sweep = setInterval(() => {
     for (const [id, s] of sessions)
@@ -65,18 +73,21 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
         throw new MailroomError(403, 'this Host or Origin is not allowed to reach the MCP endpoint')
       }
     }
-    let accountId: number
-    let sandbox: boolean
+    let identity: Identity
     try {
-      ;({ accountId, sandbox } = await authenticate(c))
+      identity = await authenticate(c, door)
     } catch (err) {
-      // An MCP client knows the endpoint, not the header its key goes in.
-      if (err instanceof MailroomError && err.code === 401) throw unauthorized('send it in the X-API-KEY header')
+      // An MCP client knows the endpoint, not the header its key goes in, nor (without the
+      // WWW-Authenticate challenge) where to authorize.
+      if (err instanceof MailroomError && err.code === 401 && !bearerToken(c))
+        throw new MailroomError(401, unauthorized(NO_CREDENTIALS).message, { headers: err.headers })
       throw err
     }
-    // Each request's own key decides, in a session too: a session is bound to an account, not a key.
-    const caller = { accountId, origin: c.get('clientIp'), sandbox }
-    const authInfo = { token: c.req.header('x-api-key')!, clientId: `account-${accountId}`, scopes: [], extra: caller }
+    const { accountId, sandbox, scopes } = identity
+    // Each request's own key or token decides, in a session too: a session is bound to an account, not a key.
+    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes }
+    const credential = c.req.header('x-api-key') ?? bearerToken(c)!
+    const authInfo = { token: credential, clientId: `account-${accountId}`, scopes: scopes ?? [], extra: caller }
 
     // A POST's body is read here, under the server's own body limit (MAILROOM_HTTP_BODY_LIMIT),
     // and handed to the transport parsed: left to itself, the transport would refuse a body over
@@ -92,6 +103,8 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
         )
       }
     }
+    const outside = scopes && toolsOutside(body, scopes)
+    if (outside) return insufficientScope(c, outside, scopes, door)
     const sessionId = c.req.header('mcp-session-id')
     if (sessionId) {
       const session = sessions.get(sessionId)
@@ -151,6 +164,37 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
       sessions.clear()
     },
   }
+}
+
+const NO_CREDENTIALS = 'send it in the X-API-KEY header, or authorize with OAuth (see WWW-Authenticate)'
+const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]))
+
+/** The first call of a message (or batch) to a tool that `scopes` do not allow, if any: the tool and the message's id. */
+function toolsOutside(body: unknown, scopes: readonly string[]): { tool: AnyTool; id: unknown } | undefined {
+  for (const m of Array.isArray(body) ? body : [body]) {
+    if (!isObject(m) || m.method !== 'tools/call' || !isObject(m.params) || typeof m.params.name !== 'string') continue
+    const tool = BY_NAME.get(m.params.name)
+    if (tool && !mayCall(tool, scopes)) return { tool, id: m.id ?? null }
+  }
+}
+
+/**
+ * MCP authorization (2025-11-25), scope challenge: a 403 whose WWW-Authenticate names the scopes
+ * the call needs (those held and the missing one), so that a client can ask its person for them.
+ */
+function insufficientScope(
+  c: Context,
+  { tool, id }: { tool: AnyTool; id: unknown },
+  scopes: readonly string[],
+  door: Door,
+) {
+  const wanted = [...new Set([...scopes, scopeOf(tool)])].join(' ')
+  const e = outOfScope(tool)
+  c.header(
+    'WWW-Authenticate',
+    `Bearer error="insufficient_scope", scope="${wanted}", resource_metadata="${door.metadataUrl}", error_description="${e.message}"`,
+  )
+  return c.json({ jsonrpc: '2.0', error: { code: -32000, message: e.message, data: e.toJSON() }, id }, 403)
 }
 
 const only = (o: Record<string, unknown>, keys: readonly string[]) => Object.keys(o).every((k) => keys.includes(k))

@@ -10,7 +10,7 @@ import {
   type ServerRequest,
   type Tool as McpTool,
 } from '@modelcontextprotocol/sdk/types.js'
-import { asMailroomError, badInput, unauthorized } from '../errors.js'
+import { asMailroomError, badInput, type MailroomError, unauthorized } from '../errors.js'
 import { PACKAGE } from '../package-info.js'
 import { SANDBOX_DOMAIN } from '../relay/sandbox.js'
 import type { AnyTool, Services, ToolAnnotations, ToolContext } from '../tools/define.js'
@@ -18,6 +18,7 @@ import { checkIdempotencyKey, IDEMPOTENCY_ARGUMENT, runTool } from '../tools/ide
 import { TOOLS } from '../tools/index.js'
 import { isObject, mcpInputSchema, mcpOutputSchema, structuredResult } from './json-schema.js'
 import { parseInput } from './input.js'
+import { mayCall, outOfScope } from './scopes.js'
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18'
 
@@ -33,8 +34,11 @@ export const MCP_INSTRUCTIONS =
   `but bounce@${SANDBOX_DOMAIN} bounces (550 5.1.1, a report to the sender) and defer@${SANDBOX_DOMAIN} is ` +
   'deferred once, then delivered: rehearse every outcome there.'
 
-/** Who is calling: resolved per request (HTTP: from its X-API-KEY) or fixed (local stdio). */
-export type Caller = { accountId: number | null; origin: string; sandbox?: boolean }
+/**
+ * Who is calling: resolved per request (HTTP: from its X-API-KEY or OAuth token) or fixed (local
+ * stdio). `scopes`: an OAuth token's, which limit the tools it sees and calls; none for a key.
+ */
+export type Caller = { accountId: number | null; origin: string; sandbox?: boolean; scopes?: string[] }
 export type CallerOf = (extra: { authInfo?: { extra?: Record<string, unknown> } }) => Caller
 
 /** The MCP description of a tool: title, description, flat input schema, object output schema, its hints. */
@@ -135,7 +139,10 @@ export function createMcpServer(services: Services, callerOf: CallerOf, tools: r
   )
   const listed = mcpToolsOf(tools)
   const call = toolCaller(services, tools)
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: listed }))
+  server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
+    const { scopes } = callerOf(extra)
+    return { tools: scopes ? listed.filter((_tool, i) => mayCall(tools[i], scopes)) : listed }
+  })
   answerToolCalls(server, (params, extra) => call(params.name, params.arguments, callerOf(extra)))
   return server
 }
@@ -160,6 +167,11 @@ export function answerToolCalls(
   }
 }
 
+const errorResult = (e: MailroomError): CallToolResult => ({
+  isError: true,
+  content: [{ type: 'text', text: JSON.stringify(e.toJSON()) }],
+})
+
 /** What answers `tools/call` for a caller: a tool other than the public ones needs an account. */
 export function toolCaller(
   services: Services,
@@ -168,9 +180,8 @@ export function toolCaller(
   const byName = new Map(tools.map((t) => [t.name, t]))
   return async (name, args, caller) => {
     const tool = typeof name === 'string' ? byName.get(name) : undefined
-    if (tool && !tool.public && caller.accountId === null) {
-      return { isError: true, content: [{ type: 'text', text: JSON.stringify(unauthorized().toJSON()) }] }
-    }
+    if (tool && !tool.public && caller.accountId === null) return errorResult(unauthorized())
+    if (tool && !mayCall(tool, caller.scopes)) return errorResult(outOfScope(tool))
     return callTool(tool, name, args, { ...services, ...caller })
   }
 }

@@ -6,7 +6,8 @@ import { MailroomError, badInput } from '../errors.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
 import { checkIdempotencyKey, runTool } from '../tools/idempotency.js'
 import { TOOLS } from '../tools/index.js'
-import type { Authenticate } from './auth.js'
+import type { Authenticate, Door } from './auth.js'
+import { mayCall, outOfScope, scopeOf } from './scopes.js'
 import { parseInput } from './input.js'
 
 /** `/mail/{id}` → `/mail/:id` */
@@ -23,6 +24,10 @@ export function mountRest(
   authenticate: Authenticate,
   tools: readonly AnyTool[] = TOOLS,
 ): void {
+  const door: Door = {
+    resources: [services.config.publicUrl],
+    metadataUrl: `${services.config.publicUrl}/.well-known/oauth-protected-resource`,
+  }
   const byPath = new Map<string, AnyTool[]>()
   for (const tool of [...tools].sort((a, b) => paramCount(a.http.path) - paramCount(b.http.path))) {
     byPath.set(tool.http.path, [...(byPath.get(tool.http.path) ?? []), tool])
@@ -31,7 +36,11 @@ export function mountRest(
     for (const tool of pathTools) {
       const coerce = coercerFor(tool.input)
       app.on(tool.http.method, honoPath(path), async (c) => {
-        const owner = tool.public ? null : await authenticate(c)
+        const owner = tool.public ? null : await authenticate(c, door)
+        if (owner && !mayCall(tool, owner.scopes))
+          throw outOfScope(tool, {
+            'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scopeOf(tool)}", resource_metadata="${door.metadataUrl}"`,
+          })
         const idempotencyKey = tool.idempotencyKey ? idempotencyKeyOf(c) : undefined
         const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
         const input = parseInput(tool, coerce(raw))

@@ -8,11 +8,11 @@ type Enqueue = { message: NewMessage; lease?: Lease }
 type Enqueued = { rowId: number; leased?: QueueItem[] }
 
 /**
- * Batches of small messages under way at once: while one waits on its round trip and its commit,
- * the next collects the messages that arrive. More at once make smaller batches, and cost the
- * database more CPU per message.
+ * Batches of small messages under way at once: one. While it waits on its round trip and its
+ * commit, the next collects the messages that arrive, so batches grow with the load. Two at once
+ * made smaller batches and cost the database about 30% more CPU per message (bench #7).
  */
-const ENQUEUE_CONCURRENCY = 2
+const ENQUEUE_CONCURRENCY = 1
 /** Transactions of large messages under way at once. */
 const LARGE_CONCURRENCY = 2
 /**

@@ -8,6 +8,7 @@ import { createBlockStore } from './blocks.js'
 import { createDomainStore } from './domains.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createMailStore } from './mail.js'
+import { createOAuthStore } from './oauth.js'
 import { changed, createPool } from './pool.js'
 import { createQueueStore } from './queue.js'
 import * as schema from './schema.js'
@@ -303,9 +304,10 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
     domains: createDomainStore(db, pool, secret, hot),
     idempotency: createIdempotencyStore(pool),
     webhooks: createWebhookStore(pool, secret, outbox, changing),
+    oauth: createOAuthStore(pool),
     async maintain() {
       // The planner's statistics of the tables that grow; autovacuum does the same in time.
-      await pool.query('ANALYZE messages, deliveries, block_events, idempotency_keys')
+      await pool.query('ANALYZE messages, deliveries, block_events, idempotency_keys, oauth_tokens')
     },
     async backup() {
       throw new Error(

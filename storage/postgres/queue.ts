@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import { insertMessage } from './enqueue.js'
-import { changed, groupCommit, transaction } from './pool.js'
+import { batched, changed, transaction } from './pool.js'
 import type { OutboxWriter } from './webhooks.js'
 import {
   type AttemptOutcome,
@@ -30,24 +30,16 @@ const CLAIM = `WITH c AS (
   )
   SELECT ${ITEM_COLUMNS} FROM c JOIN messages m ON m.id = c.message_id ORDER BY c.next_attempt_at, c.id`
 
-/** Records outcomes, one row each, in one statement: a final row (no next attempt) is left as it is. */
-const RECORD = `UPDATE deliveries d SET state = o.state, delivered = o.delivered, code = o.code, response = o.response,
-    mx_hostname = COALESCE(o.mx_hostname, d.mx_hostname), locked = 0, attempts = d.attempts + 1,
-    next_attempt_at = o.next_attempt_at
-  FROM unnest($1::bigint[], $2::text[], $3::smallint[], $4::int[], $5::text[], $6::text[], $7::bigint[])
-    AS o(id, state, delivered, code, response, mx_hostname, next_attempt_at)
-  WHERE d.id = o.id AND d.next_attempt_at IS NOT NULL
-  RETURNING d.id, d.message_id AS "messageRowId", d.delay_reported AS "delayReported"`
-
 /**
- * Drops the bytes of the messages (an array) no recipient waits for any more. The messages are
- * locked first: of two transactions recording a message's last two recipients at once, each
- * would otherwise see the other's row still waiting, and neither would drop the bytes; the one
- * that locks second waits for the first to commit, and then sees its row final.
+ * Records outcomes, one row each (a final row is left as it is), and drops the bytes of the
+ * messages they finish, in one call: the function mailroom_record (migration 0006), which locks
+ * the messages before the drop as mailroom_drop_bodies explains.
  */
-const LOCK_MESSAGES = 'SELECT id FROM messages WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE'
-const DROP_BODIES = `DELETE FROM message_bodies b WHERE b.message_id = ANY($1::bigint[])
-  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = b.message_id AND d.next_attempt_at IS NOT NULL)`
+const RECORD = `SELECT id, "messageRowId", "delayReported"
+  FROM mailroom_record($1::bigint[], $2::text[], $3::smallint[], $4::int[], $5::text[], $6::text[], $7::bigint[])`
+
+/** Batches of outcomes recorded at once: one, for the reason ENQUEUE_CONCURRENCY is one (enqueue.ts). */
+const RECORD_CONCURRENCY = 1
 
 /** A row a live worker holds (its lease younger than the lease time, `$expired`): left alone by the operator. */
 const held = (expired: string) => `(locked = 1 AND lock_time >= ${expired})`
@@ -96,11 +88,7 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
     })
 
   const dropBodies = async (client: pg.ClientBase, messageRowIds: number[]) => {
-    if (messageRowIds.length === 0) return
-    // Unnamed, as every statement whose plan depends on the tables' sizes: a named one's generic
-    // plan, chosen while the tables were nearly empty, would scan them whole once they are not.
-    await client.query(LOCK_MESSAGES, [messageRowIds])
-    await client.query(DROP_BODIES, [messageRowIds])
+    await client.query('SELECT mailroom_drop_bodies($1::bigint[])', [messageRowIds])
   }
 
   /**
@@ -118,30 +106,38 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
     return true
   }
 
+  /** Records a batch of outcomes on `client`; the rows recorded, with whether each was reported delayed. */
+  const recordOutcomes = async (client: pg.ClientBase | pg.Pool, outcomes: AttemptOutcome[]) => {
+    // In id order, so that two transactions updating the same rows take their locks in one order.
+    const sorted = [...outcomes].sort((a, b) => a.id - b.id)
+    // Unnamed, as every statement whose plan depends on the tables' sizes: a named one's generic
+    // plan, chosen while the tables were nearly empty, would scan them whole once they are not.
+    const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>(RECORD, [
+      sorted.map((o) => o.id),
+      sorted.map((o) => o.state),
+      sorted.map((o) => (o.state === 'delivered' ? 1 : 0)),
+      sorted.map((o) => o.code),
+      sorted.map((o) => o.response),
+      sorted.map((o) => o.mxHostname),
+      sorted.map((o) => (o.state === 'deferred' ? o.nextAttemptAt : null)),
+    ])
+    return new Map(rows.map((r) => [r.id, r.delayReported]))
+  }
+
+  type RecordCall = { outcomes: AttemptOutcome[]; reports: SenderReport[]; events: WebhookEvent[] }
   /**
    * Outcomes recorded together: the calls that arrive while a commit is under way share the next
-   * one (each delivery's outcome would otherwise be a transaction of its own).
+   * one (each delivery's outcome would otherwise be a transaction of its own). A batch with no
+   * report or event to write is one statement, which is its own transaction.
    */
-  const record = groupCommit<{ outcomes: AttemptOutcome[]; reports: SenderReport[]; events: WebhookEvent[] }, string[]>(
-    pool,
-    2,
-    async (client, calls) => {
-      // In id order, so that two transactions updating the same rows take their locks in one order.
-      const sorted = calls.flatMap((c) => c.outcomes).sort((a, b) => a.id - b.id)
-      const { rows } = await client.query<{ id: number; messageRowId: number; delayReported: boolean }>({
-        text: RECORD,
-        values: [
-          sorted.map((o) => o.id),
-          sorted.map((o) => o.state),
-          sorted.map((o) => (o.state === 'delivered' ? 1 : 0)),
-          sorted.map((o) => o.code),
-          sorted.map((o) => o.response),
-          sorted.map((o) => o.mxHostname),
-          sorted.map((o) => (o.state === 'deferred' ? o.nextAttemptAt : null)),
-        ],
-      })
-      await dropBodies(client, [...new Set(rows.map((r) => r.messageRowId))])
-      const recorded = new Map(rows.map((r) => [r.id, r.delayReported]))
+  const record = batched<RecordCall, string[]>(RECORD_CONCURRENCY, async (calls) => {
+    const outcomes = calls.flatMap((c) => c.outcomes)
+    if (calls.every((c) => c.reports.length === 0 && c.events.length === 0)) {
+      await recordOutcomes(pool, outcomes)
+      return calls.map(() => [])
+    }
+    return transaction(pool, async (client) => {
+      const recorded = await recordOutcomes(client, outcomes)
       // An outcome's event only with the outcome: one recorded already (by another attempt) was reported then.
       await outbox.write(
         client,
@@ -155,8 +151,8 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
         queued.push(txids)
       }
       return queued
-    },
-  )
+    })
+  })
 
   return {
     async claim({ node, now, leaseMs, limit }) {

@@ -109,12 +109,11 @@ export const messages = pgTable(
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
     txid: text('txid').notNull(),
-    accountId: integer('account_id')
-      .notNull()
-      .references(() => accounts.id),
-    orderId: integer('order_id')
-      .notNull()
-      .references(() => mailOrders.id),
+    // No foreign keys to accounts and mail_orders: a message is only inserted for an account and
+    // order the send was authorized with, and neither is ever deleted. Each check locked the
+    // account's and the order's row (FOR KEY SHARE) in every send's transaction (migration 0006).
+    accountId: integer('account_id').notNull(),
+    orderId: integer('order_id').notNull(),
     envFrom: text('env_from').notNull(),
     headerFrom: text('header_from'),
     replyTo: text('reply_to'),
@@ -370,4 +369,79 @@ export const webhookOutbox = pgTable(
     assigned: text('assigned'),
   },
   (t) => [index('webhook_outbox_due').on(t.nextAttemptAt), index('webhook_outbox_webhook').on(t.webhookId)],
+)
+
+/** Clients registered by OAuth Dynamic Client Registration (RFC 7591); Client ID Metadata Document clients are fetched, not kept. */
+export const oauthClients = pgTable(
+  'oauth_clients',
+  {
+    id: text('id').primaryKey(),
+    name: text('name'),
+    /** JSON array of the exact redirect URIs. */
+    redirectUris: text('redirect_uris').notNull(),
+    registeredFrom: text('registered_from').notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [
+    index('oauth_clients_from').on(t.registeredFrom, t.createdAt),
+    index('oauth_clients_created').on(t.createdAt),
+  ],
+)
+
+/** An account's authorization of a client; its tokens go with it. */
+export const oauthGrants = pgTable(
+  'oauth_grants',
+  {
+    id: serial('id').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    clientId: text('client_id').notNull(),
+    clientName: text('client_name'),
+    /** Space-separated, as OAuth writes them. */
+    scopes: text('scopes').notNull(),
+    resource: text('resource').notNull(),
+    sandbox: boolean('sandbox').notNull().default(false),
+    createdAt: ms('created_at').notNull(),
+    refreshedAt: ms('refreshed_at').notNull(),
+  },
+  (t) => [index('oauth_grants_account').on(t.accountId), index('oauth_grants_client').on(t.clientId)],
+)
+
+/** Authorization codes by their SHA-256: taken once; a used one is kept until it expires, to revoke its grant if it comes back. */
+export const oauthCodes = pgTable(
+  'oauth_codes',
+  {
+    hash: text('hash').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    clientId: text('client_id').notNull(),
+    clientName: text('client_name'),
+    redirectUri: text('redirect_uri').notNull(),
+    codeChallenge: text('code_challenge').notNull(),
+    scopes: text('scopes').notNull(),
+    resource: text('resource').notNull(),
+    sandbox: boolean('sandbox').notNull().default(false),
+    expiresAt: ms('expires_at').notNull(),
+    usedAt: ms('used_at'),
+    /** The grant made from it (set once exchanged). */
+    grantId: integer('grant_id'),
+  },
+  (t) => [index('oauth_codes_expires').on(t.expiresAt)],
+)
+
+/** Access and refresh tokens by their SHA-256; a spent refresh token is kept until it expires, to catch its reuse. */
+export const oauthTokens = pgTable(
+  'oauth_tokens',
+  {
+    hash: text('hash').primaryKey(),
+    grantId: integer('grant_id')
+      .notNull()
+      .references(() => oauthGrants.id, { onDelete: 'cascade' }),
+    kind: text('kind', { enum: ['access', 'refresh'] }).notNull(),
+    expiresAt: ms('expires_at').notNull(),
+    usedAt: ms('used_at'),
+  },
+  (t) => [index('oauth_tokens_grant').on(t.grantId), index('oauth_tokens_expires').on(t.expiresAt)],
 )

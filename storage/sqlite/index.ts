@@ -11,6 +11,7 @@ import { createMailStore } from './mail.js'
 import { createQueueStore } from './queue.js'
 import { groupCommit } from './group-commit.js'
 import { createIdempotencyStore } from './idempotency.js'
+import { createOAuthStore } from './oauth.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
 import { createWebhookStore, outboxWriter } from './webhooks.js'
@@ -496,6 +497,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     }),
     idempotency: createIdempotencyStore(sqlite),
     webhooks: createWebhookStore(sqlite, secret, outbox, changing),
+    oauth: createOAuthStore(sqlite),
     async maintain() {
       sqlite.pragma('optimize')
     },

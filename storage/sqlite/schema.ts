@@ -358,3 +358,78 @@ export const webhookOutbox = sqliteTable(
   },
   (t) => [index('webhook_outbox_due').on(t.nextAttemptAt), index('webhook_outbox_webhook').on(t.webhookId)],
 )
+
+/** Clients registered by OAuth Dynamic Client Registration (RFC 7591); Client ID Metadata Document clients are fetched, not kept. */
+export const oauthClients = sqliteTable(
+  'oauth_clients',
+  {
+    id: text('id').primaryKey(),
+    name: text('name'),
+    /** JSON array of the exact redirect URIs. */
+    redirectUris: text('redirect_uris').notNull(),
+    registeredFrom: text('registered_from').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [
+    index('oauth_clients_from').on(t.registeredFrom, t.createdAt),
+    index('oauth_clients_created').on(t.createdAt),
+  ],
+)
+
+/** An account's authorization of a client; its tokens go with it. */
+export const oauthGrants = sqliteTable(
+  'oauth_grants',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    clientId: text('client_id').notNull(),
+    clientName: text('client_name'),
+    /** Space-separated, as OAuth writes them. */
+    scopes: text('scopes').notNull(),
+    resource: text('resource').notNull(),
+    sandbox: integer('sandbox', { mode: 'boolean' }).notNull().default(false),
+    createdAt: integer('created_at').notNull(),
+    refreshedAt: integer('refreshed_at').notNull(),
+  },
+  (t) => [index('oauth_grants_account').on(t.accountId), index('oauth_grants_client').on(t.clientId)],
+)
+
+/** Authorization codes by their SHA-256: taken once; a used one is kept until it expires, to revoke its grant if it comes back. */
+export const oauthCodes = sqliteTable(
+  'oauth_codes',
+  {
+    hash: text('hash').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    clientId: text('client_id').notNull(),
+    clientName: text('client_name'),
+    redirectUri: text('redirect_uri').notNull(),
+    codeChallenge: text('code_challenge').notNull(),
+    scopes: text('scopes').notNull(),
+    resource: text('resource').notNull(),
+    sandbox: integer('sandbox', { mode: 'boolean' }).notNull().default(false),
+    expiresAt: integer('expires_at').notNull(),
+    usedAt: integer('used_at'),
+    /** The grant made from it (set once exchanged). */
+    grantId: integer('grant_id'),
+  },
+  (t) => [index('oauth_codes_expires').on(t.expiresAt)],
+)
+
+/** Access and refresh tokens by their SHA-256; a spent refresh token is kept until it expires, to catch its reuse. */
+export const oauthTokens = sqliteTable(
+  'oauth_tokens',
+  {
+    hash: text('hash').primaryKey(),
+    grantId: integer('grant_id')
+      .notNull()
+      .references(() => oauthGrants.id, { onDelete: 'cascade' }),
+    kind: text('kind', { enum: ['access', 'refresh'] }).notNull(),
+    expiresAt: integer('expires_at').notNull(),
+    usedAt: integer('used_at'),
+  },
+  (t) => [index('oauth_tokens_grant').on(t.grantId), index('oauth_tokens_expires').on(t.expiresAt)],
+)

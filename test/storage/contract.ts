@@ -6,6 +6,7 @@ import { identityContract } from './contract/identity.js'
 import { idempotencyContract } from './contract/idempotency.js'
 import { blocksContract, rulesContract, spamFilterContract, trapsContract } from './contract/lists.js'
 import { logContract } from './contract/log.js'
+import { oauthContract } from './contract/oauth.js'
 import { queueContract } from './contract/queue.js'
 import { sandboxContract } from './contract/sandbox.js'
 import { settingsContract } from './contract/settings.js'
@@ -65,5 +66,6 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     durabilityContract(f)
     sandboxContract(f)
     webhooksContract(f)
+    oauthContract(f)
   })
 }

@@ -1,0 +1,105 @@
+import type { Context, Hono } from 'hono'
+import type { ContentfulStatusCode } from 'hono/utils/http-status'
+import type { OAuthGrant } from '../storage/store.js'
+import { hashApiKey } from '../storage/secrets.js'
+import type { Services } from '../tools/define.js'
+import { isUrlClientId } from './oauth-clients.js'
+import { newTokens, OAUTH_PATHS, resourcesOf, verifierMatches } from './oauth.js'
+
+/** An OAuth error answer (RFC 6749 §5.2), never cached. */
+export function oauthError(
+  c: Context,
+  status: ContentfulStatusCode,
+  error: string,
+  description: string,
+  headers: Record<string, string> = {},
+) {
+  return c.json({ error, error_description: description }, status, { 'Cache-Control': 'no-store', ...headers })
+}
+
+/** What each refusal of a refresh token says. */
+const REFRESH_REFUSALS = {
+  reused: 'the refresh token was used already: the grant is revoked, authorize again',
+  expired: 'the refresh token expired: authorize again',
+  mismatch: 'the refresh token belongs to another client or resource',
+  unknown: 'the refresh token is not valid (unknown, or its grant was revoked)',
+} as const
+
+/**
+ * The token endpoint (RFC 6749 §3.2): an authorization code exchanged with its PKCE verifier, or a
+ * refresh token rotated. Public clients only: the client is the client_id it names.
+ */
+export function mountToken(app: Hono, services: Services): void {
+  const { store, clock, config } = services
+  const resources = resourcesOf(config.publicUrl)
+  const issued = (c: Context, grant: OAuthGrant, tokens: ReturnType<typeof newTokens>) =>
+    c.json(
+      {
+        access_token: tokens.access,
+        token_type: 'Bearer',
+        expires_in: Math.floor(config.oauth.accessTokenTtl / 1000),
+        refresh_token: tokens.refresh,
+        scope: grant.scopes.join(' '),
+      },
+      200,
+      { 'Cache-Control': 'no-store', Pragma: 'no-cache' },
+    )
+
+  app.post(OAUTH_PATHS.token, async (c) => {
+    const type = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
+    if (type !== 'application/x-www-form-urlencoded')
+      return oauthError(c, 400, 'invalid_request', 'send the token request as application/x-www-form-urlencoded')
+    const form = await c.req.parseBody()
+    const text = (name: string) => (typeof form[name] === 'string' ? (form[name] as string) : undefined)
+    const clientId = text('client_id')
+    if (c.req.header('authorization') && !clientId)
+      return oauthError(c, 401, 'invalid_client', 'clients here are public: send client_id, without a secret')
+    if (!clientId) return oauthError(c, 401, 'invalid_client', 'client_id is required')
+    if (!isUrlClientId(clientId) && !(await store.oauth.client(clientId)))
+      return oauthError(c, 401, 'invalid_client', `no client ${clientId} is registered here: register it again`)
+    const resource = text('resource')
+    if (!resource)
+      return oauthError(c, 400, 'invalid_target', `resource is required (RFC 8707): ${resources.join(' or ')}`)
+    if (!resources.includes(resource))
+      return oauthError(c, 400, 'invalid_target', `${resource} is not a resource of this server`)
+    const grantType = text('grant_type')
+
+    if (grantType === 'refresh_token') {
+      const refreshToken = text('refresh_token')
+      if (!refreshToken) return oauthError(c, 400, 'invalid_request', 'refresh_token is required')
+      const tokens = newTokens(services)
+      const answer = await store.oauth.refresh({
+        hash: hashApiKey(refreshToken),
+        clientId,
+        resource,
+        tokens: tokens.hashes,
+        now: clock(),
+      })
+      if (answer.state !== 'rotated') return oauthError(c, 400, 'invalid_grant', REFRESH_REFUSALS[answer.state])
+      return issued(c, answer.grant, tokens)
+    }
+    if (grantType !== 'authorization_code')
+      return oauthError(c, 400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token')
+    const code = text('code')
+    const verifier = text('code_verifier')
+    if (!code || !verifier) return oauthError(c, 400, 'invalid_request', 'code and code_verifier are required')
+    const codeHash = hashApiKey(code)
+    // Taken before it is checked: a code is good for one try, right or wrong.
+    const taken = await store.oauth.takeCode(codeHash, clock())
+    if (taken === 'reused')
+      return oauthError(c, 400, 'invalid_grant', 'the code was used already: the grant made with it is revoked')
+    if (!taken) return oauthError(c, 400, 'invalid_grant', 'the code is not valid')
+    if (taken.expiresAt <= clock()) return oauthError(c, 400, 'invalid_grant', 'the code expired')
+    if (taken.clientId !== clientId) return oauthError(c, 400, 'invalid_grant', 'the code was issued to another client')
+    const redirectUri = text('redirect_uri')
+    if (redirectUri !== undefined && redirectUri !== taken.redirectUri)
+      return oauthError(c, 400, 'invalid_grant', 'redirect_uri is not the one the code was issued for')
+    if (!verifierMatches(verifier, taken.codeChallenge))
+      return oauthError(c, 400, 'invalid_grant', 'the code_verifier does not match the code_challenge (PKCE)')
+    if (resource !== taken.resource)
+      return oauthError(c, 400, 'invalid_target', `the code was issued for ${taken.resource}, not ${resource}`)
+    const tokens = newTokens(services)
+    const grant = await store.oauth.grant(codeHash, taken, tokens.hashes, clock())
+    return issued(c, grant, tokens)
+  })
+}
