@@ -1,57 +1,21 @@
-import { existsSync, mkdirSync, rmSync } from 'node:fs'
+import { mkdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
-import { describe, expect, it } from 'vitest'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
+import { describe, expect } from 'vitest'
 import { createAccount, createOrder } from '../../accounts.js'
 import type { RunningServer } from '../../serve.js'
 import { openRuntime } from '../../runtime.js'
 import { silentLogger, startTestServer } from '../helpers.js'
 import { startSink } from '../relay/sink.js'
-
-/** Debian's chromium, which test/system/peers.sh installs. */
-export const CHROMIUM = '/usr/bin/chromium'
+import { describeBrowser, launchChromium } from '../system/chromium.js'
 
 /** Where each test leaves its screenshot. */
 export const SCREENSHOTS = join(tmpdir(), `mailroom-console-${process.pid}`)
 
-/**
- * Registers `suite` when Chromium is installed. Without it, in CI (CI=true) a test that fails
- * says so; elsewhere the suite is skipped with a warning that says how to run it.
- */
+/** A suite of the console's tests, run in Chromium when it is there (see describeBrowser). */
 export function describeChromium(name: string, suite: () => void): void {
-  if (existsSync(CHROMIUM)) {
-    describe(name, suite)
-    return
-  }
-  const why = `no Chromium at ${CHROMIUM} (test/system/peers.sh installs Debian's chromium when run as root)`
-  if (process.env.CI === 'true') {
-    describe(name, () => {
-      it('has Chromium to run in', () => {
-        throw new Error(why)
-      })
-    })
-    return
-  }
-  console.warn(`SKIPPED ${name}: ${why}`)
-  describe.skip(name, () => {
-    it('needs Chromium', () => {})
-  })
-}
-
-export function launch(): Promise<Browser> {
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  })
+  describeBrowser(name, () => describe(name, suite))
 }
 
 /** Recipients the sink refuses as unknown (a hard bounce: the address is then suppressed). */
@@ -73,7 +37,7 @@ export async function startConsole(traps: string[] = []) {
   const otherOrder = await createOrder(admin, other.account.id, 'theirs', [])
   for (const trap of traps) await admin.store.traps.add(trap, Date.now())
   await admin.close()
-  const browser = await launch()
+  const browser = await launchChromium()
   const api = async (method: string, path: string, body?: unknown, key = started.apiKey) => {
     const res = await fetch(`${base}${path}`, {
       method,

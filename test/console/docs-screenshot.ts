@@ -2,9 +2,9 @@
 // little realistic mail (delivered, bounced, deferred), the Log page with a message's story open.
 // Run after `npm run build`: npx tsx test/console/docs-screenshot.ts
 import { rmSync } from 'node:fs'
-import { chromium } from 'playwright-core'
 import { startTestServer } from '../helpers.js'
 import { startSink } from '../relay/sink.js'
+import { launchChromium } from '../system/chromium.js'
 
 const OUT = new URL('../../docs/console.png', import.meta.url).pathname
 
@@ -40,10 +40,7 @@ try {
   for (const [from, to, subject] of mail) await send(from, to, subject)
   await new Promise((resolve) => setTimeout(resolve, 2000))
 
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu'],
-  })
+  const browser = await launchChromium()
   const page = await browser.newPage({ viewport: { width: 1200, height: 760 } })
   await page.goto(`${base}/console/sign-in`)
   await page.getByLabel('API key').fill(apiKey)
