@@ -167,6 +167,7 @@ describeChromium('console: signing in, the key, and accounts', () => {
     await Promise.all(counted)
     console.info(`console: every page, its assets and its API calls: ${bytes} bytes on the wire`)
     expect(bytes).toBeLessThan(200 * 1024)
+    await screenshot(page, 'last-page-of-the-tour')
     await context.close()
   })
 })
