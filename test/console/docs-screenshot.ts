@@ -1,5 +1,5 @@
 // Takes docs/console.png, the README's picture of the console: `mailroom serve` as built with a
-// little realistic mail (delivered, bounced, deferred), the Log page with a message's story open.
+// little realistic mail (delivered, bounced, deferred), the Log page with the story of a deferred message open.
 // Run after `npm run build`: npx tsx test/console/docs-screenshot.ts
 import { rmSync } from 'node:fs'
 import { startTestServer } from '../helpers.js'
@@ -41,14 +41,14 @@ try {
   await new Promise((resolve) => setTimeout(resolve, 2000))
 
   const browser = await launchChromium()
-  const page = await browser.newPage({ viewport: { width: 1200, height: 760 } })
+  const page = await browser.newPage({ viewport: { width: 1152, height: 640 } })
   await page.goto(`${base}/console/sign-in`)
   await page.getByLabel('API key').fill(apiKey)
   await page.getByLabel('API key').press('Enter')
   await page.waitForURL(`${base}/console`)
   await page.goto(`${base}/console/log`)
-  await page.getByRole('button', { name: /^Re: order/ }).click()
-  await page.locator(`#story .timeline li.delivered`).waitFor()
+  await page.getByRole('button', { name: /^Disk usage/ }).click()
+  await page.locator('#story .timeline li.deferred').waitFor()
   await page.screenshot({ path: OUT })
   await browser.close()
   console.log(`wrote ${OUT}`)
