@@ -99,12 +99,6 @@ export async function startServer(config: Config): Promise<RunningServer> {
     config.http.port === 0 && config.publicUrl === 'http://localhost:0'
       ? `http://localhost:${httpPort}`
       : config.publicUrl
-  let stopping = false
-  const delivery = () => (stopping ? 'shutting down' : engine.stopped())
-  app = createHttpApp(publicUrl === config.publicUrl ? rt : { ...rt, config: { ...config, publicUrl } }, {
-    delivery,
-    metrics,
-  })
 
   // One count of connections and AUTH failures per client across both submission ports.
   const submission = { ...rt, tls, limits: submissionLimits(config, rt.clock), metrics }
@@ -119,6 +113,14 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const { securePort } = config.smtp
   const smtps = securePort === null ? null : createSubmissionServer(submission, { secure: true })
   const smtpsPort = smtps ? await listenSubmission(smtps, securePort!, 'MAILROOM_SMTPS_PORT') : null
+
+  let stopping = false
+  const delivery = () => (stopping ? 'shutting down' : engine.stopped())
+  // Made once everything listens, so that on port 0 the documents and the console name the ports
+  // HTTP and SMTP got.
+  const listens = { ...config, publicUrl, smtp: { ...config.smtp, port: smtpPort, securePort: smtpsPort } }
+  app = createHttpApp({ ...rt, config: listens }, { delivery, metrics })
+
   const { smarthost } = config.delivery
   const mailTo = smarthost ? `smarthost ${smarthost.host}:${smarthost.port}` : 'MX lookup'
   logger.info(

@@ -713,7 +713,10 @@ export interface Store {
       reason: string
       now: number
     }): Promise<void>
-    /** Removes the address from all three stores for the account; returns how many records went. */
+    /**
+     * Removes the address from all three stores for the account: its list entries, the events it
+     * is the sender of, and the LOCAL_BL_RCPT events of mail refused to it; returns how many records went.
+     */
     delist(accountId: number, address: string): Promise<number>
     /** Why a sender is blocked for the account (external or internal list), if it is. */
     blockedSender(accountId: number, address: string): Promise<BlockListEntry | undefined>

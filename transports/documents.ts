@@ -131,6 +131,7 @@ export function mountDocuments(app: Hono, config: Config): void {
   app.get('/', (c) => {
     c.header('Link', catalogLink)
     const links = [
+      ['/console', 'Console: the log, statistics, blocks, rules and SMTP settings (sign in with an API key)'],
       ['/docs/', 'Interactive API documentation'],
       ['/spec/openapi.json', 'OpenAPI (JSON)'],
       ['/spec/openapi.yaml', 'OpenAPI (YAML)'],

@@ -10,6 +10,7 @@ import { MailroomError, asMailroomError } from '../errors.js'
 import type { Metrics } from '../metrics.js'
 import type { Store } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
+import { mountConsole } from './console.js'
 import { mountDocuments } from './documents.js'
 import { mountMcp } from './mcp-http.js'
 import { createAuth } from './auth.js'
@@ -91,8 +92,8 @@ export function mountHealth(app: Hono, store: Store, delivery: DeliveryState = (
 }
 
 /**
- * The whole HTTP surface in one Hono app: REST, MCP at /mcp, the documents and the health checks;
- * with `metrics`, GET /metrics, and every request counted.
+ * The whole HTTP surface in one Hono app: REST, MCP at /mcp, the documents, the console at /console
+ * and the health checks; with `metrics`, GET /metrics, and every request counted.
  */
 export function createHttpApp(
   services: Services,
@@ -172,6 +173,7 @@ export function createHttpApp(
   mountRest(app, services, authenticate)
   mountOAuth(app, services, signIn)
   mountDocuments(app, services.config)
+  mountConsole(app, services.config)
   mountHealth(app, services.store, options.delivery)
   if (options.metrics) mountMetrics(app, options.metrics, services.config)
   const mcp = mountMcp(app, services, authenticate)

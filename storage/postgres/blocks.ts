@@ -104,8 +104,12 @@ export function createBlockStore(
       return hot.changing(() =>
         db.transaction(async (tx) => {
           const events = await tx.delete(e).where(and(eq(e.accountId, accountId), eq(e.envFrom, lower)))
+          // The refusals of mail to it while it was suppressed go with its suppression.
+          const refused = await tx
+            .delete(e)
+            .where(and(eq(e.accountId, accountId), eq(e.rule, 'LOCAL_BL_RCPT'), sql`lower(${e.rcptTo}) = ${lower}`))
           const list = await tx.delete(l).where(and(eq(l.accountId, accountId), eq(l.address, lower)))
-          return changed(events) + changed(list)
+          return changed(events) + changed(refused) + changed(list)
         }),
       )
     },

@@ -434,15 +434,21 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         const lower = address.toLowerCase()
         return changing(() =>
           db.transaction((tx) => {
+            const e = schema.blockEvents
             const ev = tx
-              .delete(schema.blockEvents)
-              .where(and(eq(schema.blockEvents.accountId, accountId), eq(schema.blockEvents.envFrom, lower)))
+              .delete(e)
+              .where(and(eq(e.accountId, accountId), eq(e.envFrom, lower)))
+              .run().changes
+            // The refusals of mail to it while it was suppressed go with its suppression.
+            const refused = tx
+              .delete(e)
+              .where(and(eq(e.accountId, accountId), eq(e.rule, 'LOCAL_BL_RCPT'), sql`lower(${e.rcptTo}) = ${lower}`))
               .run().changes
             const list = tx
               .delete(schema.blockList)
               .where(and(eq(schema.blockList.accountId, accountId), eq(schema.blockList.address, lower)))
               .run().changes
-            return ev + list
+            return ev + refused + list
           }),
         )
       },

@@ -5,7 +5,8 @@
 # started), and dnsmasq-base has no service to start. And a PostgreSQL server for the PostgreSQL
 # store's contract suite at MAILROOM_TEST_DATABASE_URL: where none answers there, a throwaway
 # cluster of Debian's postgresql on the URL's port, in .peers/pgdata-PORT, trusting every
-# connection from 127.0.0.1 (its log in .peers/pg-PORT.log). Run by `npm test` before vitest.
+# connection from 127.0.0.1 (its log in .peers/pg-PORT.log). And Debian's chromium, the browser the
+# console's tests drive (test/console/). Run by `npm test` before vitest.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PEERS=.peers
@@ -30,7 +31,8 @@ PG_LOG="$PEERS/pg-$PG_PORT.log"
 have_swaks() { command -v swaks >/dev/null 2>&1; }
 have_sink() { [ -x "$SINK" ]; }
 have_dnsmasq() { [ -x /usr/sbin/dnsmasq ]; }
-have_tools() { have_swaks && have_sink && have_dnsmasq; }
+have_chromium() { [ -x /usr/bin/chromium ]; }
+have_tools() { have_swaks && have_sink && have_dnsmasq && have_chromium; }
 pg_answers() {
   if command -v pg_isready >/dev/null 2>&1; then
     pg_isready -q -h "$PG_HOST" -p "$PG_PORT"
@@ -54,7 +56,7 @@ have_tools && pg_answers && exit 0
 
 if ! can_install; then
   have_tools ||
-    echo "test/system/peers.sh: swaks, Postfix's smtp-sink and dnsmasq are needed; install swaks and dnsmasq-base, and unpack the postfix package into $PEERS/postfix (needs root and apt-get)" >&2
+    echo "test/system/peers.sh: swaks, Postfix's smtp-sink, dnsmasq and chromium are needed; install swaks, dnsmasq-base and chromium, and unpack the postfix package into $PEERS/postfix (needs root and apt-get); without chromium the console's tests are SKIPPED (with CI=true they fail)" >&2
   pg_answers || skip_postgres "starting one needs root and apt-get"
   exit 0
 fi
@@ -71,6 +73,7 @@ apt_install() {
 if ! have_tools; then
   have_swaks || apt_install swaks
   have_dnsmasq || apt_install dnsmasq-base
+  have_chromium || apt_install chromium
   if ! have_sink; then
     apt_update
     tmp=$(mktemp -d)
@@ -80,7 +83,7 @@ if ! have_tools; then
     dpkg -x "$tmp"/postfix_*.deb "$PEERS/postfix"
     rm -rf "$tmp"
   fi
-  echo "test/system/peers.sh: swaks $(command -v swaks), smtp-sink $SINK, dnsmasq /usr/sbin/dnsmasq"
+  echo "test/system/peers.sh: swaks $(command -v swaks), smtp-sink $SINK, dnsmasq /usr/sbin/dnsmasq, chromium /usr/bin/chromium"
 fi
 
 pg_answers && exit 0

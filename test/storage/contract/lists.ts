@@ -89,6 +89,27 @@ export function blocksContract(f: Fixture) {
       expect(await f.store.blocks.delist(f.accountId, 'spam@a.example')).toBe(0)
     })
 
+    it("delists a suppressed recipient with the events of mail refused to it, and no other account's", async () => {
+      await add('recipient', 'gone@b.example')
+      const refused = { envFrom: 'me@a.example', messageId: null, subject: '', rcptTo: 'Gone@b.example' }
+      const other = { ...refused, rcptTo: 'here@b.example' }
+      for (const [account, event] of [
+        [f.accountId, refused],
+        [f.accountId, other],
+        [f.otherAccountId, refused],
+      ] as const)
+        await f.store.blocks.addEvent(account, { ...event, rule: 'LOCAL_BL_RCPT', createdAt: T0 })
+      // A trap event that names it as a recipient is the sender's offence, not its own: it stays.
+      await f.store.blocks.addEvent(f.accountId, { ...refused, rule: 'MBTRAP', createdAt: T0 })
+      expect(await f.store.blocks.delist(f.accountId, 'gone@B.example')).toBe(2)
+      expect(await f.store.blocks.suppressed(f.accountId, 'gone@b.example')).toBeUndefined()
+      expect((await f.store.blocks.events(f.accountId, 'LOCAL_BL_RCPT', 0)).map((e) => e.rcptTo)).toEqual([
+        'here@b.example',
+      ])
+      expect(await f.store.blocks.events(f.accountId, 'MBTRAP', 0)).toHaveLength(1)
+      expect(await f.store.blocks.events(f.otherAccountId, 'LOCAL_BL_RCPT', 0)).toHaveLength(1)
+    })
+
     it('keeps spam-filter events of an account and a rule, newest first, and prunes the old', async () => {
       const event = (rule: 'MBTRAP' | 'LOCAL_BL_RCPT', createdAt: number) => ({
         rule,

@@ -1,0 +1,118 @@
+import { mkdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
+import { describe, expect } from 'vitest'
+import { createAccount, createOrder } from '../../accounts.js'
+import type { RunningServer } from '../../serve.js'
+import { openRuntime } from '../../runtime.js'
+import { silentLogger, startTestServer } from '../helpers.js'
+import { startSink } from '../relay/sink.js'
+import { describeBrowser, launchChromium } from '../system/chromium.js'
+
+/** Where each test leaves its screenshot. */
+export const SCREENSHOTS = join(tmpdir(), `mailroom-console-${process.pid}`)
+
+/** A suite of the console's tests, run in Chromium when it is there (see describeBrowser). */
+export function describeChromium(name: string, suite: () => void): void {
+  describeBrowser(name, () => describe(name, suite))
+}
+
+/** Recipients the sink refuses as unknown (a hard bounce: the address is then suppressed). */
+export const UNKNOWN = /^nobody/
+
+/**
+ * `mailroom serve` as built, delivering to an in-process SMTP sink, with a second account, the
+ * spam traps `traps`, and Chromium. `api` calls REST as the first account (or with another key).
+ */
+export async function startConsole(traps: string[] = []) {
+  const sink = await startSink()
+  sink.state.rcptRule = (rcpt) =>
+    UNKNOWN.test(rcpt) ? { code: 550, message: `5.1.1 <${rcpt}>: Recipient address rejected: User unknown` } : undefined
+  const started = await startTestServer('mailroom-console-', { MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}` })
+  const server: RunningServer = started.server
+  const base = `http://127.0.0.1:${server.httpPort}`
+  const admin = await openRuntime(started.config, { logger: silentLogger })
+  const other = await createAccount(admin, 'other')
+  const otherOrder = await createOrder(admin, other.account.id, 'theirs', [])
+  for (const trap of traps) await admin.store.traps.add(trap, Date.now())
+  await admin.close()
+  const browser = await launchChromium()
+  const api = async (method: string, path: string, body?: unknown, key = started.apiKey) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { 'X-API-KEY': key, 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    return { status: res.status, body: await res.json() }
+  }
+  return {
+    base,
+    server,
+    sink,
+    browser,
+    api,
+    apiKey: started.apiKey,
+    smtp: started.smtp,
+    other: { apiKey: other.apiKey, username: `mb${otherOrder.order.id}` },
+    /** Waits until every row of transaction `txid` is final (delivered or failed). */
+    async settled(txid: string, key = started.apiKey) {
+      await expect
+        .poll(
+          async () => {
+            const log = (await api('GET', `/mail/log?mailid=${txid}`, undefined, key)).body
+            return (
+              log.emails.length > 0 &&
+              log.emails.every(
+                (e: { delivered: number; code: number | null }) => e.delivered === 1 || (e.code ?? 0) >= 500,
+              )
+            )
+          },
+          { timeout: 15_000, interval: 100 },
+        )
+        .toBe(true)
+    },
+    async close() {
+      await browser.close()
+      await server.stop()
+      await sink.close()
+      rmSync(started.dataDir, { recursive: true, force: true })
+    },
+  }
+}
+
+export type ConsoleEnv = Awaited<ReturnType<typeof startConsole>>
+
+/**
+ * A new browser context (its own sessionStorage) and page. Errors the page throws and Content
+ * Security Policy violations are collected: `problems()` should stay empty.
+ */
+export async function newPage(
+  env: ConsoleEnv,
+  options: Parameters<Browser['newContext']>[0] = {},
+): Promise<{ context: BrowserContext; page: Page; problems: () => string[] }> {
+  const context = await env.browser.newContext(options)
+  // A wait that fails, fails well within the test's own timeout, saying what it waited for.
+  context.setDefaultTimeout(5000)
+  const page = await context.newPage()
+  const problems: string[] = []
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`))
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) problems.push(m.text())
+  })
+  return { context, page, problems: () => problems }
+}
+
+/** Signs in through the sign-in page and waits for the overview (or the page asked for first). */
+export async function signIn(page: Page, base: string, key: string, landing = '/console'): Promise<void> {
+  if (!page.url().includes('/console/sign-in')) await page.goto(`${base}/console/sign-in`)
+  await page.getByLabel('API key').fill(key)
+  await page.getByLabel('API key').press('Enter')
+  await page.waitForURL(`${base}${landing}`)
+}
+
+/** Saves a full-page screenshot named `name` under SCREENSHOTS. */
+export async function screenshot(page: Page, name: string): Promise<void> {
+  mkdirSync(SCREENSHOTS, { recursive: true })
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true })
+}
