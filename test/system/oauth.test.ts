@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net'
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import type { RunningServer } from '../../serve.js'
+import { TOOLS } from '../../tools/index.js'
 import { startTestServer } from '../helpers.js'
 import { startSink } from '../relay/sink.js'
 import { describeBrowser, launchChromium } from './chromium.js'
@@ -129,7 +130,7 @@ describeBrowser('system: an MCP SDK client connected with OAuth, allowed in a br
     const client = await connect(provider)
     const { tools } = await client.listTools()
     expect(tools.map((t) => t.name)).toContain('sendMail')
-    expect(tools).toHaveLength(16)
+    expect(tools).toHaveLength(TOOLS.length)
     const sent = await client.callTool({
       name: 'sendMail',
       arguments: { from: 'agent@example.org', to: 'person@example.com', subject: 'from an OAuth agent', body: 'hi' },
@@ -147,7 +148,7 @@ describeBrowser('system: an MCP SDK client connected with OAuth, allowed in a br
     expect(provider.saved!.refresh_token).not.toBe(first.refresh_token)
     expect(provider.saved!.access_token).not.toBe(first.access_token)
     const again = await connect(provider)
-    expect((await again.listTools()).tools).toHaveLength(16)
+    expect((await again.listTools()).tools).toHaveLength(TOOLS.length)
     await again.close()
   }, 60_000)
 })
