@@ -111,8 +111,8 @@ export async function signIn(page: Page, base: string, key: string, landing = '/
   await page.waitForURL(`${base}${landing}`)
 }
 
-/** Saves a full-page screenshot named `name` under SCREENSHOTS. */
-export async function screenshot(page: Page, name: string): Promise<void> {
+/** Saves a screenshot named `name` under SCREENSHOTS: the whole page, or what is in view (a dialog) with `fullPage` false. */
+export async function screenshot(page: Page, name: string, fullPage = true): Promise<void> {
   mkdirSync(SCREENSHOTS, { recursive: true })
-  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true })
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage })
 }

@@ -59,7 +59,7 @@ describeChromium('console: the log and a message story', () => {
     expect(await dialog.locator('.timeline li.accepted').count()).toBe(1)
     // The page under it is still the log: it opened without leaving the page.
     expect(new URL(page.url()).pathname).toBe('/console/log')
-    await screenshot(page, 'story-delivered')
+    await screenshot(page, 'story-delivered', false)
     await page.keyboard.press('Escape')
     await dialog.waitFor({ state: 'hidden' })
     expect(await open.evaluate((el) => el === document.activeElement)).toBe(true)
@@ -81,7 +81,7 @@ describeChromium('console: the log and a message story', () => {
     expect(await dialog.locator('.notice').textContent()).toMatch(
       /^Suppressed: this address is on the local block list/,
     )
-    await screenshot(page, 'story-bounced')
+    await screenshot(page, 'story-bounced', false)
     await dialog.getByRole('button', { name: 'Close the story' }).click()
     await dialog.waitFor({ state: 'hidden' })
     expect(problems()).toEqual([])
@@ -102,7 +102,7 @@ describeChromium('console: the log and a message story', () => {
     expect(await page.locator('#story-title').textContent()).toBe(subject)
     expect(await page.locator('#story img, #story b').count()).toBe(0)
     expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined()
-    await screenshot(page, 'markup-as-text')
+    await screenshot(page, 'markup-as-text', false)
     expect(problems()).toEqual([])
     await context.close()
   })

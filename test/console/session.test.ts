@@ -144,7 +144,7 @@ describeChromium('console: signing in, the key, and accounts', () => {
       .first()
       .click()
     await page.getByRole('dialog').getByText('delivered', { exact: true }).first().waitFor()
-    await screenshot(page, 'phone-story')
+    await screenshot(page, 'phone-story', false)
     await page.keyboard.press('Escape')
     await screenshot(page, 'phone-log')
     expect(problems()).toEqual([])
