@@ -8,7 +8,7 @@ import type { Services } from '../tools/define.js'
 import { isObject } from './json-schema.js'
 import { createMcpServer, toolCaller, type CallerOf } from './mcp.js'
 import { bearerToken, type Authenticate, type Door, type Identity } from './auth.js'
-import { mayCall, outOfScope, scopeOf } from './scopes.js'
+import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
 import { TOOLS } from '../tools/index.js'
 import type { AnyTool } from '../tools/define.js'
 
@@ -190,10 +190,7 @@ function insufficientScope(
 ) {
   const wanted = [...new Set([...scopes, scopeOf(tool)])].join(' ')
   const e = outOfScope(tool)
-  c.header(
-    'WWW-Authenticate',
-    `Bearer error="insufficient_scope", scope="${wanted}", resource_metadata="${door.metadataUrl}", error_description="${e.message}"`,
-  )
+  c.header('WWW-Authenticate', scopeChallenge(wanted, door.metadataUrl, e.message))
   return c.json({ jsonrpc: '2.0', error: { code: -32000, message: e.message, data: e.toJSON() }, id }, 403)
 }
 

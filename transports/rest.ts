@@ -7,7 +7,7 @@ import type { AnyTool, Services, ToolContext } from '../tools/define.js'
 import { checkIdempotencyKey, runTool } from '../tools/idempotency.js'
 import { TOOLS } from '../tools/index.js'
 import type { Authenticate, Door } from './auth.js'
-import { mayCall, outOfScope, scopeOf } from './scopes.js'
+import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
 import { parseInput } from './input.js'
 
 /** `/mail/{id}` → `/mail/:id` */
@@ -38,9 +38,7 @@ export function mountRest(
       app.on(tool.http.method, honoPath(path), async (c) => {
         const owner = tool.public ? null : await authenticate(c, door)
         if (owner && !mayCall(tool, owner.scopes))
-          throw outOfScope(tool, {
-            'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scopeOf(tool)}", resource_metadata="${door.metadataUrl}"`,
-          })
+          throw outOfScope(tool, { 'WWW-Authenticate': scopeChallenge(scopeOf(tool), door.metadataUrl) })
         const idempotencyKey = tool.idempotencyKey ? idempotencyKeyOf(c) : undefined
         const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
         const input = parseInput(tool, coerce(raw))

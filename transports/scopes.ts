@@ -35,3 +35,12 @@ export const outOfScope = (tool: AnyTool, headers?: Record<string, string>) =>
     `${tool.name} needs the ${scopeOf(tool)} scope, which this access token was not granted; authorize again with it`,
     { headers },
   )
+
+/**
+ * The WWW-Authenticate challenge of a call outside a token's scopes (RFC 6750 §3): the scopes to
+ * ask for, where the resource's metadata is, and what went wrong, when given.
+ */
+export const scopeChallenge = (scope: string, metadataUrl: string, description?: string) =>
+  `Bearer error="insufficient_scope", scope="${scope}", resource_metadata="${metadataUrl}"${
+    description ? `, error_description="${description}"` : ''
+  }`
