@@ -98,10 +98,6 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
       return { changed: changes, inFlight: rows[0].n }
     })
 
-  const dropBodies = async (client: pg.ClientBase, messageRowIds: number[]) => {
-    await client.query('SELECT mailroom_drop_bodies($1::bigint[])', [messageRowIds])
-  }
-
   /**
    * Queues a report if each of its rows was recorded in this transaction (`recorded`) and, when
    * delayed, none was reported delayed before (as of this transaction's row locks); marks them.
@@ -246,7 +242,8 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
         // Each recipient's history ends with the cancel: a failure without a reply.
         if (rows.length)
           await client.query(CANCELED, [rows.map((r) => r.id), rows.map((r) => r.attempt), now, response])
-        await dropBodies(client, [messageRowId!])
+        // As mailroom_record does for outcomes: the message locked, then its bytes dropped if final.
+        await client.query('SELECT mailroom_drop_bodies($1::bigint[])', [[messageRowId]])
         const tally = volumeTally()
         for (const r of rows) tally.add(r.orderId, now, 'failed')
         await addVolume(client, tally)
