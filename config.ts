@@ -92,6 +92,13 @@ export const ConfigSchema = z.object({
   MAILROOM_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** Largest accepted HTTP request body (JSON with base64 attachments is a third larger than the mail). */
   MAILROOM_HTTP_BODY_LIMIT: Size.prefault('40mb'),
+  /**
+   * Most message bytes all doors (REST, MCP, SMTP) hold in memory at once; past it a send is
+   * answered "try later" (HTTP 503 with Retry-After, SMTP 451 4.3.1) before its body is read.
+   */
+  MAILROOM_MEMORY_BUDGET: Size.prefault('256mb'),
+  /** The same, for one account: one busy account cannot take the whole budget from the others. */
+  MAILROOM_MEMORY_BUDGET_PER_ACCOUNT: Size.prefault('128mb'),
   /** Wrong API keys allowed per client address in 15 minutes before its requests needing a key are answered 429. */
   MAILROOM_HTTP_MAX_AUTH_FAILURES: z.coerce.number().int().min(1).max(100_000).default(30),
   /** The reverse proxies in front of HTTP, whose X-Forwarded-For is believed: addresses, CIDR ranges or `loopback`, separated by commas. */
@@ -231,6 +238,8 @@ const Settings = ConfigSchema.transform((e) => ({
     bodyLimit: e.MAILROOM_HTTP_BODY_LIMIT,
     maxAuthFailures: e.MAILROOM_HTTP_MAX_AUTH_FAILURES,
   },
+  /** Message bytes held in memory at once (relay/byte-budget.ts). */
+  memoryBudget: { total: e.MAILROOM_MEMORY_BUDGET, perAccount: e.MAILROOM_MEMORY_BUDGET_PER_ACCOUNT },
   trustProxy: e.MAILROOM_TRUST_PROXY ?? [],
   publicUrl: (e.MAILROOM_PUBLIC_URL ?? `http://localhost:${e.MAILROOM_HTTP_PORT}`).replace(/\/+$/, ''),
   maxMessageSize: e.MAILROOM_MAX_MESSAGE_SIZE,
@@ -323,6 +332,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (!picked.MAILROOM_TLS_CERT !== !picked.MAILROOM_TLS_KEY)
     throw new ConfigError(
       'invalid configuration: MAILROOM_TLS_CERT and MAILROOM_TLS_KEY go together: set both or neither',
+    )
+  const { memoryBudget, http, maxMessageSize } = parsed.data
+  // A message or body larger than what one account may hold could never be taken: it would be
+  // told to try later for ever.
+  const largest = Math.max(http.bodyLimit, maxMessageSize)
+  if (memoryBudget.perAccount < largest || memoryBudget.total < memoryBudget.perAccount)
+    throw new ConfigError(
+      `invalid configuration: MAILROOM_MEMORY_BUDGET_PER_ACCOUNT (${memoryBudget.perAccount} bytes) must be at least MAILROOM_HTTP_BODY_LIMIT and MAILROOM_MAX_MESSAGE_SIZE (${largest} bytes), and MAILROOM_MEMORY_BUDGET (${memoryBudget.total} bytes) at least MAILROOM_MEMORY_BUDGET_PER_ACCOUNT`,
     )
   return parsed.data
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from './config.js'
+import { createByteBudget } from './relay/byte-budget.js'
 import { createRelay, type Intake, type RelayDeps } from './relay/pipeline.js'
 import { openStore } from './storage/index.js'
 import type { Store } from './storage/store.js'
@@ -24,7 +25,7 @@ export function createServices(
     clock,
     metrics: options.metrics,
   })
-  return { store, relay, config, logger: options.logger, clock }
+  return { store, relay, config, logger: options.logger, clock, budget: createByteBudget(config.memoryBudget) }
 }
 
 /**

@@ -2,6 +2,7 @@ import type { Logger } from 'pino'
 import type { z } from 'zod'
 import type { Config } from '../config.js'
 import { unauthorized } from '../errors.js'
+import type { ByteBudget } from '../relay/byte-budget.js'
 import type { Relay } from '../relay/pipeline.js'
 import type { Store } from '../storage/store.js'
 
@@ -12,6 +13,8 @@ export interface Services {
   config: Config
   logger: Logger
   clock: () => number
+  /** Message bytes the doors hold in memory at once (relay/byte-budget.ts). */
+  budget: ByteBudget
 }
 
 /** A handler's context: the services plus who is calling and from where. */
