@@ -210,6 +210,7 @@ export function mountOAuth(app: Hono, services: Services, signIn: SignIn): void 
       clientId: request.client.id,
       clientName: request.client.name,
       redirectUri: request.redirectUri,
+      redirectUriNamed: p.redirect_uri !== undefined,
       codeChallenge: request.codeChallenge,
       scopes,
       resource: request.resource,
