@@ -54,8 +54,20 @@ export function redirectMatches(registered: readonly string[], given: string): b
   })
 }
 
-/** Schemes no redirect may use: they run or read something in the browser itself. */
-const UNSAFE_SCHEMES = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'about:', 'blob:'])
+/**
+ * Schemes no redirect may use: they run, show or read something in the browser itself
+ * (`view-source:https://…` would display the client's page, code and all, to whoever framed it).
+ */
+const UNSAFE_SCHEMES = new Set([
+  'javascript:',
+  'data:',
+  'file:',
+  'vbscript:',
+  'about:',
+  'blob:',
+  'filesystem:',
+  'view-source:',
+])
 
 /** Why a redirect URI cannot be registered, or null: https, http on loopback, or an app's own scheme (RFC 8252 §7.1). */
 export function redirectUriProblem(text: unknown): string | null {
@@ -67,7 +79,8 @@ export function redirectUriProblem(text: unknown): string | null {
   } catch {
     return `${text} is not an absolute URI`
   }
-  if (url.hash) return `${text} has a fragment, which a redirect URI may not have (RFC 6749 §3.1.2)`
+  // An empty fragment (`…/cb#`) too: URL drops it from `hash`, but it is there (RFC 6749 §3.1.2).
+  if (text.includes('#')) return `${text} has a fragment, which a redirect URI may not have (RFC 6749 §3.1.2)`
   if (UNSAFE_SCHEMES.has(url.protocol)) return `${text}: ${url.protocol} is not a scheme a redirect may use`
   if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname))
     return `${text}: plain http is allowed for loopback redirects only (127.0.0.1, [::1], localhost)`

@@ -107,14 +107,18 @@ describe('Client ID Metadata Documents', () => {
     for (const [bad, message] of [
       [() => ({ client_id: 'https://else.example/c.json', redirect_uris: [REDIRECT] }), 'names another client_id'],
       [(id: string) => ({ client_id: id, redirect_uris: ['javascript:x'] }), 'has no usable redirect_uris'],
+      [(id: string) => ({ client_id: id, redirect_uris: [`${REDIRECT}#`] }), 'has no usable redirect_uris'],
+      [(id: string) => ({ client_id: id, redirect_uris: [`view-source:${REDIRECT}`] }), 'has no usable redirect_uris'],
     ] as const) {
       doc = bad
       const res = await env.app.request(
         `/oauth/authorize?${new URLSearchParams(authorizeQuery({ clientId: url, challenge: pkce().challenge }))}`,
       )
       expect(res.status).toBe(400)
+      expect(res.headers.get('location')).toBeNull()
       expect(await res.text()).toContain(message)
     }
+    expect(await env.services.store.oauth.grants(env.accountId)).toEqual([])
   })
 
   it('refuses a client id URL on a private address, or over http, fetching nothing and granting nothing', async () => {

@@ -418,6 +418,35 @@ describe('OAuth authorization server', () => {
     await register(env.app)
   })
 
+  it('refuses redirect URIs with a fragment, even empty, or a scheme the browser itself answers', async () => {
+    for (const [uri, description] of [
+      ['https://app.example/cb#', 'https://app.example/cb# has a fragment, which a redirect URI may not have'],
+      ['https://app.example/cb#x', 'https://app.example/cb#x has a fragment, which a redirect URI may not have'],
+      [
+        'view-source:https://app.example/cb',
+        'view-source:https://app.example/cb: view-source: is not a scheme a redirect may use',
+      ],
+      [
+        'VIEW-SOURCE:https://app.example/cb',
+        'VIEW-SOURCE:https://app.example/cb: view-source: is not a scheme a redirect may use',
+      ],
+      ['data:text/html,hi', 'data:text/html,hi: data: is not a scheme a redirect may use'],
+    ]) {
+      const res = await env.app.request('/oauth/register', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ redirect_uris: [REDIRECT, uri] }),
+      })
+      expect(res.status, uri).toBe(400)
+      expect(await res.json()).toEqual({
+        error: 'invalid_redirect_uri',
+        error_description: expect.stringContaining(description),
+      })
+    }
+    // Nothing was stored: the address may still register its 5 clients.
+    for (let i = 0; i < 5; i++) await register(env.app)
+  })
+
   it('refuses registrations it cannot use', async () => {
     for (const [body, error] of [
       [{}, 'invalid_redirect_uri'],
