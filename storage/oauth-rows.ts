@@ -10,6 +10,7 @@ export const codeValues = (hash: string, c: OAuthCode) => [
   c.clientId,
   c.clientName,
   c.redirectUri,
+  c.redirectUriNamed,
   c.codeChallenge,
   c.scopes.join(' '),
   c.resource,

@@ -553,7 +553,10 @@ export interface OAuthCode {
   accountId: number
   clientId: string
   clientName: string | null
+  /** Where the code was sent. */
   redirectUri: string
+  /** Whether the authorization request named redirectUri: the token request must then name it too (RFC 6749 §4.1.3). */
+  redirectUriNamed: boolean
   /** The PKCE S256 challenge (RFC 7636). */
   codeChallenge: string
   scopes: string[]
@@ -583,6 +586,21 @@ export interface OAuthTokenHashes {
   access: { hash: string; expiresAt: number }
   refresh: { hash: string; expiresAt: number }
 }
+
+/** A code to exchange (see `oauth.exchangeCode`). */
+export interface OAuthExchangeInput<R> {
+  hash: string
+  tokens: OAuthTokenHashes
+  now: number
+  /** Why the code cannot be exchanged (expired, another client, the PKCE verifier…), or undefined. */
+  refuse: (code: OAuthCode) => R | undefined
+}
+
+/** What `oauth.exchangeCode` did with a code (see there). */
+export type OAuthExchange<R> =
+  | { state: 'granted'; grant: OAuthGrant }
+  | { state: 'refused'; refusal: R }
+  | { state: 'reused' | 'unknown' }
 
 /** What `oauth.refresh` did with a refresh token (see there). */
 export type OAuthRefresh =
@@ -821,12 +839,14 @@ export interface Store {
     /** Keeps an authorization code by its hash. */
     addCode(hash: string, code: OAuthCode): Promise<void>
     /**
-     * Takes a code, once: the first call answers what it stands for (expired or not: the caller
-     * checks); any later one revokes the grant made from it (OAuth 2.1 §4.1.3) and answers `reused`.
+     * Exchanges a code, once, in one transaction: the first call marks it used (right or wrong)
+     * and, unless `refuse(code)` answers why not, makes its grant with its first `tokens`:
+     * `granted`, or `refused` with that answer. Any later call revokes the grant made from it
+     * (OAuth 2.1 §4.1.3) and answers `reused`; one made while the first is under way waits for
+     * it, so a grant is never made after its code was reused. `refuse` runs inside the
+     * transaction: synchronous, and without effects.
      */
-    takeCode(hash: string, now: number): Promise<OAuthCode | 'reused' | undefined>
-    /** Makes the grant of a code just taken, with its first tokens, in one transaction. */
-    grant(codeHash: string, code: OAuthCode, tokens: OAuthTokenHashes, now: number): Promise<OAuthGrant>
+    exchangeCode<R>(input: OAuthExchangeInput<R>): Promise<OAuthExchange<R>>
     /** The grant of an access token and when the token expires, or undefined (unknown, or its grant revoked). */
     accessToken(hash: string): Promise<{ grant: OAuthGrant; expiresAt: number } | undefined>
     /**

@@ -79,7 +79,39 @@ const SWAGGER_ASSETS: Record<string, string> = {
   'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
   'favicon-32x32.png': 'image/png',
 }
-const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '../spec/openapi.json', dom_id: '#ui', deepLinking: true, persistAuthorization: true })`
+/**
+ * The documentation page's script. The key typed into "Authorize" is kept in this tab only
+ * (sessionStorage), as the console keeps it: swagger-ui's own persistAuthorization would keep it
+ * in localStorage, where it outlives the tab and every page of the origin can read it.
+ */
+const DOCS_INIT = `const KEPT = 'mailroom.docs.authorized'
+const keep = (system) => sessionStorage.setItem(KEPT, JSON.stringify(system.authSelectors.authorized().toJS()))
+const keptAfter = (action, system) => (payload) => {
+  const result = action(payload)
+  keep(system)
+  return result
+}
+const keepInTab = () => ({
+  statePlugins: { auth: { wrapActions: { authorize: keptAfter, logout: keptAfter } } },
+})
+window.ui = SwaggerUIBundle({
+  url: '../spec/openapi.json',
+  dom_id: '#ui',
+  deepLinking: true,
+  plugins: [keepInTab],
+  onComplete: () => {
+    const authorized = sessionStorage.getItem(KEPT)
+    if (authorized) window.ui.authActions.restoreAuthorization({ authorized: JSON.parse(authorized) })
+  },
+})
+`
+
+/** The documentation page cannot be framed (clickjacking its "Authorize"), as the console cannot. */
+const DOCS_HEADERS = {
+  'Content-Security-Policy': "frame-ancestors 'none'",
+  'X-Frame-Options': 'DENY',
+  'Referrer-Policy': 'no-referrer',
+}
 
 /** A plain HTML page, as every page the server serves is written: `title` and `body` already escaped. */
 export const page = (title: string, body: string, head = '') =>
@@ -114,6 +146,8 @@ export function mountDocuments(app: Hono, config: Config): void {
         '<div id="ui"></div><script src="swagger-ui-bundle.js"></script><script src="init.js"></script>',
         '<link rel="stylesheet" href="swagger-ui.css"><link rel="icon" href="favicon-32x32.png">',
       ),
+      200,
+      DOCS_HEADERS,
     ),
   )
   app.get('/docs/init.js', (c) => c.body(DOCS_INIT, 200, { 'Content-Type': 'text/javascript; charset=utf-8' }))

@@ -1,6 +1,7 @@
 import { request as httpRequest } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { isIP } from 'node:net'
+import type { Logger } from 'pino'
 import { PACKAGE } from '../package-info.js'
 import type { MxResolver } from '../relay/routes.js'
 import { nonPublicKind } from '../relay/routes.js'
@@ -14,8 +15,12 @@ export interface ClientInfo {
   redirectUris: string[]
 }
 
-/** How long a Client ID Metadata Document has to arrive, and its largest size. */
-export const CLIENT_METADATA_TIMEOUT_MS = 5000
+/**
+ * How long fetching a Client ID Metadata Document may take in all, from the lookup to its last
+ * byte: a server that trickles its answer cannot hold an authorization request longer.
+ */
+export const CLIENT_METADATA_DEADLINE_MS = 10_000
+/** A document's largest size. */
 const CLIENT_METADATA_MAX_BYTES = 64 * 1024
 const SETTING = 'MAILROOM_ALLOW_PRIVATE_CLIENT_METADATA'
 
@@ -49,8 +54,20 @@ export function redirectMatches(registered: readonly string[], given: string): b
   })
 }
 
-/** Schemes no redirect may use: they run or read something in the browser itself. */
-const UNSAFE_SCHEMES = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'about:', 'blob:'])
+/**
+ * Schemes no redirect may use: they run, show or read something in the browser itself
+ * (`view-source:https://…` would display the client's page, code and all, to whoever framed it).
+ */
+const UNSAFE_SCHEMES = new Set([
+  'javascript:',
+  'data:',
+  'file:',
+  'vbscript:',
+  'about:',
+  'blob:',
+  'filesystem:',
+  'view-source:',
+])
 
 /** Why a redirect URI cannot be registered, or null: https, http on loopback, or an app's own scheme (RFC 8252 §7.1). */
 export function redirectUriProblem(text: unknown): string | null {
@@ -62,7 +79,8 @@ export function redirectUriProblem(text: unknown): string | null {
   } catch {
     return `${text} is not an absolute URI`
   }
-  if (url.hash) return `${text} has a fragment, which a redirect URI may not have (RFC 6749 §3.1.2)`
+  // An empty fragment (`…/cb#`) too: URL drops it from `hash`, but it is there (RFC 6749 §3.1.2).
+  if (text.includes('#')) return `${text} has a fragment, which a redirect URI may not have (RFC 6749 §3.1.2)`
   if (UNSAFE_SCHEMES.has(url.protocol)) return `${text}: ${url.protocol} is not a scheme a redirect may use`
   if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname))
     return `${text}: plain http is allowed for loopback redirects only (127.0.0.1, [::1], localhost)`
@@ -72,22 +90,46 @@ export function redirectUriProblem(text: unknown): string | null {
 /** Whether a client id is a URL (a Client ID Metadata Document's) rather than one mailroom gave. */
 export const isUrlClientId = (id: string) => /^https?:\/\//i.test(id)
 
+/** How a client is found: the store, and for a URL client id how its document is fetched. */
+export interface ResolveOptions {
+  store: Store
+  resolver: MxResolver
+  allowPrivate: boolean
+  /** Where why a document could not be fetched is told: the page says only that it could not. */
+  logger: Logger
+  /** The authorization request's: aborted when its client goes away, and the fetch with it. */
+  signal?: AbortSignal
+  /** The whole fetch's deadline; CLIENT_METADATA_DEADLINE_MS unless a test says otherwise. */
+  deadlineMs?: number
+}
+
 /**
  * The client of a `client_id`: a registered one from the store, or a URL whose Client ID
  * Metadata Document is fetched (under the same address rules as webhooks: public addresses only,
  * connected to the address that was checked, unless MAILROOM_ALLOW_PRIVATE_CLIENT_METADATA).
  * Throws a ClientProblem saying why it cannot be used.
  */
-export async function resolveClient(
-  id: string,
-  options: { store: Store; resolver: MxResolver; allowPrivate: boolean },
-): Promise<ClientInfo> {
+export async function resolveClient(id: string, options: ResolveOptions): Promise<ClientInfo> {
   if (!isUrlClientId(id)) {
     const client = await options.store.oauth.client(id)
     if (!client) throw new ClientProblem(`no client ${id} is registered here: register it again`)
     return { id: client.id, name: client.name, redirectUris: client.redirectUris }
   }
-  const doc = await fetchClientMetadata(id, options)
+  let text: string
+  try {
+    text = await fetchClientMetadata(clientIdUrl(id, options.allowPrivate), options)
+  } catch (err) {
+    if (err instanceof ClientProblem) throw err
+    // Why stays in the log: the page would tell anyone what a name resolves to, or what answers at an address.
+    options.logger.warn({ clientId: id, reason: (err as Error).message }, 'client metadata document not fetched')
+    throw new ClientProblem(`the client's metadata document could not be fetched: ${id}`)
+  }
+  let doc: unknown
+  try {
+    doc = JSON.parse(text)
+  } catch {
+    throw new ClientProblem(`${id} did not answer JSON`)
+  }
   if (!doc || typeof doc !== 'object') throw new ClientProblem(`${id} did not answer a JSON object`)
   const meta = doc as Record<string, unknown>
   if (meta.client_id !== id) throw new ClientProblem(`the document at ${id} names another client_id`)
@@ -98,44 +140,66 @@ export async function resolveClient(
   return { id, name, redirectUris: uris as string[] }
 }
 
-/** Fetches a Client ID Metadata Document: GET, no redirects, at most 64 KB within 5 s. */
-async function fetchClientMetadata(
-  id: string,
-  options: { resolver: MxResolver; allowPrivate: boolean },
-): Promise<unknown> {
+/** A client id's URL, or a ClientProblem: https (http too with allowPrivate), with a path, no credentials or fragment. */
+function clientIdUrl(id: string, allowPrivate: boolean): URL {
   let url: URL
   try {
     url = new URL(id)
   } catch {
     throw new ClientProblem(`${id} is not a URL`)
   }
-  if (url.protocol !== 'https:' && !(options.allowPrivate && url.protocol === 'http:'))
+  if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:'))
     throw new ClientProblem(`a client id URL must be https: ${id}`)
   if (url.pathname === '/' || url.username || url.password || url.hash)
     throw new ClientProblem(`a client id URL has a path, and no user name, password or fragment: ${id}`)
+  return url
+}
+
+/** `promise`, or its signal's abort, whichever comes first (a DNS lookup takes no signal). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason)
+    if (signal.aborted) return abort()
+    signal.addEventListener('abort', abort, { once: true })
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort))
+  })
+}
+
+/**
+ * Fetches a Client ID Metadata Document's text: GET, no redirects, at most 64 KB, all of it
+ * (lookup, connection, headers, body) within the deadline, and abandoned with the request.
+ * Throws why not, for the log.
+ */
+async function fetchClientMetadata(url: URL, options: ResolveOptions): Promise<string> {
+  const deadlineMs = options.deadlineMs ?? CLIENT_METADATA_DEADLINE_MS
+  const deadline = AbortSignal.timeout(deadlineMs)
+  const signal = options.signal ? AbortSignal.any([deadline, options.signal]) : deadline
   const host = hostOf(url)
   if (
     !options.allowPrivate &&
     (host === 'localhost' || host.endsWith('.localhost') || (isIP(host) && nonPublicKind(host)))
   )
-    throw new ClientProblem(
-      `${id}: ${isIP(host) ? described(host) : `${host} is a loopback name`}; not fetched (${SETTING})`,
-    )
-  let address: string
+    throw new Error(`${isIP(host) ? described(host) : `${host} is a loopback name`}; not fetched (${SETTING})`)
   try {
-    ;[address] = await addressesFor(host, options.resolver, options.allowPrivate, SETTING)
+    const [address] = await abortable(addressesFor(host, options.resolver, options.allowPrivate, SETTING), signal)
+    return await get(url, address, signal)
   } catch (err) {
-    throw new ClientProblem(`${id}: ${(err as Error).message}`)
+    if (deadline.aborted) throw new Error(`no complete answer within ${deadlineMs / 1000} s`)
+    if (options.signal?.aborted) throw new Error('the authorization request was abandoned')
+    throw err
   }
+}
+
+/** One GET of `url` at `address`, its body as text if it answered 200 with at most 64 KB. */
+function get(url: URL, address: string, signal: AbortSignal): Promise<string> {
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest
-  const text = await new Promise<string>((resolve, reject) => {
+  return new Promise<string>((resolve, reject) => {
     const req = send(url, {
       method: 'GET',
       lookup: pinnedLookup(address),
-      timeout: CLIENT_METADATA_TIMEOUT_MS,
+      signal,
       headers: { accept: 'application/json', 'user-agent': `${PACKAGE.name}/${PACKAGE.version}` },
     })
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${CLIENT_METADATA_TIMEOUT_MS / 1000} s`)))
     req.on('error', reject)
     req.on('response', (res) => {
       if (res.statusCode !== 200) {
@@ -152,12 +216,5 @@ async function fetchClientMetadata(
       res.on('error', reject)
     })
     req.end()
-  }).catch((err: Error) => {
-    throw new ClientProblem(`${id}: ${err.message}`)
   })
-  try {
-    return JSON.parse(text)
-  } catch {
-    throw new ClientProblem(`${id} did not answer JSON`)
-  }
 }

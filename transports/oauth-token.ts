@@ -1,6 +1,6 @@
 import type { Context, Hono } from 'hono'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
-import type { OAuthGrant } from '../storage/store.js'
+import type { OAuthCode, OAuthGrant } from '../storage/store.js'
 import { hashApiKey } from '../storage/secrets.js'
 import type { Services } from '../tools/define.js'
 import { isUrlClientId } from './oauth-clients.js'
@@ -17,6 +17,12 @@ export function oauthError(
   return c.json({ error, error_description: description }, status, { 'Cache-Control': 'no-store', ...headers })
 }
 
+/** What each refusal of a code the store answers says. */
+const CODE_REFUSALS = {
+  reused: 'the code was used already: the grant made with it is revoked',
+  unknown: 'the code is not valid',
+} as const
+
 /** What each refusal of a refresh token says. */
 const REFRESH_REFUSALS = {
   reused: 'the refresh token was used already: the grant is revoked, authorize again',
@@ -24,6 +30,25 @@ const REFRESH_REFUSALS = {
   mismatch: 'the refresh token belongs to another client or resource',
   unknown: 'the refresh token is not valid (unknown, or its grant was revoked)',
 } as const
+
+/** Why a code's exchange is refused (an error and its description), or undefined: it may have its tokens. */
+function codeRefusal(
+  code: OAuthCode,
+  asked: { clientId: string; redirectUri?: string; verifier: string; resource: string; now: number },
+): [string, string] | undefined {
+  if (code.expiresAt <= asked.now) return ['invalid_grant', 'the code expired']
+  if (code.clientId !== asked.clientId) return ['invalid_grant', 'the code was issued to another client']
+  // RFC 6749 §4.1.3: required when the authorization request named one, and then identical.
+  if (code.redirectUriNamed && asked.redirectUri === undefined)
+    return ['invalid_request', 'redirect_uri is required: the authorization request named one']
+  if (asked.redirectUri !== undefined && asked.redirectUri !== code.redirectUri)
+    return ['invalid_grant', 'redirect_uri is not the one the code was issued for']
+  if (!verifierMatches(asked.verifier, code.codeChallenge))
+    return ['invalid_grant', 'the code_verifier does not match the code_challenge (PKCE)']
+  if (asked.resource !== code.resource)
+    return ['invalid_target', `the code was issued for ${code.resource}, not ${asked.resource}`]
+  return undefined
+}
 
 /**
  * The token endpoint (RFC 6749 §3.2): an authorization code exchanged with its PKCE verifier, or a
@@ -83,23 +108,17 @@ export function mountToken(app: Hono, services: Services): void {
     const code = text('code')
     const verifier = text('code_verifier')
     if (!code || !verifier) return oauthError(c, 400, 'invalid_request', 'code and code_verifier are required')
-    const codeHash = hashApiKey(code)
-    // Taken before it is checked: a code is good for one try, right or wrong.
-    const taken = await store.oauth.takeCode(codeHash, clock())
-    if (taken === 'reused')
-      return oauthError(c, 400, 'invalid_grant', 'the code was used already: the grant made with it is revoked')
-    if (!taken) return oauthError(c, 400, 'invalid_grant', 'the code is not valid')
-    if (taken.expiresAt <= clock()) return oauthError(c, 400, 'invalid_grant', 'the code expired')
-    if (taken.clientId !== clientId) return oauthError(c, 400, 'invalid_grant', 'the code was issued to another client')
-    const redirectUri = text('redirect_uri')
-    if (redirectUri !== undefined && redirectUri !== taken.redirectUri)
-      return oauthError(c, 400, 'invalid_grant', 'redirect_uri is not the one the code was issued for')
-    if (!verifierMatches(verifier, taken.codeChallenge))
-      return oauthError(c, 400, 'invalid_grant', 'the code_verifier does not match the code_challenge (PKCE)')
-    if (resource !== taken.resource)
-      return oauthError(c, 400, 'invalid_target', `the code was issued for ${taken.resource}, not ${resource}`)
     const tokens = newTokens(services)
-    const grant = await store.oauth.grant(codeHash, taken, tokens.hashes, clock())
-    return issued(c, grant, tokens)
+    // Taken before it is checked: a code is good for one try, right or wrong.
+    const asked = { clientId, redirectUri: text('redirect_uri'), verifier, resource, now: clock() }
+    const answer = await store.oauth.exchangeCode({
+      hash: hashApiKey(code),
+      tokens: tokens.hashes,
+      now: asked.now,
+      refuse: (taken) => codeRefusal(taken, asked),
+    })
+    if (answer.state === 'granted') return issued(c, answer.grant, tokens)
+    if (answer.state === 'refused') return oauthError(c, 400, ...answer.refusal)
+    return oauthError(c, 400, 'invalid_grant', CODE_REFUSALS[answer.state])
   })
 }

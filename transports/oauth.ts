@@ -97,8 +97,14 @@ const PAGE_HEADERS = {
  * authorization endpoint (a page where a person signs in with an API key of the account and
  * allows or denies) and the token endpoint, as the MCP authorization specification (2025-11-25)
  * asks: authorization code with PKCE S256 only, the resource indicator required.
+ * `options.clientMetadataDeadlineMs` shortens a metadata document's deadline, for tests.
  */
-export function mountOAuth(app: Hono, services: Services, signIn: SignIn): void {
+export function mountOAuth(
+  app: Hono,
+  services: Services,
+  signIn: SignIn,
+  options: { clientMetadataDeadlineMs?: number } = {},
+): void {
   const { config, store, clock } = services
   const issuer = config.publicUrl
   const resources = resourcesOf(issuer)
@@ -115,12 +121,16 @@ export function mountOAuth(app: Hono, services: Services, signIn: SignIn): void 
    */
   const check = async (
     p: AuthorizeParams,
+    signal: AbortSignal,
   ): Promise<CheckedRequest | { error: string; description: string; redirectUri: string }> => {
     if (!p.client_id) throw new ClientProblem('the request names no client (client_id)')
     const client = await resolveClient(p.client_id, {
       store,
       resolver,
       allowPrivate: config.oauth.allowPrivateClientMetadata,
+      logger: services.logger,
+      signal,
+      deadlineMs: options.clientMetadataDeadlineMs,
     })
     const redirectUri = p.redirect_uri ?? (client.redirectUris.length === 1 ? client.redirectUris[0] : undefined)
     if (!redirectUri) throw new ClientProblem('the request names no redirect_uri, and the client has several')
@@ -146,7 +156,8 @@ export function mountOAuth(app: Hono, services: Services, signIn: SignIn): void 
   /** Checks the request: `{request}` when it can be answered, else `{answer}`, its problem page or its fault's redirect. */
   const checked = async (c: Context, p: AuthorizeParams) => {
     try {
-      const r = await check(p)
+      // The request's signal: a client that goes away takes the metadata document's fetch with it.
+      const r = await check(p, c.req.raw.signal)
       if ('error' in r)
         return {
           answer: redirectBack(
@@ -210,6 +221,7 @@ export function mountOAuth(app: Hono, services: Services, signIn: SignIn): void 
       clientId: request.client.id,
       clientName: request.client.name,
       redirectUri: request.redirectUri,
+      redirectUriNamed: p.redirect_uri !== undefined,
       codeChallenge: request.codeChallenge,
       scopes,
       resource: request.resource,

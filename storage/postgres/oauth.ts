@@ -1,12 +1,21 @@
 import type pg from 'pg'
 import { codeValues, grantValues, scopesOf } from '../oauth-rows.js'
-import type { OAuthClient, OAuthCode, OAuthGrant, OAuthRefresh, OAuthTokenHashes, Store } from '../store.js'
+import type {
+  OAuthClient,
+  OAuthCode,
+  OAuthExchange,
+  OAuthExchangeInput,
+  OAuthGrant,
+  OAuthRefresh,
+  OAuthTokenHashes,
+  Store,
+} from '../store.js'
 import { changed, transaction } from './pool.js'
 
 const GRANT_COLUMNS = `g.id, g.account_id AS "accountId", g.client_id AS "clientId", g.client_name AS "clientName", g.scopes,
   g.resource, g.sandbox, g.created_at AS "createdAt", g.refreshed_at AS "refreshedAt"`
 const CODE_COLUMNS = `account_id AS "accountId", client_id AS "clientId", client_name AS "clientName", redirect_uri AS "redirectUri",
-  code_challenge AS "codeChallenge", scopes, resource, sandbox, expires_at AS "expiresAt", used_at AS "usedAt", grant_id AS "grantId"`
+  redirect_uri_named AS "redirectUriNamed", code_challenge AS "codeChallenge", scopes, resource, sandbox, expires_at AS "expiresAt", used_at AS "usedAt", grant_id AS "grantId"`
 
 /** The advisory lock registrations are counted and made under ("oauth" in ASCII): nodes cannot both pass a limit. */
 const REGISTRATION_LOCK = '478560613480'
@@ -59,36 +68,35 @@ export function createOAuthStore(pool: pg.Pool): Store['oauth'] {
     },
     async addCode(hash, c) {
       await pool.query(
-        `INSERT INTO oauth_codes (hash, account_id, client_id, client_name, redirect_uri, code_challenge, scopes, resource,
-          sandbox, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        `INSERT INTO oauth_codes (hash, account_id, client_id, client_name, redirect_uri, redirect_uri_named, code_challenge,
+          scopes, resource, sandbox, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
         codeValues(hash, c),
       )
     },
-    async takeCode(hash, now) {
-      return transaction(pool, async (db) => {
+    async exchangeCode<R>(i: OAuthExchangeInput<R>) {
+      return transaction(pool, async (db): Promise<OAuthExchange<R>> => {
+        // FOR UPDATE: an exchange of the same code on another connection waits until this one commits.
         const [row] = (
-          await db.query<CodeRow>(`SELECT ${CODE_COLUMNS} FROM oauth_codes WHERE hash = $1 FOR UPDATE`, [hash])
+          await db.query<CodeRow>(`SELECT ${CODE_COLUMNS} FROM oauth_codes WHERE hash = $1 FOR UPDATE`, [i.hash])
         ).rows
-        if (!row) return undefined
+        if (!row) return { state: 'unknown' }
         if (row.usedAt !== null) {
           if (row.grantId !== null) await db.query('DELETE FROM oauth_grants WHERE id = $1', [row.grantId])
-          return 'reused' as const
+          return { state: 'reused' }
         }
-        await db.query('UPDATE oauth_codes SET used_at = $1 WHERE hash = $2', [now, hash])
-        const { usedAt: _u, grantId: _g, ...code } = row
-        return { ...code, scopes: scopesOf(code.scopes) }
-      })
-    },
-    async grant(codeHash, c, tokens, now) {
-      return transaction(pool, async (db) => {
+        await db.query('UPDATE oauth_codes SET used_at = $1 WHERE hash = $2', [i.now, i.hash])
+        const { usedAt: _u, grantId: _g, ...stored } = row
+        const code = { ...stored, scopes: scopesOf(stored.scopes) }
+        const refusal = i.refuse(code)
+        if (refusal !== undefined) return { state: 'refused', refusal: refusal as R }
         const { rows } = await db.query<{ id: number }>(
           `INSERT INTO oauth_grants (account_id, client_id, client_name, scopes, resource, sandbox, created_at, refreshed_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id`,
-          [...grantValues(c), now],
+          [...grantValues(code), i.now],
         )
-        await addTokens(db, rows[0].id, tokens)
-        await db.query('UPDATE oauth_codes SET grant_id = $1 WHERE hash = $2', [rows[0].id, codeHash])
-        return grantOf(db, rows[0].id)
+        await addTokens(db, rows[0].id, i.tokens)
+        await db.query('UPDATE oauth_codes SET grant_id = $1 WHERE hash = $2', [rows[0].id, i.hash])
+        return { state: 'granted', grant: await grantOf(db, rows[0].id) }
       })
     },
     async accessToken(hash) {

@@ -1,16 +1,25 @@
 import type Database from 'better-sqlite3'
 import { codeValues, grantValues, scopesOf } from '../oauth-rows.js'
-import type { OAuthClient, OAuthCode, OAuthGrant, OAuthTokenHashes, Store } from '../store.js'
+import type {
+  OAuthClient,
+  OAuthCode,
+  OAuthExchange,
+  OAuthExchangeInput,
+  OAuthGrant,
+  OAuthTokenHashes,
+  Store,
+} from '../store.js'
 
 const GRANT_COLUMNS = `g.id, g.account_id AS accountId, g.client_id AS clientId, g.client_name AS clientName, g.scopes,
   g.resource, g.sandbox, g.created_at AS createdAt, g.refreshed_at AS refreshedAt`
 const CODE_COLUMNS = `account_id AS accountId, client_id AS clientId, client_name AS clientName, redirect_uri AS redirectUri,
-  code_challenge AS codeChallenge, scopes, resource, sandbox, expires_at AS expiresAt, used_at AS usedAt, grant_id AS grantId`
+  redirect_uri_named AS redirectUriNamed, code_challenge AS codeChallenge, scopes, resource, sandbox, expires_at AS expiresAt, used_at AS usedAt, grant_id AS grantId`
 
 type GrantRow = Omit<OAuthGrant, 'scopes' | 'sandbox'> & { scopes: string; sandbox: number }
-type CodeRow = Omit<OAuthCode, 'scopes' | 'sandbox'> & {
+type CodeRow = Omit<OAuthCode, 'scopes' | 'sandbox' | 'redirectUriNamed'> & {
   scopes: string
   sandbox: number
+  redirectUriNamed: number
   usedAt: number | null
   grantId: number | null
 }
@@ -38,7 +47,7 @@ export function createOAuthStore(sqlite: Database.Database): Store['oauth'] {
       'SELECT id, name, redirect_uris AS redirectUris, registered_from AS registeredFrom, created_at AS createdAt FROM oauth_clients WHERE id = ?',
     ),
     addCode: sqlite.prepare(`INSERT INTO oauth_codes (hash, account_id, client_id, client_name, redirect_uri,
-      code_challenge, scopes, resource, sandbox, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      redirect_uri_named, code_challenge, scopes, resource, sandbox, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     code: sqlite.prepare(`SELECT ${CODE_COLUMNS} FROM oauth_codes WHERE hash = ?`),
     useCode: sqlite.prepare('UPDATE oauth_codes SET used_at = ? WHERE hash = ?'),
     codeGrant: sqlite.prepare('UPDATE oauth_codes SET grant_id = ? WHERE hash = ?'),
@@ -76,22 +85,27 @@ export function createOAuthStore(sqlite: Database.Database): Store['oauth'] {
       return 'registered'
     },
   )
-  const takeCode = sqlite.transaction((hash: string, now: number): OAuthCode | 'reused' | undefined => {
-    const row = q.code.get(hash) as CodeRow | undefined
-    if (!row) return undefined
+  const exchangeCode = sqlite.transaction(<R>(i: OAuthExchangeInput<R>): OAuthExchange<R> => {
+    const row = q.code.get(i.hash) as CodeRow | undefined
+    if (!row) return { state: 'unknown' }
     if (row.usedAt !== null) {
       if (row.grantId !== null) q.revoke.run(row.grantId)
-      return 'reused'
+      return { state: 'reused' }
     }
-    q.useCode.run(now, hash)
-    const { usedAt: _u, grantId: _g, ...code } = row
-    return { ...code, scopes: scopesOf(code.scopes), sandbox: code.sandbox === 1 }
-  })
-  const grant = sqlite.transaction((codeHash: string, c: OAuthCode, tokens: OAuthTokenHashes, now: number) => {
-    const id = q.addGrant.get(...sqliteValues(grantValues(c)), now, now) as number
-    addTokens(id, tokens)
-    q.codeGrant.run(id, codeHash)
-    return grantOf(id)
+    q.useCode.run(i.now, i.hash)
+    const { usedAt: _u, grantId: _g, ...stored } = row
+    const code = {
+      ...stored,
+      scopes: scopesOf(stored.scopes),
+      sandbox: stored.sandbox === 1,
+      redirectUriNamed: stored.redirectUriNamed === 1,
+    }
+    const refusal = i.refuse(code)
+    if (refusal !== undefined) return { state: 'refused', refusal: refusal as R }
+    const id = q.addGrant.get(...sqliteValues(grantValues(code)), i.now, i.now) as number
+    addTokens(id, i.tokens)
+    q.codeGrant.run(id, i.hash)
+    return { state: 'granted', grant: grantOf(id) }
   })
   const refresh = sqlite.transaction((i: Parameters<Store['oauth']['refresh']>[0]) => {
     const row = q.refresh.get(i.hash) as { grantId: number; expiresAt: number; usedAt: number | null } | undefined
@@ -125,11 +139,8 @@ export function createOAuthStore(sqlite: Database.Database): Store['oauth'] {
     async addCode(hash, c) {
       q.addCode.run(...sqliteValues(codeValues(hash, c)))
     },
-    async takeCode(hash, now) {
-      return takeCode.immediate(hash, now)
-    },
-    async grant(codeHash, code, tokens, now) {
-      return grant.immediate(codeHash, code, tokens, now)
+    async exchangeCode<R>(input: OAuthExchangeInput<R>) {
+      return exchangeCode.immediate(input) as OAuthExchange<R>
     },
     async accessToken(hash) {
       const row = q.access.get(hash) as (GrantRow & { expiresAt: number }) | undefined

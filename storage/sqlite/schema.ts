@@ -455,6 +455,8 @@ export const oauthCodes = sqliteTable(
     clientId: text('client_id').notNull(),
     clientName: text('client_name'),
     redirectUri: text('redirect_uri').notNull(),
+    /** Whether the authorization request named it (RFC 6749 §4.1.3: the token request must then name it too). */
+    redirectUriNamed: integer('redirect_uri_named', { mode: 'boolean' }).notNull().default(false),
     codeChallenge: text('code_challenge').notNull(),
     scopes: text('scopes').notNull(),
     resource: text('resource').notNull(),

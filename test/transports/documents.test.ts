@@ -189,6 +189,17 @@ describe('discovery documents', () => {
     expect(await (await env.app.request('/docs/init.js')).text()).toContain('../spec/openapi.json')
   })
 
+  it('serves the documentation page so that no other site can frame it', async () => {
+    const res = await env.app.request('/docs/')
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+    expect(res.headers.get('x-frame-options')).toBe('DENY')
+    // The key typed into "Authorize" is kept in the tab (sessionStorage), not by swagger-ui in localStorage.
+    const init = await (await env.app.request('/docs/init.js')).text()
+    expect(init).not.toContain('persistAuthorization')
+    expect(init).toContain('sessionStorage')
+  })
+
   it('links everything from GET /', async () => {
     const html = await (await env.app.request('/')).text()
     for (const href of [

@@ -1,7 +1,12 @@
-import { createServer, type Server } from 'node:http'
+import { serve } from '@hono/node-server'
+import { Hono } from 'hono'
+import { createServer, get as httpGet, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { pino } from 'pino'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { TOOLS } from '../../tools/index.js'
+import { createAuth } from '../../transports/auth.js'
+import { mountOAuth } from '../../transports/oauth.js'
 import { redirectMatches } from '../../transports/oauth-clients.js'
 import { scopeOf } from '../../transports/scopes.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
@@ -102,33 +107,38 @@ describe('Client ID Metadata Documents', () => {
     for (const [bad, message] of [
       [() => ({ client_id: 'https://else.example/c.json', redirect_uris: [REDIRECT] }), 'names another client_id'],
       [(id: string) => ({ client_id: id, redirect_uris: ['javascript:x'] }), 'has no usable redirect_uris'],
+      [(id: string) => ({ client_id: id, redirect_uris: [`${REDIRECT}#`] }), 'has no usable redirect_uris'],
+      [(id: string) => ({ client_id: id, redirect_uris: [`view-source:${REDIRECT}`] }), 'has no usable redirect_uris'],
     ] as const) {
       doc = bad
       const res = await env.app.request(
         `/oauth/authorize?${new URLSearchParams(authorizeQuery({ clientId: url, challenge: pkce().challenge }))}`,
       )
       expect(res.status).toBe(400)
+      expect(res.headers.get('location')).toBeNull()
       expect(await res.text()).toContain(message)
     }
+    expect(await env.services.store.oauth.grants(env.accountId)).toEqual([])
   })
 
   it('refuses a client id URL on a private address, or over http, fetching nothing and granting nothing', async () => {
     await start(false)
     const https = url.replace('http:', 'https:')
+    // What an address is stays in the server's log: the page says only that nothing could be fetched.
+    const notFetched = (id: string) => `the client&#39;s metadata document could not be fetched: ${id}`
     for (const [clientId, message] of [
-      [https, '127.0.0.1, a loopback address; not fetched (MAILROOM_ALLOW_PRIVATE_CLIENT_METADATA)'],
-      [
-        'https://10.1.2.3/client.json',
-        '10.1.2.3, a private address; not fetched (MAILROOM_ALLOW_PRIVATE_CLIENT_METADATA)',
-      ],
-      ['https://localhost/client.json', 'localhost is a loopback name; not fetched'],
+      [https, notFetched(https)],
+      ['https://10.1.2.3/client.json', notFetched('https://10.1.2.3/client.json')],
+      ['https://localhost/client.json', notFetched('https://localhost/client.json')],
       [url, `a client id URL must be https: ${url}`],
     ]) {
       const query = authorizeQuery({ clientId, challenge: pkce().challenge })
       const res = await env.app.request(`/oauth/authorize?${new URLSearchParams(query)}`)
       expect(res.status, clientId).toBe(400)
       expect(res.headers.get('location')).toBeNull()
-      expect(await res.text()).toContain(message)
+      const page = await res.text()
+      expect(page).toContain(message)
+      expect(page).not.toMatch(/loopback|private/)
       const posted = await env.app.request('/oauth/authorize', {
         method: 'POST',
         body: new URLSearchParams({ ...query, api_key: env.apiKey, decision: 'allow', allow_scope: 'mail:read' }),
@@ -166,5 +176,86 @@ describe('authorization requests', () => {
       expect(back.searchParams.get('code')).toBeNull()
     }
     expect(await env.services.store.oauth.grants(env.accountId)).toEqual([])
+  })
+})
+
+describe('Client ID Metadata Documents from a server that trickles', () => {
+  let env: TestEnv
+  let trickler: Server
+  let url: string
+  let lines: Record<string, unknown>[]
+  /** The trickling server's connections: opened, and closed by the other side. */
+  const seen = { opened: 0, closed: 0 }
+  /** /oauth/authorize over real HTTP, its document's fetch given `deadlineMs` in all. */
+  const authorizeServer = async (deadlineMs: number) => {
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) })
+    const services = { ...env.services, logger }
+    const app = new Hono()
+    mountOAuth(app, services, createAuth(services).signIn, { clientMetadataDeadlineMs: deadlineMs })
+    const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 })
+    await new Promise((r) => server.once('listening', r))
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    return { base, close: () => new Promise((r) => server.close(r)) }
+  }
+  const query = () => new URLSearchParams(authorizeQuery({ clientId: url, challenge: pkce().challenge }))
+  const waitFor = async (done: () => boolean) => {
+    while (!done()) await new Promise((r) => setTimeout(r, 50))
+  }
+
+  beforeEach(async () => {
+    env = await createTestEnv({ MAILROOM_PUBLIC_URL: BASE, MAILROOM_ALLOW_PRIVATE_CLIENT_METADATA: 'true' })
+    lines = []
+    seen.opened = seen.closed = 0
+    // Answers at once, then one byte a second, never the end: no pause ever reaches an idle timeout.
+    trickler = createServer((req, res) => {
+      seen.opened++
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write('{')
+      const drip = setInterval(() => res.write(' '), 1000)
+      req.socket.on('close', () => {
+        clearInterval(drip)
+        seen.closed++
+      })
+    })
+    await new Promise<void>((resolve) => trickler.listen(0, '127.0.0.1', resolve))
+    url = `http://127.0.0.1:${(trickler.address() as AddressInfo).port}/client.json`
+  })
+  afterEach(async () => {
+    trickler.closeAllConnections()
+    await new Promise((resolve) => trickler.close(resolve))
+    await env.close()
+  })
+
+  it('refuses the request once the whole fetch passes its deadline, and closes the fetch', async () => {
+    const server = await authorizeServer(1500)
+    try {
+      const res = await fetch(`${server.base}/oauth/authorize?${query()}`)
+      expect(res.status).toBe(400)
+      expect(res.headers.get('location')).toBeNull()
+      expect(await res.text()).toContain(`the client&#39;s metadata document could not be fetched: ${url}`)
+      await waitFor(() => seen.closed === 1)
+      expect(lines).toContainEqual(
+        expect.objectContaining({ clientId: url, reason: 'no complete answer within 1.5 s' }),
+      )
+      expect(await env.services.store.oauth.grants(env.accountId)).toEqual([])
+    } finally {
+      await server.close()
+    }
+  })
+
+  it('closes the fetch when the authorization request is abandoned', async () => {
+    // A deadline no test waits for: only the abandoned request can close the fetch.
+    const server = await authorizeServer(3_600_000)
+    try {
+      const req = httpGet(`${server.base}/oauth/authorize?${query()}`)
+      req.on('error', () => {})
+      await waitFor(() => seen.opened === 1)
+      req.destroy()
+      await waitFor(() => seen.closed === 1)
+      await waitFor(() => lines.some((l) => l.reason === 'the authorization request was abandoned'))
+      expect(await env.services.store.oauth.grants(env.accountId)).toEqual([])
+    } finally {
+      await server.close()
+    }
   })
 })

@@ -35,7 +35,8 @@ export interface AuthorizeOptions {
   clientId: string
   apiKey: string
   challenge: string
-  redirectUri?: string
+  /** null: left out (the client's only redirect URI is used). */
+  redirectUri?: string | null
   resource?: string | null
   scope?: string
   /** The scopes the person leaves ticked; default all asked. */
@@ -48,7 +49,7 @@ export function authorizeQuery(o: Omit<AuthorizeOptions, 'apiKey'>): Record<stri
   return {
     response_type: 'code',
     client_id: o.clientId,
-    redirect_uri: o.redirectUri ?? REDIRECT,
+    ...(o.redirectUri === null ? {} : { redirect_uri: o.redirectUri ?? REDIRECT }),
     code_challenge: o.challenge,
     code_challenge_method: 'S256',
     state: o.state ?? 'st-1',

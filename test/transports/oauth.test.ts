@@ -162,6 +162,7 @@ describe('OAuth authorization server', () => {
         code: back.searchParams.get('code')!,
         code_verifier,
         client_id: clientId,
+        redirect_uri: REDIRECT,
         resource: MCP_RESOURCE,
       })
     const res = await exchange(pkce().verifier)
@@ -173,6 +174,36 @@ describe('OAuth authorization server', () => {
     expect(await grants()).toEqual([])
     expect((await (await exchange(verifier)).json()).error).toBe('invalid_grant')
     expect(await grants()).toEqual([])
+  })
+
+  it('requires redirect_uri at the token endpoint when the authorization request named one', async () => {
+    const clientId = await register(env.app)
+    const { verifier, challenge } = pkce()
+    const back = await authorize(env.app, { clientId, apiKey: env.apiKey, challenge })
+    const { redirect_uri: _, ...fields } = exchangeFields(back, verifier, clientId)
+    const res = await token(env.app, fields)
+    expect(res.status).toBe(400)
+    expect(await res.json()).toEqual({
+      error: 'invalid_request',
+      error_description: 'redirect_uri is required: the authorization request named one',
+    })
+    expect(await grants()).toEqual([])
+    // The code is spent: with the redirect_uri now, it is a reuse.
+    const again = await token(env.app, exchangeFields(back, verifier, clientId))
+    expect((await again.json()).error_description).toBe('the code was used already: the grant made with it is revoked')
+    expect(await grants()).toEqual([])
+    // A request that named none (the client's only one was used) needs none (RFC 6749 §4.1.3).
+    const second = pkce()
+    const unnamed = await authorize(env.app, {
+      clientId,
+      apiKey: env.apiKey,
+      challenge: second.challenge,
+      redirectUri: null,
+    })
+    expect(`${unnamed.origin}${unnamed.pathname}`).toBe(REDIRECT)
+    const { redirect_uri: __, ...bare } = exchangeFields(unnamed, second.verifier, clientId)
+    expect((await token(env.app, bare)).status).toBe(200)
+    expect(await grants()).toHaveLength(1)
   })
 
   it('refuses a missing or foreign resource, at the authorization and at the token endpoint', async () => {
@@ -385,6 +416,35 @@ describe('OAuth authorization server', () => {
     expect((await res.json()).error).toBe('temporarily_unavailable')
     env.clock.advance(3600_001)
     await register(env.app)
+  })
+
+  it('refuses redirect URIs with a fragment, even empty, or a scheme the browser itself answers', async () => {
+    for (const [uri, description] of [
+      ['https://app.example/cb#', 'https://app.example/cb# has a fragment, which a redirect URI may not have'],
+      ['https://app.example/cb#x', 'https://app.example/cb#x has a fragment, which a redirect URI may not have'],
+      [
+        'view-source:https://app.example/cb',
+        'view-source:https://app.example/cb: view-source: is not a scheme a redirect may use',
+      ],
+      [
+        'VIEW-SOURCE:https://app.example/cb',
+        'VIEW-SOURCE:https://app.example/cb: view-source: is not a scheme a redirect may use',
+      ],
+      ['data:text/html,hi', 'data:text/html,hi: data: is not a scheme a redirect may use'],
+    ]) {
+      const res = await env.app.request('/oauth/register', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ redirect_uris: [REDIRECT, uri] }),
+      })
+      expect(res.status, uri).toBe(400)
+      expect(await res.json()).toEqual({
+        error: 'invalid_redirect_uri',
+        error_description: expect.stringContaining(description),
+      })
+    }
+    // Nothing was stored: the address may still register its 5 clients.
+    for (let i = 0; i < 5; i++) await register(env.app)
   })
 
   it('refuses registrations it cannot use', async () => {

@@ -25,6 +25,7 @@ export function oauthContract(f: Fixture) {
     clientId: 'c-1',
     clientName: 'Agent',
     redirectUri: 'http://127.0.0.1:5000/callback',
+    redirectUriNamed: true,
     codeChallenge: 'challenge',
     scopes: ['mail:read', 'mail:send'],
     resource: 'https://mail.example/mcp',
@@ -32,15 +33,17 @@ export function oauthContract(f: Fixture) {
     expiresAt: T0 + 600_000,
     ...overrides,
   })
-  /** A grant made the way the token endpoint makes it: a code added, taken, then granted. */
+  /** Exchanges a code, refused when `refusal` is given. */
+  const exchange = (codeHash: string, t = tokens(), refusal?: string) =>
+    f.store.oauth.exchangeCode({ hash: codeHash, tokens: t, now: T0, refuse: () => refusal })
+  /** A grant made the way the token endpoint makes it: a code added, then exchanged. */
   const granted = async (overrides: Partial<OAuthCode> = {}) => {
-    const c = code(overrides)
     const codeHash = hash()
-    await f.store.oauth.addCode(codeHash, c)
-    const taken = await f.store.oauth.takeCode(codeHash, T0)
-    if (typeof taken !== 'object') throw new Error('the code was not taken')
+    await f.store.oauth.addCode(codeHash, code(overrides))
     const t = tokens()
-    return { codeHash, tokens: t, grant: await f.store.oauth.grant(codeHash, taken, t, T0) }
+    const answer = await exchange(codeHash, t)
+    if (answer.state !== 'granted') throw new Error(`the code was not exchanged: ${answer.state}`)
+    return { codeHash, tokens: t, grant: answer.grant }
   }
 
   describe('OAuth', () => {
@@ -55,7 +58,7 @@ export function oauthContract(f: Fixture) {
       expect(await f.store.oauth.client('a')).toEqual(client('a'))
     })
 
-    it('takes a code once; taking it again revokes the grant made from it', async () => {
+    it('exchanges a code once; exchanging it again revokes the grant made from it', async () => {
       const { codeHash, grant, tokens: t } = await granted()
       expect(grant).toMatchObject({
         accountId: f.accountId,
@@ -68,16 +71,51 @@ export function oauthContract(f: Fixture) {
         refreshedAt: T0,
       })
       expect(await f.store.oauth.accessToken(t.access.hash)).toEqual({ grant, expiresAt: T0 + HOUR })
-      expect(await f.store.oauth.takeCode(codeHash, T0 + 1000)).toBe('reused')
+      const again = tokens()
+      expect(await exchange(codeHash, again)).toEqual({ state: 'reused' })
       expect(await f.store.oauth.accessToken(t.access.hash)).toBeUndefined()
+      expect(await f.store.oauth.accessToken(again.access.hash)).toBeUndefined()
       expect(await f.store.oauth.grants(f.accountId)).toEqual([])
-      expect(await f.store.oauth.takeCode(hash(), T0)).toBeUndefined()
+      expect(await exchange(hash())).toEqual({ state: 'unknown' })
     })
 
-    it('answers a code as stored, sandbox included', async () => {
+    it('hands refuse the code as stored; a refused code is spent, and makes no grant', async () => {
       const h = hash()
-      await f.store.oauth.addCode(h, code({ sandbox: true, scopes: ['mail:read'] }))
-      expect(await f.store.oauth.takeCode(h, T0)).toEqual(code({ sandbox: true, scopes: ['mail:read'] }))
+      const stored = code({ sandbox: true, scopes: ['mail:read'], redirectUriNamed: false })
+      await f.store.oauth.addCode(h, stored)
+      const seen: OAuthCode[] = []
+      const t = tokens()
+      const answer = await f.store.oauth.exchangeCode({
+        hash: h,
+        tokens: t,
+        now: T0,
+        refuse: (c) => {
+          seen.push(c)
+          return { why: 'wrong verifier' }
+        },
+      })
+      expect(answer).toEqual({ state: 'refused', refusal: { why: 'wrong verifier' } })
+      expect(seen).toEqual([stored])
+      expect(await f.store.oauth.accessToken(t.access.hash)).toBeUndefined()
+      expect(await f.store.oauth.grants(f.accountId)).toEqual([])
+      // Good for one try, right or wrong.
+      expect(await exchange(h)).toEqual({ state: 'reused' })
+    })
+
+    it('lets one of two exchanges of a code on two connections at once have it; the other revokes it', async () => {
+      const codeHash = hash()
+      await f.store.oauth.addCode(codeHash, code())
+      const second = await f.another()
+      const [a, b] = [tokens(), tokens()]
+      const answers = await Promise.all([
+        exchange(codeHash, a),
+        second.oauth.exchangeCode({ hash: codeHash, tokens: b, now: T0, refuse: () => undefined }),
+      ])
+      expect(answers.map((x) => x.state).sort()).toEqual(['granted', 'reused'])
+      // Whichever came second revoked what the first was given.
+      expect(await f.store.oauth.accessToken(a.access.hash)).toBeUndefined()
+      expect(await f.store.oauth.accessToken(b.access.hash)).toBeUndefined()
+      expect(await f.store.oauth.grants(f.accountId)).toEqual([])
     })
 
     it('rotates a refresh token; the spent one presented again revokes the grant', async () => {

@@ -1,0 +1,1 @@
+ALTER TABLE "oauth_codes" ADD COLUMN "redirect_uri_named" boolean DEFAULT false NOT NULL;

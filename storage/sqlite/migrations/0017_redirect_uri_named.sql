@@ -1,0 +1,1 @@
+ALTER TABLE `oauth_codes` ADD `redirect_uri_named` integer DEFAULT false NOT NULL;
