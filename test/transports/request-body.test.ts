@@ -130,6 +130,31 @@ describe('the byte budget at the HTTP doors', () => {
     expect(held()).toBe(0)
   })
 
+  it("releases an MCP session's reservation once its event stream has answered", async () => {
+    const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: MCP_ACCEPT }
+    const init = await env.app.request('/mcp', {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 0,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      }),
+    })
+    const session = { 'Mcp-Session-Id': init.headers.get('mcp-session-id')!, 'Mcp-Protocol-Version': '2025-06-18' }
+    await init.text()
+    const res = await env.app.request('/mcp', {
+      method: 'POST',
+      headers: { ...headers, ...session },
+      body: mcpCall('sendMail', SEND),
+    })
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/)
+    expect(await res.text()).toContain('"status\\":\\"ok\\"')
+    expect(held()).toBe(0)
+    expect(storedCounts(env).messages).toBe(1)
+  })
+
   it('reads no body of a request without a valid key', async () => {
     for (const key of [null, 'mr_wrong']) {
       const { res, watch } = post(env, '/mail/rawsend', JSON.stringify({ raw_email: RAW }), { key })
