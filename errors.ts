@@ -42,6 +42,8 @@ export const ERROR_CODES = {
   415: { name: 'unsupported content type', smtp: { code: 554, enhanced: '5.6.0' } },
   429: { name: 'rate limited', smtp: { code: 421, enhanced: '4.7.0' } },
   500: { name: 'internal error', smtp: { code: 451, enhanced: '4.3.0' } },
+  // RFC 3463 §3.4: X.3.1 "mail system full", a transient failure.
+  503: { name: 'try again later', smtp: { code: 451, enhanced: '4.3.1' } },
 } as const
 
 export type ErrorCode = keyof typeof ERROR_CODES
@@ -52,9 +54,28 @@ export const notFound = (message: string) => new MailroomError(404, message)
 export const unauthorized = (hint?: string) =>
   new MailroomError(401, hint ? `${ERROR_CODES[401].name}: ${hint}` : ERROR_CODES[401].name)
 
-/** Any thrown value as a MailroomError; unknown errors become a 500 `internal error`. */
+/**
+ * The codes a store fails with when its disk is full: SQLite's SQLITE_FULL, the system's ENOSPC,
+ * PostgreSQL's disk_full (53100).
+ */
+const DISK_FULL = new Set(['SQLITE_FULL', 'ENOSPC', '53100'])
+/** How long a client is told to wait when the disk is full: long enough for an operator to free some. */
+export const DISK_FULL_RETRY_AFTER_S = 60
+
+/**
+ * Any thrown value as a MailroomError: a full disk is a 503 with Retry-After (every door answers
+ * "try later": nothing was accepted, and the client should not give up); other unknown errors
+ * become a 500 `internal error`.
+ */
 export function asMailroomError(err: unknown): MailroomError {
   if (err instanceof MailroomError) return err
+  const code = (err as { code?: unknown } | null)?.code
+  if (typeof code === 'string' && DISK_FULL.has(code))
+    return new MailroomError(
+      503,
+      `the server cannot store the message now: its disk is full; try again in ${DISK_FULL_RETRY_AFTER_S} s`,
+      { headers: { 'Retry-After': String(DISK_FULL_RETRY_AFTER_S) } },
+    )
   return new MailroomError(500, ERROR_CODES[500].name)
 }
 

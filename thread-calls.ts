@@ -1,5 +1,14 @@
-/** The outcome of a call that another thread answered. */
-export type CallOutcome = { id: number; result: unknown } | { id: number; error: string }
+/**
+ * The outcome of a call that another thread answered. A failure keeps its error's code (a
+ * driver's, e.g. SQLITE_FULL), which decides how the doors answer it (see asMailroomError).
+ */
+export type CallOutcome = { id: number; result: unknown } | { id: number; error: string; code?: string }
+
+/** The outcome of a call that failed with `err`. */
+export function failure(id: number, err: Error): CallOutcome {
+  const { code } = err as { code?: unknown }
+  return typeof code === 'string' ? { id, error: err.message, code } : { id, error: err.message }
+}
 
 /**
  * Calls made to another thread by message, each settled by the outcome that comes back with its
@@ -21,7 +30,7 @@ export function threadCalls() {
       const p = pending.get(outcome.id)
       pending.delete(outcome.id)
       if ('result' in outcome) p?.resolve(outcome.result)
-      else p?.reject(new Error(outcome.error))
+      else p?.reject(Object.assign(new Error(outcome.error), outcome.code ? { code: outcome.code } : {}))
     },
     /** Fails every call still waiting for its outcome. */
     failAll(err: Error): void {

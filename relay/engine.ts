@@ -5,7 +5,7 @@ import { MailroomError } from '../errors.js'
 import { createLogger, type LogStream } from '../logger.js'
 import { openStore } from '../storage/index.js'
 import type { NewMessage, RefusedSend } from '../storage/store.js'
-import { type CallOutcome, threadCalls } from '../thread-calls.js'
+import { type CallOutcome, failure, threadCalls } from '../thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
 import type { Intake } from './pipeline.js'
 import { createResolver } from './routes.js'
@@ -175,19 +175,19 @@ async function runEngineThread(config: Config): Promise<void> {
         })
         .then(
           ({ rowId }) => reply({ id, result: { rowId } }),
-          (err: Error) => reply({ id, error: err.message }),
+          (err: Error) => reply(failure(id, err)),
         )
     } else if ('blocks' in m) {
       const { id, method, args } = m.blocks
       ;(store.blocks[method] as (...a: unknown[]) => Promise<unknown>)(...args).then(
         (result) => reply({ id, result }),
-        (err: Error) => reply({ id, error: err.message }),
+        (err: Error) => reply(failure(id, err)),
       )
     } else if ('refuse' in m) {
       const { id, refused } = m.refuse
       store.mail.refuse(refused).then(
         (result) => reply({ id, result }),
-        (err: Error) => reply({ id, error: err.message }),
+        (err: Error) => reply(failure(id, err)),
       )
     } else if ('stop' in m) {
       void Promise.all([worker.stop(), webhooks.stop()])

@@ -1,7 +1,9 @@
+import { serve } from '@hono/node-server'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync } from 'node:fs'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pino } from 'pino'
@@ -132,4 +134,12 @@ export async function mcpClient(base: string, apiKey: string): Promise<Client> {
     new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { 'X-API-KEY': apiKey } } }),
   )
   return client
+}
+
+/** A test app served by Node on 127.0.0.1, port 0: real sockets, as `mailroom serve` has them. */
+export async function serveApp(app: Pick<TestEnv['app'], 'fetch'>): Promise<{ port: number; close(): Promise<void> }> {
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 })
+  await new Promise((r) => server.once('listening', r))
+  const { port } = server.address() as AddressInfo
+  return { port, close: () => new Promise<void>((r) => server.close(() => r())) }
 }

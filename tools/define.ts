@@ -42,6 +42,11 @@ export interface HttpBinding {
   path: string
   /** Request body content types, for POST. */
   bodyTypes?: string[]
+  /**
+   * The body carries a message: it may be as large as MAILROOM_HTTP_BODY_LIMIT, and the door
+   * reserves it in the byte budget before reading it. Any other body is a small one.
+   */
+  message?: true
 }
 
 export interface Tool<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> {

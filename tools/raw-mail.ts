@@ -9,7 +9,12 @@ import { GenericResponse, OrderId } from './schemas.js'
 export const rawMail = defineTool({
   name: 'rawMail',
   title: 'Send a pre-built RFC 822 message unchanged',
-  http: { method: 'POST', path: '/mail/rawsend', bodyTypes: ['application/json', 'multipart/form-data'] },
+  http: {
+    method: 'POST',
+    path: '/mail/rawsend',
+    bodyTypes: ['application/json', 'multipart/form-data'],
+    message: true,
+  },
   errors: [400, 404, 409, 422],
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },

@@ -8,7 +8,7 @@ import { EmailAddressesTypes, EmailAddressTypes, GenericResponse, MailAttachment
 export const sendAdvMail = defineTool({
   name: 'sendAdvMail',
   title: 'Send an email with Cc, Bcc, names and attachments',
-  http: { method: 'POST', path: '/mail/advsend', bodyTypes: JSON_AND_FORM },
+  http: { method: 'POST', path: '/mail/advsend', bodyTypes: JSON_AND_FORM, message: true },
   errors: [400, 404, 409, 422],
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },

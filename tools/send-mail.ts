@@ -18,7 +18,7 @@ const Recipient = bareEmail('bare addresses, several as an array', 'for display 
 export const sendMail = defineTool({
   name: 'sendMail',
   title: 'Send a simple email',
-  http: { method: 'POST', path: '/mail/send', bodyTypes: JSON_AND_FORM },
+  http: { method: 'POST', path: '/mail/send', bodyTypes: JSON_AND_FORM, message: true },
   errors: [400, 404, 409, 422],
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },

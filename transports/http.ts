@@ -17,6 +17,8 @@ import { createAuth } from './auth.js'
 import { clientAddress } from './client-address.js'
 import { mountOAuth } from './oauth.js'
 import { mountRest } from './rest.js'
+import { declaredLength, hasUnreadBody, releaseHeldBytes, SMALL_BODY_LIMIT, tooLarge } from './request-body.js'
+import { TOOLS } from '../tools/index.js'
 import { mountMetrics, routeOf } from './metrics.js'
 
 declare module 'hono' {
@@ -64,6 +66,9 @@ export function answerClientError(err: Error & { code?: string; reason?: string 
   // Closed once the answer is out: the rest of what the client sends cannot be read as requests.
   socket.end(`${head.join('\r\n')}\r\n\r\n${body}`, () => socket.destroy())
 }
+
+/** The paths whose POST carries a message (see HttpBinding.message): MCP's too, as its tool calls may. */
+const MESSAGE_PATHS = new Set(['/mcp', ...TOOLS.filter((t) => t.http.message).map((t) => t.http.path)])
 
 /** Why delivery is not running, or null while it is (see /readyz). */
 export type DeliveryState = () => string | null
@@ -151,20 +156,31 @@ export function createHttpApp(
       'request',
     )
   })
-  // A declared Content-Length is checked from the header alone, so that the body is then read
-  // straight from the socket (hono's bodyLimit would wrap every body in a web stream first);
-  // bodies of unknown length are counted as they arrive. No GET or HEAD body is ever read: those
-  // pass untouched (even asking bodyLimit would build a whole web Request for each).
-  const limit = services.config.http.bodyLimit
-  const tooLarge = () => {
-    throw new MailroomError(413, `the request body is larger than ${limit} bytes`)
-  }
-  const countedLimit = bodyLimit({ maxSize: limit, onError: tooLarge })
+  // Every other body is small (SMALL_BODY_LIMIT): a declared Content-Length is checked from the
+  // header alone, before anything is read, and a body of unknown length is counted as it arrives.
+  // A message's body is checked against MAILROOM_HTTP_BODY_LIMIT here, then left to its route,
+  // which checks the caller's key and reserves the body in the byte budget before reading it. No GET or HEAD body is ever read: those pass untouched
+  // (even asking bodyLimit would build a whole web Request for each).
+  const messageLimit = services.config.http.bodyLimit
+  const countedLimit = bodyLimit({
+    maxSize: SMALL_BODY_LIMIT,
+    onError: () => {
+      throw tooLarge(SMALL_BODY_LIMIT)
+    },
+  })
   app.use(async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD') return next()
-    const length = c.req.header('content-length')
-    if (length === undefined || c.req.header('transfer-encoding') !== undefined) return countedLimit(c, next)
-    if (Number(length) > limit) tooLarge()
+    if (c.req.method === 'POST' && MESSAGE_PATHS.has(c.req.path)) {
+      if ((declaredLength(c) ?? 0) > messageLimit) throw tooLarge(messageLimit)
+      try {
+        return await next()
+      } finally {
+        releaseHeldBytes(c)
+      }
+    }
+    const length = declaredLength(c)
+    if (length === undefined) return countedLimit(c, next)
+    if (length > SMALL_BODY_LIMIT) throw tooLarge(SMALL_BODY_LIMIT)
     await next()
   })
 
@@ -186,6 +202,10 @@ export function createHttpApp(
         ? new MailroomError(err.status, err.message || 'invalid request')
         : asMailroomError(err)
     if (e.code === 500) logger.error({ req: c.get('requestId'), err }, 'internal error')
+    // Refused before its body was read (a wrong key, a body too large, a full budget): the
+    // connection is closed once answered, so that the client's upload stops instead of the rest of
+    // the body being read to find the next request.
+    if (hasUnreadBody(c)) c.header('Connection', 'close')
     for (const [k, v] of Object.entries(e.headers ?? {})) c.header(k, v)
     return c.json(e.toJSON(), e.code as ContentfulStatusCode)
   })

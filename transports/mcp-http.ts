@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto'
 import { MailroomError, unauthorized } from '../errors.js'
 import type { Services } from '../tools/define.js'
 import { isObject } from './json-schema.js'
+import { jsonText, parseJson, readBody, reserveBody } from './request-body.js'
 import { createMcpServer, toolCaller, type CallerOf } from './mcp.js'
 import { bearerToken, type Authenticate, type Door, type Identity } from './auth.js'
 import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
@@ -89,16 +90,21 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     const credential = c.req.header('x-api-key') ?? bearerToken(c)!
     const authInfo = { token: credential, clientId: `account-${accountId}`, scopes: scopes ?? [], extra: caller }
 
-    // A POST's body is read here, under the server's own body limit (MAILROOM_HTTP_BODY_LIMIT),
-    // and handed to the transport parsed: left to itself, the transport would refuse a body over
-    // 4 MB, a message much smaller than MAILROOM_MAX_MESSAGE_SIZE.
+    // A POST's body is read here, once the key is known, under the server's own body limit
+    // (MAILROOM_HTTP_BODY_LIMIT) and reserved in the byte budget before a byte of it is read; it
+    // is handed to the transport parsed: left to itself, the transport would refuse a body over 4
+    // MB, a message much smaller than MAILROOM_MAX_MESSAGE_SIZE.
     let body: unknown
     if (c.req.method === 'POST') {
+      const limit = config.http.bodyLimit
+      const reserved = reserveBody(c, services.budget, accountId, limit)
       try {
-        body = await c.req.json()
-      } catch {
+        body = parseJson(jsonText(await readBody(c, limit, reserved)))
+      } catch (err) {
+        // JSON-RPC's parse error; a body too large or over the budget keeps its own answer.
+        if (!(err instanceof MailroomError) || err.code !== 400) throw err
         return c.json(
-          { jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: the body is not JSON' }, id: null },
+          { jsonrpc: '2.0', error: { code: -32700, message: `Parse error: ${err.message}` }, id: null },
           400,
         )
       }

@@ -6,9 +6,11 @@ import { MailroomError, badInput } from '../errors.js'
 import type { AnyTool, Services, ToolContext } from '../tools/define.js'
 import { checkIdempotencyKey, runTool } from '../tools/idempotency.js'
 import { TOOLS } from '../tools/index.js'
-import type { Authenticate, Door } from './auth.js'
+import type { Reservation } from '../relay/byte-budget.js'
+import type { Authenticate, Door, Identity } from './auth.js'
 import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
 import { parseInput } from './input.js'
+import { jsonText, parseJson, readBody, reserveBody, SMALL_BODY_LIMIT } from './request-body.js'
 
 /** `/mail/{id}` → `/mail/:id` */
 export const honoPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1')
@@ -28,6 +30,7 @@ export function mountRest(
     resources: [services.config.publicUrl],
     metadataUrl: `${services.config.publicUrl}/.well-known/oauth-protected-resource`,
   }
+  const { bodyLimit } = services.config.http
   const byPath = new Map<string, AnyTool[]>()
   for (const tool of [...tools].sort((a, b) => paramCount(a.http.path) - paramCount(b.http.path))) {
     byPath.set(tool.http.path, [...(byPath.get(tool.http.path) ?? []), tool])
@@ -35,12 +38,22 @@ export function mountRest(
   for (const [path, pathTools] of byPath) {
     for (const tool of pathTools) {
       const coerce = coercerFor(tool.input)
+      const { message } = tool.http
+      /** The body's limit, and for a message the budget's reservation, taken before it is read. */
+      const budgetOf = (c: Context, owner: Identity | null): [number, Reservation?] =>
+        message && owner
+          ? [bodyLimit, reserveBody(c, services.budget, owner.accountId, bodyLimit)]
+          : [message ? bodyLimit : SMALL_BODY_LIMIT]
       app.on(tool.http.method, honoPath(path), async (c) => {
         const owner = tool.public ? null : await authenticate(c, door)
         if (owner && !mayCall(tool, owner.scopes))
           throw outOfScope(tool, { 'WWW-Authenticate': scopeChallenge(scopeOf(tool), door.metadataUrl) })
         const idempotencyKey = tool.idempotencyKey ? idempotencyKeyOf(c) : undefined
-        const raw = { ...queryOf(c), ...(tool.http.method === 'POST' ? await bodyOf(c) : {}), ...c.req.param() }
+        const raw = {
+          ...queryOf(c),
+          ...(tool.http.method === 'POST' ? await bodyOf(c, ...budgetOf(c, owner)) : {}),
+          ...c.req.param(),
+        }
         const input = parseInput(tool, coerce(raw))
         const ctx: ToolContext = {
           ...services,
@@ -90,48 +103,95 @@ function queryOf(c: Context): Record<string, unknown> {
   const url = c.req.url
   const search = url.includes('?') ? new URL(url).search.slice(1) : ''
   if (!search) return {}
-  return Object.fromEntries(
-    Object.entries(qs.parse(search, { depth: 5, arrayLimit: 1000 })).filter(([, v]) => v !== ''),
-  )
+  return Object.fromEntries(Object.entries(parseForm(search)).filter(([, v]) => v !== ''))
 }
 
-/** A request body as an object: JSON, a form (bracket notation), or multipart. */
-async function bodyOf(c: Context): Promise<Record<string, unknown>> {
-  const type = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
-  if (type === 'multipart/form-data') {
-    let form: Awaited<ReturnType<typeof c.req.parseBody>>
-    try {
-      form = await c.req.parseBody({ all: true })
-    } catch {
-      throw badInput('the request body is not valid multipart/form-data')
-    }
-    const out: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(form)) out[k] = v instanceof File ? await v.text() : v
-    return qs.parse(qs.stringify(out), { depth: 5, arrayLimit: 1000 }) as Record<string, unknown>
+/** Most fields of a form, and most items of one list in it: qs's own limits, refused instead of cut. */
+export const FORM_FIELD_LIMIT = 1000
+const FORM_OPTIONS = {
+  depth: 5,
+  arrayLimit: FORM_FIELD_LIMIT,
+  parameterLimit: FORM_FIELD_LIMIT,
+  // Past its limits qs would silently drop the rest: a `bcc[0][email]` after 1000 other fields
+  // would be answered 200 and never sent.
+  throwOnLimitExceeded: true,
+}
+const tooManyFields = () =>
+  badInput(
+    `the request has more than ${FORM_FIELD_LIMIT} fields, or more than ${FORM_FIELD_LIMIT} items in a list; the limit is ${FORM_FIELD_LIMIT}`,
+  )
+
+/** A form (a query string, or fields already split out of multipart) in bracket notation, as an object. */
+function parseForm(form: string | Record<string, string | string[]>): Record<string, unknown> {
+  try {
+    return qs.parse(form as string, FORM_OPTIONS)
+  } catch (err) {
+    if (err instanceof RangeError) throw tooManyFields()
+    throw err
   }
-  const text = await c.req.text()
-  if (text.trim() === '') return {}
-  const looksJson = /^\s*[{[]/.test(text)
-  if (
-    type === 'application/json' ||
-    type.endsWith('+json') ||
-    (looksJson && (type === '' || type === 'application/x-www-form-urlencoded' || type === 'text/plain'))
-  ) {
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text)
-    } catch {
-      throw badInput('the request body is not valid JSON')
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
-      throw badInput('the request body must be a JSON object')
-    return parsed as Record<string, unknown>
-  }
-  if (type === 'application/x-www-form-urlencoded' || type === '') return qs.parse(text, { depth: 5, arrayLimit: 1000 })
-  throw new MailroomError(
+}
+
+const unsupported = (type: string) =>
+  new MailroomError(
     415,
     `content type ${type} is not supported; send application/json, application/x-www-form-urlencoded or multipart/form-data`,
   )
+
+const JSON_OR_FORM = ['', 'application/x-www-form-urlencoded', 'text/plain']
+
+/**
+ * A request body as an object: JSON, a form (bracket notation), or multipart. An unsupported
+ * type is refused before the body is read.
+ */
+async function bodyOf(c: Context, limit: number, reservation?: Reservation): Promise<Record<string, unknown>> {
+  const type = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase()
+  const declaredJson = type === 'application/json' || type.endsWith('+json')
+  if (type === 'multipart/form-data')
+    return multipartOf(await readBody(c, limit, reservation), c.req.header('content-type')!)
+  if (!declaredJson && !JSON_OR_FORM.includes(type)) throw unsupported(type)
+  let bytes: Buffer | null = await readBody(c, limit, reservation)
+  if (isBlank(bytes)) return {}
+  const json = declaredJson || looksJson(bytes)
+  if (!json && type === 'text/plain') throw unsupported(type)
+  const text = json ? jsonText(bytes) : bytes.toString('utf8')
+  // Dropped before the text is parsed: a message is held as bytes, then text, then parsed, never all three at once.
+  bytes = null
+  if (!json) return parseForm(text)
+  const parsed = parseJson(text)
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw badInput('the request body must be a JSON object')
+  return parsed as Record<string, unknown>
+}
+
+/** Multipart fields, files as their text, then read in bracket notation like a form. */
+async function multipartOf(bytes: Buffer, contentType: string): Promise<Record<string, unknown>> {
+  let form: FormData
+  try {
+    form = await new Response(bytes as Uint8Array<ArrayBuffer>, {
+      headers: { 'content-type': contentType },
+    }).formData()
+  } catch {
+    throw badInput('the request body is not valid multipart/form-data')
+  }
+  const fields: Record<string, string | string[]> = {}
+  let count = 0
+  for (const [name, value] of form) {
+    if (++count > FORM_FIELD_LIMIT) throw tooManyFields()
+    const text = typeof value === 'string' ? value : await value.text()
+    const before = fields[name]
+    fields[name] = before === undefined ? text : Array.isArray(before) ? [...before, text] : [before, text]
+  }
+  return parseForm(fields)
+}
+
+const WHITESPACE = new Set([0x20, 0x09, 0x0a, 0x0d])
+const isBlank = (bytes: Buffer) => bytes.every((b) => WHITESPACE.has(b))
+
+/** Whether a body of no declared JSON type is JSON anyway: its first character, past whitespace and a byte-order mark, opens an object or array. */
+function looksJson(bytes: Buffer): boolean {
+  let i = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0
+  while (WHITESPACE.has(bytes[i])) i++
+  return bytes[i] === 0x7b || bytes[i] === 0x5b
 }
 
 type JsonSchema = {
