@@ -12,7 +12,7 @@ import { createMetrics } from './metrics.js'
 import { createServices } from './runtime.js'
 import { openStore, storeName } from './storage/index.js'
 import { IDEMPOTENCY_WINDOW_MS } from './tools/idempotency.js'
-import { HTTP_SERVER_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
+import { HTTP_SERVE_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
 import { UNUSED_CLIENT_MS } from './transports/oauth.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
@@ -85,7 +85,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
     fetch: (req, env) => app?.fetch(req, env) ?? new Response(null, { status: 503 }),
     hostname: config.http.host,
     port: config.http.port,
-    serverOptions: HTTP_SERVER_OPTIONS,
+    ...HTTP_SERVE_OPTIONS,
   })
   http.on('clientError', answerClientError)
   await listening(

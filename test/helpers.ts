@@ -13,7 +13,7 @@ import { createServices } from '../runtime.js'
 import type * as serveSources from '../serve.js'
 import { openDataDir, openSqliteStore } from '../storage/sqlite/index.js'
 import type { Services, ToolContext } from '../tools/define.js'
-import { createHttpApp } from '../transports/http.js'
+import { createHttpApp, HTTP_SERVE_OPTIONS } from '../transports/http.js'
 
 export const silentLogger = pino({ level: 'silent' })
 
@@ -138,7 +138,7 @@ export async function mcpClient(base: string, apiKey: string): Promise<Client> {
 
 /** A test app served by Node on 127.0.0.1, port 0: real sockets, as `mailroom serve` has them. */
 export async function serveApp(app: Pick<TestEnv['app'], 'fetch'>): Promise<{ port: number; close(): Promise<void> }> {
-  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 })
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0, ...HTTP_SERVE_OPTIONS })
   await new Promise((r) => server.once('listening', r))
   const { port } = server.address() as AddressInfo
   return { port, close: () => new Promise<void>((r) => server.close(() => r())) }

@@ -17,7 +17,14 @@ import { createAuth } from './auth.js'
 import { clientAddress } from './client-address.js'
 import { mountOAuth } from './oauth.js'
 import { mountRest } from './rest.js'
-import { declaredLength, hasUnreadBody, releaseHeldBytes, SMALL_BODY_LIMIT, tooLarge } from './request-body.js'
+import {
+  declaredLength,
+  hasUnreadBody,
+  OverBudget,
+  releaseHeldBytes,
+  SMALL_BODY_LIMIT,
+  tooLarge,
+} from './request-body.js'
 import { TOOLS } from '../tools/index.js'
 import { mountMetrics, routeOf } from './metrics.js'
 
@@ -38,6 +45,13 @@ declare module 'hono' {
  * headers timeout longer than the keep-alive one.
  */
 export const HTTP_SERVER_OPTIONS = { keepAliveTimeout: 75_000, headersTimeout: 76_000 }
+
+/**
+ * How `serve` runs the app. A body left unread by its answer (a full budget's 503) is left to Node,
+ * which reads it to its end and drops it, within the server's request timeout; @hono/node-server's
+ * own clean-up would instead close the connection after 500 ms, under a client still sending.
+ */
+export const HTTP_SERVE_OPTIONS = { serverOptions: HTTP_SERVER_OPTIONS, autoCleanupIncoming: false }
 
 /**
  * Node's answer to a request it cannot parse (headers over its 16 KB limit, a bad Content-Length,
@@ -202,10 +216,13 @@ export function createHttpApp(
         ? new MailroomError(err.status, err.message || 'invalid request')
         : asMailroomError(err)
     if (e.code === 500) logger.error({ req: c.get('requestId'), err }, 'internal error')
-    // Refused before its body was read (a wrong key, a body too large, a full budget): the
-    // connection is closed once answered, so that the client's upload stops instead of the rest of
-    // the body being read to find the next request.
-    if (hasUnreadBody(c)) c.header('Connection', 'close')
+    // Refused before its body was read (a wrong key, a body too large): the connection is closed
+    // once answered, so that the client's upload stops instead of the rest of the body being read
+    // to find the next request. A full budget refuses a client with a key, whose body, of a known
+    // length within the limit, is rather read to its end and dropped (Node does, see
+    // HTTP_SERVE_OPTIONS), so that it can read the answer.
+    const drained = err instanceof OverBudget && declaredLength(c) !== undefined
+    if (hasUnreadBody(c) && !drained) c.header('Connection', 'close')
     for (const [k, v] of Object.entries(e.headers ?? {})) c.header(k, v)
     return c.json(e.toJSON(), e.code as ContentfulStatusCode)
   })

@@ -20,13 +20,20 @@ export const SMALL_BODY_LIMIT = 64 * 1024
 
 export const tooLarge = (limit: number) => new MailroomError(413, `the request body is larger than ${limit} bytes`)
 
-const overBudget = () =>
-  new MailroomError(
-    503,
-    `the server is holding too many message bytes; try again in ${BUDGET_RETRY_AFTER_S} s`,
-    // The client has already sent (part of) a body nobody will read: it cannot be another request.
-    { headers: { 'Retry-After': String(BUDGET_RETRY_AFTER_S), Connection: 'close' } },
-  )
+/**
+ * A full budget. The body, of a declared length within the limit, is then read and thrown away
+ * as it arrives (nothing of it is kept), rather than the connection closed under a client still
+ * sending it: one that cannot read while it writes (most) would see a broken pipe, never this
+ * answer (RFC 9112 §9.6). See hasUnreadBody.
+ */
+export class OverBudget extends MailroomError {
+  constructor() {
+    super(503, `the server is holding too many message bytes; try again in ${BUDGET_RETRY_AFTER_S} s`, {
+      headers: { 'Retry-After': String(BUDGET_RETRY_AFTER_S) },
+    })
+  }
+}
+const overBudget = () => new OverBudget()
 
 /** The declared Content-Length, or undefined for a body of unknown length (chunked). */
 export function declaredLength(c: Context): number | undefined {

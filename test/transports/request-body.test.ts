@@ -186,18 +186,32 @@ describe('the byte budget at the HTTP doors', () => {
         socket.write(`${[...head, `Host: 127.0.0.1:${server.port}`].join('\r\n')}\r\n\r\n${body}`)
       })
 
-    it('answers 503 from the headers alone and closes the connection, the declared body never sent', async () => {
+    it('answers 503 from the headers alone, then drops the body it never reads and keeps the connection', async () => {
       const other = env.services.budget.reserve(env.services.budget.limits.total - 10, null)!
-      const answer = await exchange([
-        'POST /mail/rawsend HTTP/1.1',
-        `X-API-KEY: ${env.apiKey}`,
-        'Content-Type: application/json',
-        'Content-Length: 90000',
-      ])
+      const socket = connect(server.port, '127.0.0.1')
+      let answer = ''
+      socket.on('data', (d) => (answer += d))
+      const body = JSON.stringify({ raw_email: RAW.repeat(1000) })
+      socket.write(
+        `POST /mail/rawsend HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${env.apiKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+      )
+      // Answered before a byte of the body was sent.
+      await vi.waitFor(() => expect(answer).toContain('the server is holding too many message bytes'), {
+        timeout: 30_000,
+        interval: 20,
+      })
       expect(answer).toMatch(/^HTTP\/1\.1 503 /)
       expect(answer).toMatch(new RegExp(`\r\nretry-after: ${BUDGET_RETRY_AFTER_S}\r\n`, 'i'))
-      expect(answer).toMatch(/\r\nconnection: close\r\n/i)
-      expect(answer).toContain('the server is holding too many message bytes')
+      expect(answer).not.toMatch(/\r\nconnection: close\r\n/i)
+      // The body sent anyway is read and dropped; the connection then takes the next request.
+      answer = ''
+      socket.write(`${body}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`)
+      await vi.waitFor(() => expect(answer).toMatch(/^HTTP\/1\.1 200 [\s\S]*"status":"ok"/), {
+        timeout: 30_000,
+        interval: 20,
+      })
+      socket.destroy()
+      expect(held()).toBe(env.services.budget.limits.total - 10)
       other.release()
       expectNothingQueued(env)
     })
@@ -245,6 +259,46 @@ describe('the byte budget at the HTTP doors', () => {
       const sqlite = (env.services.store as unknown as { sqlite: Database.Database }).sqlite
       expect(sqlite.prepare('SELECT COUNT(*) AS n FROM oauth_clients').get()).toEqual({ n: 0 })
     })
+  })
+})
+
+describe('many large bodies at once over a real socket', () => {
+  let env: TestEnv
+  let server: Awaited<ReturnType<typeof serveApp>>
+  beforeEach(async () => {
+    env = await createTestEnv({
+      MAILROOM_HTTP_BODY_LIMIT: '8mb',
+      MAILROOM_MAX_MESSAGE_SIZE: '8mb',
+      MAILROOM_MEMORY_BUDGET_PER_ACCOUNT: '8mb',
+      MAILROOM_MEMORY_BUDGET: '16mb',
+    })
+    server = await serveApp(env.app)
+  })
+  afterEach(async () => {
+    await server.close()
+    await env.close()
+  })
+
+  it('answers every one of many clients uploading at once 200 or 503, and stores each 200', async () => {
+    // Each body is most of what the account may hold: one at a time is taken, the others told
+    // to wait, while they are still sending bodies larger than the sockets' buffers.
+    const raw = `${RAW}${'x'.repeat(6 * 1024 * 1024)}\r\n`
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, () =>
+        fetch(`http://127.0.0.1:${server.port}/mail/rawsend`, {
+          method: 'POST',
+          headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ raw_email: raw }),
+        }).then(
+          (res) => res.status,
+          (err: Error) => `${err.message}: ${(err.cause as Error | undefined)?.message}`,
+        ),
+      ),
+    )
+    expect(answers.filter((a) => a !== 200 && a !== 503)).toEqual([])
+    expect(answers).toContain(200)
+    expect(storedCounts(env).messages).toBe(answers.filter((a) => a === 200).length)
+    expect(env.services.budget.held().total).toBe(0)
   })
 })
 
