@@ -11,7 +11,7 @@ import type { ZodType } from 'zod'
 import { TOOLS } from '../../tools/index.js'
 import { jsonSchemaOf } from '../../transports/json-schema.js'
 import { isObject } from '../../transports/json-schema.js'
-import { MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
+import { MCP_SESSION_IDLE_MS, MCP_SESSION_TOUCH_MS, MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { expectNothingQueued, run } from '../tools/support.js'
 
@@ -393,7 +393,8 @@ describe('MCP over Streamable HTTP', () => {
       ids.push(await open())
       env.clock.advance(1)
     }
-    // The first is used again: the second is now the least recently used.
+    // The first is used again: the second is now the least recently used (a use is recorded to the minute).
+    env.clock.advance(MCP_SESSION_TOUCH_MS)
     expect((await list(ids[0])).status).toBe(200)
     env.clock.advance(1)
     ids.push(await open())
@@ -447,7 +448,7 @@ describe('MCP over Streamable HTTP', () => {
     },
   )
 
-  it('keeps a session: GET stream, DELETE ends it', async () => {
+  it('keeps a session in the store: no GET stream (405), DELETE ends it', async () => {
     const headers = {
       'X-API-KEY': env.apiKey,
       'Content-Type': 'application/json',
@@ -482,9 +483,14 @@ describe('MCP over Streamable HTTP', () => {
         'Mcp-Protocol-Version': '2025-06-18',
       },
     })
-    expect(get.status).toBe(200)
-    expect(get.headers.get('content-type')).toContain('text/event-stream')
-    await get.body?.cancel()
+    // Nothing is ever sent unasked: no stream is opened, here or on any node, and the answer says why.
+    expect(get.status).toBe(405)
+    expect(get.headers.get('allow')).toBe('POST, DELETE')
+    expect((await get.json()).error.message).toMatch(/sends nothing unasked, so it opens no stream/)
+    expect(await env.services.store.mcpSessions.get(sessionId)).toEqual({
+      accountId: env.accountId,
+      usedAt: env.clock(),
+    })
 
     // Another account's key cannot use this session.
     const other = await env.newAccount()
@@ -505,6 +511,23 @@ describe('MCP over Streamable HTTP', () => {
     })
     expect(del.status).toBe(200)
     expect((await rpc({ jsonrpc: '2.0', id: 4, method: 'tools/list' }, sessionId)).status).toBe(404)
+    expect(await env.services.store.mcpSessions.get(sessionId)).toBeUndefined()
+  })
+
+  it('ends a session idle for 30 minutes, and keeps one used within them', async () => {
+    const client = await connect()
+    const transport = client.transport as StreamableHTTPClientTransport
+    const other = await connect()
+    const sessionId = transport.sessionId!
+    for (let i = 0; i < 3; i++) {
+      env.clock.advance(MCP_SESSION_IDLE_MS / 2)
+      expect((await other.listTools()).tools.length).toBeGreaterThan(0)
+    }
+    await expect(client.listTools()).rejects.toThrow(/Session not found/)
+    expect(await env.services.store.mcpSessions.get(sessionId)).toBeDefined()
+    // The hourly housekeeping of mailroom serve deletes it.
+    expect(await env.services.store.mcpSessions.sweep(env.clock() - MCP_SESSION_IDLE_MS)).toBe(1)
+    expect(await env.services.store.mcpSessions.get(sessionId)).toBeUndefined()
   })
 
   it('serves a client that only POSTs, without a session', async () => {
