@@ -8,6 +8,7 @@ import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { ZodType } from 'zod'
+import type { SqliteStore } from '../../storage/sqlite/index.js'
 import { TOOLS } from '../../tools/index.js'
 import { jsonSchemaOf } from '../../transports/json-schema.js'
 import { isObject } from '../../transports/json-schema.js'
@@ -512,6 +513,49 @@ describe('MCP over Streamable HTTP', () => {
     expect(del.status).toBe(200)
     expect((await rpc({ jsonrpc: '2.0', id: 4, method: 'tools/list' }, sessionId)).status).toBe(404)
     expect(await env.services.store.mcpSessions.get(sessionId)).toBeUndefined()
+  })
+
+  it("refuses in a session a second initialize (400), another method (405) and another account's DELETE (404), storing nothing", async () => {
+    const client = await connect()
+    const sessionId = (client.transport as StreamableHTTPClientTransport).sessionId!
+    const sessions = () =>
+      (env.services.store as SqliteStore).sqlite.prepare('SELECT id, account_id AS accountId FROM mcp_sessions').all()
+    const before = sessions()
+    expect(before).toEqual([{ id: sessionId, accountId: env.accountId }])
+    const send = (method: string, body?: unknown, apiKey = env.apiKey) =>
+      fetch(url, {
+        method,
+        headers: {
+          'X-API-KEY': apiKey,
+          'Content-Type': 'application/json',
+          Accept: 'application/json, text/event-stream',
+          'Mcp-Session-Id': sessionId,
+          'Mcp-Protocol-Version': '2025-06-18',
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+    const again = await send('POST', {
+      jsonrpc: '2.0',
+      id: 9,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    })
+    expect(again.status).toBe(400)
+    expect(again.headers.get('mcp-session-id')).toBeNull()
+    expect((await again.json()).error).toEqual({
+      code: -32000,
+      message: 'Invalid Request: the session is initialized already',
+    })
+    const put = await send('PUT', { jsonrpc: '2.0', id: 10, method: 'tools/list' })
+    expect(put.status).toBe(405)
+    expect(put.headers.get('allow')).toBe('POST, DELETE')
+    expect((await put.json()).error).toEqual({ code: -32000, message: 'Method not allowed: POST or DELETE a session' })
+    const other = await env.newAccount()
+    const foreign = await send('DELETE', undefined, other.apiKey)
+    expect(foreign.status).toBe(404)
+    expect((await foreign.json()).error).toEqual({ code: -32001, message: 'Session not found' })
+    expect(sessions()).toEqual(before)
+    expect((await client.listTools()).tools.length).toBe(TOOLS.length)
   })
 
   it('ends a session idle for 30 minutes, and keeps one used within them', async () => {
