@@ -57,7 +57,11 @@ async function roundRobin(nodes: Node[]) {
   return {
     url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`),
     served,
-    close: () => new Promise((r) => server.close(r)),
+    close: () =>
+      new Promise((r) => {
+        server.close(r)
+        server.closeAllConnections()
+      }),
   }
 }
 
