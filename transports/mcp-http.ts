@@ -23,7 +23,7 @@ export const MCP_SESSIONS_PER_ACCOUNT = 100
  */
 export const MCP_SESSION_TOUCH_MS = 60_000
 const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '::1', '[::1]']
-/** At most this many servers are kept for session-less requests (about their concurrency). */
+/** At most this many idle servers are kept for the next requests (about their concurrency). */
 const MAX_IDLE_SERVERS = 64
 
 const callerOf: CallerOf = (extra) => ({
@@ -130,7 +130,8 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     const outside = scopes && toolsOutside(body, scopes)
     if (outside) return insufficientScope(c, outside, scopes, door)
     // mailroom sends nothing a client did not ask for (a fixed tool list, no notifications, no
-    // requests to the client): it opens no stream, and answers GET 405, as the transport allows.
+    // requests to the client): it opens no stream. MCP 2025-06-18, Streamable HTTP, "Listening for
+    // Messages from the Server": a server that offers none answers GET with 405.
     if (c.req.method === 'GET') return rpcError(c, 405, NO_STREAM)
     // Only the method decides where the request goes; the transport validates the message itself.
     const initializing = (Array.isArray(body) ? body : [body]).some(
