@@ -13,6 +13,7 @@ import { createServices } from './runtime.js'
 import { openStore, storeName } from './storage/index.js'
 import { IDEMPOTENCY_WINDOW_MS } from './tools/idempotency.js'
 import { HTTP_SERVE_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
+import { MCP_SESSION_IDLE_MS } from './transports/mcp-http.js'
 import { UNUSED_CLIENT_MS } from './transports/oauth.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
@@ -64,7 +65,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
 
   // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, and
   // idempotency keys past theirs swept, and expired OAuth codes and tokens (and registered clients
-  // never granted anything), so that no table grows without end; the database refreshes its statistics.
+  // never granted anything), and idle MCP sessions, so that no table grows without end; the
+  // database refreshes its statistics.
   const prune = () =>
     store.blocks
       .prune(rt.clock() - config.blockEventRetention)
@@ -73,6 +75,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
       .then((n) => n && logger.info({ swept: n }, 'expired idempotency keys swept'))
       .then(() => store.oauth.sweep(rt.clock(), rt.clock() - UNUSED_CLIENT_MS))
       .then((n) => n && logger.info({ swept: n }, 'expired OAuth codes, tokens and unused clients swept'))
+      .then(() => store.mcpSessions.sweep(rt.clock() - MCP_SESSION_IDLE_MS))
+      .then((n) => n && logger.info({ swept: n }, 'idle MCP sessions swept'))
       .then(() => store.maintain())
       .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()

@@ -607,6 +607,12 @@ export type OAuthRefresh =
   | { state: 'rotated'; grant: OAuthGrant }
   | { state: 'reused' | 'expired' | 'mismatch' | 'unknown' }
 
+/** An MCP session as the store keeps it: whose it is, and when it was last used. */
+export interface McpSession {
+  accountId: number
+  usedAt: number
+}
+
 export interface Store {
   accounts: {
     create(input: Omit<Account, 'id'>): Promise<Account>
@@ -871,6 +877,21 @@ export interface Store {
      * clients created before `unusedBefore` that have no grant. Returns how many rows went.
      */
     sweep(now: number, unusedBefore: number): Promise<number>
+  }
+  mcpSessions: {
+    /**
+     * Records a session of the account, used `now`, then ends the account's sessions beyond the
+     * `keep` most recently used. Returns how many it ended.
+     */
+    open(input: { id: string; accountId: number; now: number; keep: number }): Promise<number>
+    /** The session by its id, or undefined (never opened, ended, or swept). */
+    get(id: string): Promise<McpSession | undefined>
+    /** Records that the session was used `now`. */
+    touch(id: string, now: number): Promise<void>
+    /** Ends a session; false when there is none by that id. */
+    end(id: string): Promise<boolean>
+    /** Deletes the sessions last used before `before`; returns how many. */
+    sweep(before: number): Promise<number>
   }
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>

@@ -1,4 +1,5 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js'
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js'
 import type { Context, Hono } from 'hono'
@@ -13,20 +14,18 @@ import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
 import { TOOLS } from '../tools/index.js'
 import type { AnyTool } from '../tools/define.js'
 
-/** A session nobody used for this long is closed. */
+/** A session nobody used for this long is ended. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000
-/** Most sessions one account keeps open; opening one more closes its least recently used. */
+/** Most sessions one account keeps open; opening one more ends its least recently used. */
 export const MCP_SESSIONS_PER_ACCOUNT = 100
+/**
+ * A session's last use is written at most this often: in between, a request only reads its row,
+ * and the idle time and the least recently used are known to the minute.
+ */
+export const MCP_SESSION_TOUCH_MS = 60_000
 const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '::1', '[::1]']
-/** At most this many servers are kept for session-less requests (about their concurrency). */
+/** At most this many idle servers are kept for the next requests (about their concurrency). */
 const MAX_IDLE_SERVERS = 64
-
-interface Session {
-  transport: WebStandardStreamableHTTPServerTransport
-  server: Server
-  accountId: number
-  lastSeen: number
-}
 
 const callerOf: CallerOf = (extra) => ({
   accountId: (extra.authInfo?.extra?.accountId as number | undefined) ?? null,
@@ -35,20 +34,22 @@ const callerOf: CallerOf = (extra) => ({
   scopes: extra.authInfo?.extra?.scopes as string[] | undefined,
 })
 
-const rpcError = (c: Context, status: 400 | 404 | 405, message: string) =>
-  c.json({ jsonrpc: '2.0', error: { code: status === 404 ? -32001 : -32000, message }, id: null }, status)
+const rpcError = (c: Context, status: 400 | 404 | 405, message: string) => {
+  // RFC 9110 §15.5.6: a 405 says which methods the resource takes.
+  if (status === 405) c.header('Allow', 'POST, DELETE')
+  return c.json({ jsonrpc: '2.0', error: { code: status === 404 ? -32001 : -32000, message }, id: null }, status)
+}
 
 /**
  * MCP over Streamable HTTP at /mcp. The API key is checked on every request before any JSON-RPC
- * is read. Clients that initialize get a session (Mcp-Session-Id; GET for the server's stream;
- * DELETE to end it), bound to the account that opened it; clients that only POST are served
- * without one.
+ * is read. Clients that initialize get a session (Mcp-Session-Id; DELETE ends it), bound to the
+ * account that opened it; clients that only POST are served without one. A session is a row in
+ * the store, not a node's memory: every node serves every session, each request on its own.
  */
 export function mountMcp(app: Hono, services: Services, authenticate: Authenticate): { close(): Promise<void> } {
-  const sessions = new Map<string, Session>()
-  /** Servers of finished session-less requests, ready for the next ones. */
+  /** Servers of finished requests, ready for the next ones. */
   const idle: Server[] = []
-  const { config, clock } = services
+  const { config, clock, store } = services
   const loopback = LOOPBACK_HOSTS.includes(config.http.host)
   const allowedHosts = new Set([...LOOPBACK_HOSTS, new URL(config.publicUrl).hostname])
   const call = toolCaller(services)
@@ -57,11 +58,33 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     metadataUrl: `${config.publicUrl}/.well-known/oauth-protected-resource/mcp`,
   }
 
-  const sweep = setInterval(() => {
-    for (const [id, s] of sessions)
-      if (clock() - s.lastSeen > MCP_SESSION_IDLE_MS) void s.server.close(), sessions.delete(id)
-  }, 60_000)
-  sweep.unref()
+  /**
+   * Whether the session is live and the account's, recording its use. Another account's session
+   * is answered like a missing one: a session id says nothing to whoever guesses or copies it.
+   */
+  const inSession = async (id: string, accountId: number) => {
+    const session = await store.mcpSessions.get(id)
+    const now = clock()
+    if (!session || session.accountId !== accountId || now - session.usedAt > MCP_SESSION_IDLE_MS) return false
+    if (now - session.usedAt >= MCP_SESSION_TOUCH_MS) await store.mcpSessions.touch(id, now)
+    return true
+  }
+
+  /**
+   * Has the SDK's transport answer one request, as plain JSON, on a server from the idle ones (a
+   * server serves one transport at a time), given back once closed, after the handler has
+   * settled: closing sooner would abort the handler's signal. With `sessionIdGenerator`, an
+   * initialize is answered with a new session id. What a request leaves in its server is never
+   * read by the next: an initialize's client name and capabilities, which mailroom never asks for.
+   */
+  const answer = async (request: Request, body: unknown, authInfo: AuthInfo, sessionIdGenerator?: () => string) => {
+    const server = idle.pop() ?? createMcpServer(services, callerOf)
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator, enableJsonResponse: true })
+    await server.connect(transport)
+    const response = await transport.handleRequest(request, { parsedBody: body, authInfo })
+    setImmediate(() => void server.close().then(() => idle.length < MAX_IDLE_SERVERS && idle.push(server)))
+    return { response, sessionId: transport.sessionId }
+  }
 
   app.all('/mcp', async (c) => {
     // DNS rebinding protection: a page on another site must not reach a loopback-bound server.
@@ -85,7 +108,8 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
       throw err
     }
     const { accountId, sandbox, scopes } = identity
-    // Each request's own key or token decides, in a session too: a session is bound to an account, not a key.
+    // Each request's own key or token decides, in a session too: a session is bound to an account,
+    // not a key (an OAuth client refreshes its token, a new one each hour, within one session).
     const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes }
     const credential = c.req.header('x-api-key') ?? bearerToken(c)!
     const authInfo = { token: credential, clientId: `account-${accountId}`, scopes: scopes ?? [], extra: caller }
@@ -111,66 +135,49 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     }
     const outside = scopes && toolsOutside(body, scopes)
     if (outside) return insufficientScope(c, outside, scopes, door)
-    const sessionId = c.req.header('mcp-session-id')
-    if (sessionId) {
-      const session = sessions.get(sessionId)
-      // Another account's session is answered like a missing one.
-      if (!session || session.accountId !== accountId) return rpcError(c, 404, 'Session not found')
-      session.lastSeen = clock()
-      return session.transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
-    }
-    if (c.req.method === 'GET')
-      return rpcError(c, 405, 'Method not allowed: open a session first (initialize), then GET with Mcp-Session-Id')
-    if (c.req.method !== 'POST') return rpcError(c, 400, 'Bad Request: Mcp-Session-Id header is required')
-
+    // mailroom sends nothing a client did not ask for (a fixed tool list, no notifications, no
+    // requests to the client): it opens no stream. MCP 2025-06-18, Streamable HTTP, "Listening for
+    // Messages from the Server": a server that offers none answers GET with 405.
+    if (c.req.method === 'GET') return rpcError(c, 405, NO_STREAM)
     // Only the method decides where the request goes; the transport validates the message itself.
     const initializing = (Array.isArray(body) ? body : [body]).some(
       (m) => (m as { method?: unknown } | null)?.method === 'initialize',
     )
-    if (initializing) {
-      const server = createMcpServer(services, callerOf)
-      const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
-        sessionIdGenerator: randomUUID,
-        onsessioninitialized: (id) => {
-          sessions.set(id, { transport, server, accountId, lastSeen: clock() })
-          const own = [...sessions].filter(([, s]) => s.accountId === accountId)
-          if (own.length > MCP_SESSIONS_PER_ACCOUNT) {
-            const [oldest, s] = own.reduce((a, b) => (b[1].lastSeen < a[1].lastSeen ? b : a))
-            sessions.delete(oldest)
-            void s.server.close()
-          }
-        },
-        onsessionclosed: (id) => void sessions.delete(id),
-      })
-      await server.connect(transport)
-      return transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
+    const sessionId = c.req.header('mcp-session-id')
+    if (sessionId) {
+      if (!(await inSession(sessionId, accountId))) return rpcError(c, 404, 'Session not found')
+      if (c.req.method === 'DELETE') {
+        await store.mcpSessions.end(sessionId)
+        return c.body(null, 200)
+      }
+      if (c.req.method !== 'POST') return rpcError(c, 405, 'Method not allowed: POST or DELETE a session')
+      if (initializing) return rpcError(c, 400, 'Invalid Request: the session is initialized already')
+    } else {
+      if (c.req.method !== 'POST') return rpcError(c, 400, 'Bad Request: Mcp-Session-Id header is required')
+      if (initializing) {
+        // The session is stored before its id is answered: the client's next request, whichever
+        // node it reaches, finds it.
+        const { response, sessionId: opened } = await answer(c.req.raw, body, authInfo, randomUUID)
+        if (opened)
+          await store.mcpSessions.open({ id: opened, accountId, now: clock(), keep: MCP_SESSIONS_PER_ACCOUNT })
+        return response
+      }
     }
-    // Session-less: a plain tool call is answered here; anything else gets a transport for this
-    // one request, answered as plain JSON.
+    // In a session or not, a plain tool call is answered here; anything else by the SDK's transport.
     const direct = directCall(c.req.raw.headers, body)
     if (direct) return c.json({ result: await call(direct.name, direct.args, caller), jsonrpc: '2.0', id: direct.id })
-    // The transport's server is
-    // taken from the idle ones (a server serves one transport at a time) and given back once
-    // closed, after the handler has settled: closing sooner would abort the handler's signal.
-    const server = idle.pop() ?? createMcpServer(services, callerOf)
-    const transport = new WebStandardStreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    })
-    await server.connect(transport)
-    const response = await transport.handleRequest(c.req.raw, { parsedBody: body, authInfo })
-    setImmediate(() => void server.close().then(() => idle.length < MAX_IDLE_SERVERS && idle.push(server)))
-    return response
+    return (await answer(c.req.raw, body, authInfo)).response
   })
 
   return {
     async close() {
-      clearInterval(sweep)
-      await Promise.all([...sessions.values()].map((s) => s.server.close()))
-      sessions.clear()
+      idle.length = 0
     },
   }
 }
+
+const NO_STREAM =
+  'Method not allowed: mailroom sends nothing unasked, so it opens no stream; each request is answered in its POST response'
 
 const NO_CREDENTIALS = 'send it in the X-API-KEY header, or authorize with OAuth (see WWW-Authenticate)'
 const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]))

@@ -7,6 +7,7 @@ import pg from 'pg'
 import { createBlockStore } from './blocks.js'
 import { createDomainStore } from './domains.js'
 import { createIdempotencyStore } from './idempotency.js'
+import { createMcpSessionStore } from './mcp-sessions.js'
 import { createHistoryStore } from './history.js'
 import { createMailStore } from './mail.js'
 import { createOAuthStore } from './oauth.js'
@@ -306,6 +307,7 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
     idempotency: createIdempotencyStore(pool),
     webhooks: createWebhookStore(pool, secret, outbox, changing),
     oauth: createOAuthStore(pool),
+    mcpSessions: createMcpSessionStore(pool),
     async maintain() {
       // The planner's statistics of the tables that grow; autovacuum does the same in time.
       await pool.query('ANALYZE messages, deliveries, delivery_attempts, block_events, idempotency_keys, oauth_tokens')

@@ -493,3 +493,22 @@ export const oauthTokens = pgTable(
   },
   (t) => [index('oauth_tokens_grant').on(t.grantId), index('oauth_tokens_expires').on(t.expiresAt)],
 )
+
+/**
+ * MCP sessions (Streamable HTTP), here rather than in a node's memory so that every node serves
+ * every session: ended by DELETE, by the account opening more than it may keep, or swept once idle.
+ */
+export const mcpSessions = pgTable(
+  'mcp_sessions',
+  {
+    /** The Mcp-Session-Id, a random UUID. */
+    id: text('id').primaryKey(),
+    /** The account that opened it, the only one that may use it. */
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    /** When it was last used, to the minute (transports/mcp-http.ts). */
+    usedAt: ms('used_at').notNull(),
+  },
+  (t) => [index('mcp_sessions_account').on(t.accountId, t.usedAt), index('mcp_sessions_used').on(t.usedAt)],
+)

@@ -12,6 +12,7 @@ import { createMailStore } from './mail.js'
 import { createQueueStore } from './queue.js'
 import { groupCommit } from './group-commit.js'
 import { createIdempotencyStore } from './idempotency.js'
+import { createMcpSessionStore } from './mcp-sessions.js'
 import { createOAuthStore } from './oauth.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
@@ -500,6 +501,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     idempotency: createIdempotencyStore(sqlite),
     webhooks: createWebhookStore(sqlite, secret, outbox, changing),
     oauth: createOAuthStore(sqlite),
+    mcpSessions: createMcpSessionStore(sqlite),
     async maintain() {
       sqlite.pragma('optimize')
     },

@@ -7,6 +7,7 @@ import { identityContract } from './contract/identity.js'
 import { idempotencyContract } from './contract/idempotency.js'
 import { blocksContract, rulesContract, spamFilterContract, trapsContract } from './contract/lists.js'
 import { logContract } from './contract/log.js'
+import { mcpSessionsContract } from './contract/mcp-sessions.js'
 import { oauthContract } from './contract/oauth.js'
 import { queueContract } from './contract/queue.js'
 import { sandboxContract } from './contract/sandbox.js'
@@ -68,6 +69,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     sandboxContract(f)
     webhooksContract(f)
     oauthContract(f)
+    mcpSessionsContract(f)
     historyContract(f)
   })
 }

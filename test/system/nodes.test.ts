@@ -1,5 +1,9 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { createServer, request } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -11,9 +15,67 @@ import { BIN, startMailroom, waitFor } from './peers.js'
 
 // Several `mailroom serve` processes over one PostgreSQL database share accounts, rules, the log
 // and the queue: each message is delivered once, by whichever node claims it; a change made
-// through one node is in force on the others within a second; a node killed with -9 loses nothing.
+// through one node is in force on the others within a second; an MCP session opened on one node
+// is served by the other; a node killed with -9 loses nothing.
 
 type Node = Awaited<ReturnType<typeof startMailroom>> & { name: string }
+
+/** A request the proxy passed on: to which node, the JSON-RPC methods in its body, the node's status. */
+type Served = { node: string; method: string; rpc: string; status?: number }
+
+/**
+ * A round-robin balancer, as the README recommends before several nodes: each request goes to the
+ * next node in turn, on a connection of its own, whatever came before it.
+ */
+async function roundRobin(nodes: Node[]) {
+  const served: Served[] = []
+  let next = 0
+  const server = createServer(async (req, res) => {
+    const node = nodes[next++ % nodes.length]
+    const entry: Served = { node: node.name, method: req.method!, rpc: '' }
+    served.push(entry)
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk)
+    const body = Buffer.concat(chunks)
+    if (body.length)
+      entry.rpc = [JSON.parse(body.toString())]
+        .flat()
+        .map((m: { method: string }) => m.method)
+        .join()
+    const upstream = request(
+      { host: '127.0.0.1', port: node.httpPort, method: req.method, path: req.url, headers: req.headers, agent: false },
+      (answer) => {
+        entry.status = answer.statusCode
+        res.writeHead(answer.statusCode!, answer.headers)
+        answer.pipe(res)
+      },
+    )
+    upstream.on('error', (err) => res.destroy(err))
+    upstream.end(body)
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  return {
+    url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`),
+    served,
+    close: () =>
+      new Promise((r) => {
+        server.close(r)
+        server.closeAllConnections()
+      }),
+  }
+}
+
+const MCP_HEADERS = {
+  'Content-Type': 'application/json',
+  Accept: 'application/json, text/event-stream',
+  'Mcp-Protocol-Version': '2025-06-18',
+}
+const INITIALIZE = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+}
 
 await describePostgres('system: two nodes on one PostgreSQL database', () => {
   const cleanup: (() => unknown)[] = []
@@ -193,6 +255,98 @@ await describePostgres('system: two nodes on one PostgreSQL database', () => {
         (await sendRest(i % 2 ? b : a, `s${i}@example.com`, 'cheap socks5 proxies', 'spammer@example.org')).status,
       )
     expect(outcomes).toEqual([200, 200, 200, 200, 200, 400])
+  })
+
+  /** A JSON-RPC message POSTed straight to a node's /mcp with `key`, in session `sessionId` if given. */
+  const mcpPost = (node: Node, key: string, message: unknown, sessionId?: string) =>
+    fetch(`http://127.0.0.1:${node.httpPort}/mcp`, {
+      method: 'POST',
+      headers: { ...MCP_HEADERS, 'X-API-KEY': key, ...(sessionId ? { 'Mcp-Session-Id': sessionId } : {}) },
+      body: JSON.stringify(message),
+    })
+
+  it('serves an MCP session opened on one node from the other, behind a round-robin proxy, and ends it on both', async () => {
+    const proxy = await roundRobin([a, b])
+    cleanup.push(proxy.close)
+    const transport = new StreamableHTTPClientTransport(proxy.url, {
+      requestInit: { headers: { 'X-API-KEY': apiKey } },
+    })
+    const client = new Client({ name: 'two-nodes', version: '1.0.0' })
+    cleanup.push(() => client.close())
+    await client.connect(transport)
+    const sessionId = transport.sessionId!
+    expect(sessionId).toMatch(/^[0-9a-f-]{36}$/)
+    // Once initialized, the client asks for the server's stream (a GET) without waiting for it.
+    await waitFor(async () => proxy.served[2]?.status)
+
+    const { tools } = await client.listTools()
+    expect(tools.map((t) => t.name)).toContain('sendMail')
+    await client.ping()
+    const subject = 'one MCP session, two nodes'
+    const sent = await client.callTool({
+      name: 'sendMail',
+      arguments: { to: 'mcp@example.com', from: 'me@example.org', subject, body: 'x' },
+    })
+    expect(sent.isError, JSON.stringify(sent.content)).toBeFalsy()
+    const txid = (sent.structuredContent as { text: string }).text
+    const log = await client.callTool({ name: 'viewMailLog', arguments: { mailid: txid } })
+    expect((log.structuredContent as { emails: { subject: string }[] }).emails).toMatchObject([{ subject }])
+    await transport.terminateSession()
+
+    expect(proxy.served).toEqual([
+      { node: 'node-a', method: 'POST', rpc: 'initialize', status: 200 },
+      { node: 'node-b', method: 'POST', rpc: 'notifications/initialized', status: 202 },
+      // No node opens a stream: neither holds anything of the session a client would wait for.
+      { node: 'node-a', method: 'GET', rpc: '', status: 405 },
+      { node: 'node-b', method: 'POST', rpc: 'tools/list', status: 200 },
+      { node: 'node-a', method: 'POST', rpc: 'ping', status: 200 },
+      { node: 'node-b', method: 'POST', rpc: 'tools/call', status: 200 },
+      { node: 'node-a', method: 'POST', rpc: 'tools/call', status: 200 },
+      { node: 'node-b', method: 'DELETE', rpc: '', status: 200 },
+    ])
+    await waitFor(async () => subjectsAtSink().includes(subject))
+    // Ended through one node, the session is gone on both.
+    for (const node of [a, b]) {
+      const res = await mcpPost(node, apiKey, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, sessionId)
+      expect(res.status, node.name).toBe(404)
+      expect((await res.json()).error).toEqual({ code: -32001, message: 'Session not found' })
+    }
+  })
+
+  it("answers another account's key 404 for a session, on either node, and sends nothing", async () => {
+    const other = JSON.parse(mailroom(['account', 'create', '--name', 'other', '--json']).stdout) as {
+      id: number
+      apiKey: string
+    }
+    // With an active order of its own, nothing but the session would stop its send.
+    expect(mailroom(['order', 'create', '--account', String(other.id)]).status).toBe(0)
+    const init = await mcpPost(a, apiKey, INITIALIZE)
+    expect(init.status).toBe(200)
+    const sessionId = init.headers.get('mcp-session-id')!
+    const subject = 'through a session not its own'
+    const send = {
+      jsonrpc: '2.0',
+      id: 2,
+      method: 'tools/call',
+      params: { name: 'sendMail', arguments: { to: 'x@example.com', from: 'me@example.org', subject, body: 'x' } },
+    }
+    for (const node of [a, b]) {
+      const res = await mcpPost(node, other.apiKey, send, sessionId)
+      expect(res.status, node.name).toBe(404)
+      expect((await res.json()).error).toEqual({ code: -32001, message: 'Session not found' })
+    }
+    const logOf = async (key: string) =>
+      (
+        (await (
+          await fetch(`http://127.0.0.1:${b.httpPort}/mail/log?limit=1000`, { headers: { 'X-API-KEY': key } })
+        ).json()) as { emails: { subject: string }[] }
+      ).emails.filter((e) => e.subject === subject)
+    expect(await logOf(other.apiKey)).toEqual([])
+    expect(await logOf(apiKey)).toEqual([])
+    expect(subjectsAtSink()).not.toContain(subject)
+    // The session is still its owner's, on both nodes.
+    for (const node of [a, b])
+      expect((await mcpPost(node, apiKey, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, sessionId)).status).toBe(200)
   })
 
   it('delivers, from the other node, every message a node killed with -9 had accepted', async () => {

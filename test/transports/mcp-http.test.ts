@@ -8,10 +8,11 @@ import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { ZodType } from 'zod'
+import type { SqliteStore } from '../../storage/sqlite/index.js'
 import { TOOLS } from '../../tools/index.js'
 import { jsonSchemaOf } from '../../transports/json-schema.js'
 import { isObject } from '../../transports/json-schema.js'
-import { MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
+import { MCP_SESSION_IDLE_MS, MCP_SESSION_TOUCH_MS, MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { expectNothingQueued, run } from '../tools/support.js'
 
@@ -393,7 +394,8 @@ describe('MCP over Streamable HTTP', () => {
       ids.push(await open())
       env.clock.advance(1)
     }
-    // The first is used again: the second is now the least recently used.
+    // The first is used again: the second is now the least recently used (a use is recorded to the minute).
+    env.clock.advance(MCP_SESSION_TOUCH_MS)
     expect((await list(ids[0])).status).toBe(200)
     env.clock.advance(1)
     ids.push(await open())
@@ -447,7 +449,7 @@ describe('MCP over Streamable HTTP', () => {
     },
   )
 
-  it('keeps a session: GET stream, DELETE ends it', async () => {
+  it('keeps a session in the store: no GET stream (405), DELETE ends it', async () => {
     const headers = {
       'X-API-KEY': env.apiKey,
       'Content-Type': 'application/json',
@@ -482,9 +484,14 @@ describe('MCP over Streamable HTTP', () => {
         'Mcp-Protocol-Version': '2025-06-18',
       },
     })
-    expect(get.status).toBe(200)
-    expect(get.headers.get('content-type')).toContain('text/event-stream')
-    await get.body?.cancel()
+    // Nothing is ever sent unasked: no stream is opened, here or on any node, and the answer says why.
+    expect(get.status).toBe(405)
+    expect(get.headers.get('allow')).toBe('POST, DELETE')
+    expect((await get.json()).error.message).toMatch(/sends nothing unasked, so it opens no stream/)
+    expect(await env.services.store.mcpSessions.get(sessionId)).toEqual({
+      accountId: env.accountId,
+      usedAt: env.clock(),
+    })
 
     // Another account's key cannot use this session.
     const other = await env.newAccount()
@@ -505,6 +512,66 @@ describe('MCP over Streamable HTTP', () => {
     })
     expect(del.status).toBe(200)
     expect((await rpc({ jsonrpc: '2.0', id: 4, method: 'tools/list' }, sessionId)).status).toBe(404)
+    expect(await env.services.store.mcpSessions.get(sessionId)).toBeUndefined()
+  })
+
+  it("refuses in a session a second initialize (400), another method (405) and another account's DELETE (404), storing nothing", async () => {
+    const client = await connect()
+    const sessionId = (client.transport as StreamableHTTPClientTransport).sessionId!
+    const sessions = () =>
+      (env.services.store as SqliteStore).sqlite.prepare('SELECT id, account_id AS accountId FROM mcp_sessions').all()
+    const before = sessions()
+    expect(before).toEqual([{ id: sessionId, accountId: env.accountId }])
+    const send = (method: string, body?: unknown, apiKey = env.apiKey) =>
+      fetch(url, {
+        method,
+        headers: {
+          'X-API-KEY': apiKey,
+          'Content-Type': 'application/json',
+          Accept: 'application/json, text/event-stream',
+          'Mcp-Session-Id': sessionId,
+          'Mcp-Protocol-Version': '2025-06-18',
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+    const again = await send('POST', {
+      jsonrpc: '2.0',
+      id: 9,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    })
+    expect(again.status).toBe(400)
+    expect(again.headers.get('mcp-session-id')).toBeNull()
+    expect((await again.json()).error).toEqual({
+      code: -32000,
+      message: 'Invalid Request: the session is initialized already',
+    })
+    const put = await send('PUT', { jsonrpc: '2.0', id: 10, method: 'tools/list' })
+    expect(put.status).toBe(405)
+    expect(put.headers.get('allow')).toBe('POST, DELETE')
+    expect((await put.json()).error).toEqual({ code: -32000, message: 'Method not allowed: POST or DELETE a session' })
+    const other = await env.newAccount()
+    const foreign = await send('DELETE', undefined, other.apiKey)
+    expect(foreign.status).toBe(404)
+    expect((await foreign.json()).error).toEqual({ code: -32001, message: 'Session not found' })
+    expect(sessions()).toEqual(before)
+    expect((await client.listTools()).tools.length).toBe(TOOLS.length)
+  })
+
+  it('ends a session idle for 30 minutes, and keeps one used within them', async () => {
+    const client = await connect()
+    const transport = client.transport as StreamableHTTPClientTransport
+    const other = await connect()
+    const sessionId = transport.sessionId!
+    for (let i = 0; i < 3; i++) {
+      env.clock.advance(MCP_SESSION_IDLE_MS / 2)
+      expect((await other.listTools()).tools.length).toBeGreaterThan(0)
+    }
+    await expect(client.listTools()).rejects.toThrow(/Session not found/)
+    expect(await env.services.store.mcpSessions.get(sessionId)).toBeDefined()
+    // The hourly housekeeping of mailroom serve deletes it.
+    expect(await env.services.store.mcpSessions.sweep(env.clock() - MCP_SESSION_IDLE_MS)).toBe(1)
+    expect(await env.services.store.mcpSessions.get(sessionId)).toBeUndefined()
   })
 
   it('serves a client that only POSTs, without a session', async () => {
