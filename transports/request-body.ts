@@ -125,34 +125,11 @@ function readIncoming(incoming: IncomingMessage, take: (chunk: Buffer) => void):
 }
 
 /**
- * Releases the request's reservation once its answer no longer needs the message: at once,
- * unless the answer is a stream (an MCP session's event stream, whose tool call still runs);
- * then when that stream ends, is canceled, or the client goes away.
+ * Gives back the request's reservation once it is answered: every door answers a message only
+ * once it is committed or refused (MCP's answers are plain JSON, never a stream, see mcp-http.ts).
  */
 export function releaseHeldBytes(c: Context): void {
-  const held = c.get('heldBytes')
-  if (!held) return
-  const body = c.res.body
-  if (!body || !c.res.headers.get('content-type')?.startsWith('text/event-stream')) {
-    held.release()
-    return
-  }
-  c.req.raw.signal.addEventListener('abort', () => held.release(), { once: true })
-  const reader = body.getReader()
-  const released = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const r = await reader.read()
-      if (r.done) {
-        held.release()
-        controller.close()
-      } else controller.enqueue(r.value)
-    },
-    cancel(reason) {
-      held.release()
-      return reader.cancel(reason)
-    },
-  })
-  c.res = new Response(released, c.res)
+  c.get('heldBytes')?.release()
 }
 
 const UTF8_BOM = [0xef, 0xbb, 0xbf]

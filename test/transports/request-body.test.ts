@@ -130,7 +130,7 @@ describe('the byte budget at the HTTP doors', () => {
     expect(held()).toBe(0)
   })
 
-  it("releases an MCP session's reservation once its event stream has answered", async () => {
+  it("releases an MCP session's reservation once its call has answered", async () => {
     const headers = { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', Accept: MCP_ACCEPT }
     const init = await env.app.request('/mcp', {
       method: 'POST',
@@ -149,7 +149,7 @@ describe('the byte budget at the HTTP doors', () => {
       headers: { ...headers, ...session },
       body: mcpCall('sendMail', SEND),
     })
-    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/)
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/)
     expect(await res.text()).toContain('"status\\":\\"ok\\"')
     expect(held()).toBe(0)
     expect(storedCounts(env).messages).toBe(1)
