@@ -620,6 +620,8 @@ export interface Store {
     list(accountId: number): Promise<MailOrder[]>
     /** The decrypted SMTP password. */
     password(id: number): Promise<string>
+    /** Replaces the SMTP password with a new generated one, returned: the old one no longer logs in. */
+    rotatePassword(id: number): Promise<string>
     setStatus(id: number, status: OrderStatus): Promise<boolean>
     addSender(id: number, pattern: string): Promise<boolean>
     removeSender(id: number, pattern: string): Promise<boolean>

@@ -49,9 +49,10 @@ export interface ToolAnswer {
 
 /**
  * Runs a tool's handler on its checked input, as every door does. A call of a tool that takes an
- * idempotency key, with one (`ctx.idempotencyKey`), runs at most once per account and key within
- * IDEMPOTENCY_WINDOW_MS (a sandbox caller's keys apart from the real ones): a later call with the same tool and input answers the first one's
- * response; one with another is a 422, and one while the first is under way a 409. A refusal or
+ * idempotency key, with one (`ctx.idempotencyKey`), runs at most once per account and key (a
+ * sandbox caller's keys apart from the real ones) within IDEMPOTENCY_WINDOW_MS: a later call with
+ * the same tool and input answers the first one's response; one with another is a 422, and one
+ * while the first is under way a 409. A refusal or
  * failure of the first call frees the key, so that the corrected call, or the retry, can run.
  */
 export async function runTool(tool: AnyTool, input: unknown, ctx: ToolContext): Promise<ToolAnswer> {

@@ -235,6 +235,20 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
         if (!row) throw new Error(`no mail order ${id}`)
         return decrypt(secret, row.enc)
       },
+      async rotatePassword(id) {
+        const password = generatePassword()
+        const t = schema.mailOrders
+        if (
+          changed(
+            await db
+              .update(t)
+              .set({ passwordEnc: encrypt(secret, password) })
+              .where(eq(t.id, id)),
+          ) === 0
+        )
+          throw new Error(`no mail order ${id}`)
+        return password
+      },
       async setStatus(id, status) {
         const t = schema.mailOrders
         return changed(await changing(() => db.update(t).set({ status }).where(eq(t.id, id)))) > 0

@@ -286,6 +286,13 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         if (!row) throw new Error(`no mail order ${id}`)
         return decrypt(secret, row.enc)
       },
+      async rotatePassword(id) {
+        const password = generatePassword()
+        const set = { passwordEnc: encrypt(secret, password) }
+        if (db.update(schema.mailOrders).set(set).where(eq(schema.mailOrders.id, id)).run().changes === 0)
+          throw new Error(`no mail order ${id}`)
+        return password
+      },
       async setStatus(id, status) {
         return (
           changing(() => db.update(schema.mailOrders).set({ status }).where(eq(schema.mailOrders.id, id)).run())

@@ -46,6 +46,18 @@ export function identityContract(f: Fixture) {
       expect(await f.store.orders.get(order.id + 1000)).toBeUndefined()
     })
 
+    it("replaces an order's password with a new one, on every connection, and no other order's", async () => {
+      const before = await f.store.orders.password(f.orderId)
+      const other = await f.store.orders.password(f.otherOrderId)
+      const rotated = await f.store.orders.rotatePassword(f.orderId)
+      expect(rotated).not.toBe(before)
+      expect(rotated.length).toBeGreaterThanOrEqual(20)
+      expect(await f.store.orders.password(f.orderId)).toBe(rotated)
+      expect(await (await f.another()).orders.password(f.orderId)).toBe(rotated)
+      expect(await f.store.orders.password(f.otherOrderId)).toBe(other)
+      await expect(f.store.orders.rotatePassword(f.otherOrderId + 1000)).rejects.toThrow(/no mail order/)
+    })
+
     it("signs a domain's mail with its oldest key, and keeps the domain to the account that has it", async () => {
       const add = (selector: string, accountId = f.accountId, now = T0) =>
         f.store.domains.addKey({ domain: 'a.example', accountId, selector, algorithm: 'ed25519', ...ed25519(), now })
