@@ -594,6 +594,15 @@ export interface Store {
     create(input: Omit<Account, 'id'>): Promise<Account>
     get(id: number): Promise<Account | undefined>
     list(): Promise<Account[]>
+    /**
+     * The first start's account, on an empty database only: the account, one API key (returned in
+     * full) and one active order (any sender), in one transaction that concurrent callers (other
+     * processes, other nodes) take one at a time. Undefined, and nothing made, once any account exists.
+     */
+    createFirst(input: {
+      account: Omit<Account, 'id'>
+      orderComment: string
+    }): Promise<{ account: Account; apiKey: string; order: MailOrder; password: string } | undefined>
   }
   apiKeys: {
     /** Creates a key (a sandbox key with `sandbox`) and returns it in full: the only time it can be seen. */

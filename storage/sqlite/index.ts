@@ -198,6 +198,36 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       async list() {
         return db.select().from(schema.accounts).orderBy(asc(schema.accounts.id)).all()
       },
+      async createFirst({ account, orderComment }) {
+        const [apiKey, password] = [generateApiKey(), generatePassword()]
+        const now = account.createdAt
+        // IMMEDIATE: the write lock is taken before the check, so another process's first start
+        // waits (busy_timeout) and then finds the account made.
+        return changing(() =>
+          db.transaction(
+            (tx) => {
+              if (tx.select({ id: schema.accounts.id }).from(schema.accounts).limit(1).get()) return undefined
+              const made = tx.insert(schema.accounts).values(account).returning().get() as Account
+              tx.insert(schema.apiKeys)
+                .values({ accountId: made.id, prefix: apiKeyPrefix(apiKey), hash: hashApiKey(apiKey), createdAt: now })
+                .run()
+              const { id } = tx
+                .insert(schema.mailOrders)
+                .values({
+                  accountId: made.id,
+                  status: 'active',
+                  comment: orderComment,
+                  passwordEnc: encrypt(secret, password),
+                  createdAt: now,
+                })
+                .returning({ id: schema.mailOrders.id })
+                .get()
+              return { account: made, apiKey, order: withSenders(hot.order.get(id) as OrderRow), password }
+            },
+            { behavior: 'immediate' },
+          ),
+        )
+      },
     },
     apiKeys: {
       async create(accountId, now, { sandbox = false } = {}) {

@@ -24,6 +24,21 @@ export function identityContract(f: Fixture) {
       expect(await f.store.apiKeys.list(f.otherAccountId)).toEqual([])
     })
 
+    it('makes no first account once an account exists', async () => {
+      const account = {
+        name: 'default',
+        currency: 'USD',
+        priceBase: 1,
+        pricePerMessage: 0,
+        billingDay: 1,
+        createdAt: T0,
+      }
+      expect(await f.store.accounts.createFirst({ account, orderComment: 'first' })).toBeUndefined()
+      expect(await (await f.another()).accounts.createFirst({ account, orderComment: 'first' })).toBeUndefined()
+      expect((await f.store.accounts.list()).map((a) => a.name)).toEqual(['a', 'b'])
+      expect((await f.store.orders.list(f.accountId)).map((o) => o.id)).toEqual([f.orderId])
+    })
+
     it("keeps an order's password, status and senders, lowercased", async () => {
       const { order, password } = await f.store.orders.create({
         accountId: f.accountId,
