@@ -769,6 +769,31 @@ export interface Store {
     /** Removes one key, or with no selector the domain and all its keys; the last key takes the domain with it. */
     remove(domain: string, selector?: string): Promise<boolean>
   }
+  /**
+   * Failed authentications per client (its address and door, as the caller names it), one count
+   * for every node: a client that keeps guessing is refused for the rest of its window.
+   */
+  authFailures: {
+    /**
+     * When the client's throttle ends (ms), if it has been throttled in its current or a past
+     * window (the caller compares with now). Answered from the settings cache: a throttle started
+     * on another node is seen within the cache's delay.
+     */
+    throttledUntil(client: string): Promise<number | undefined>
+    /**
+     * Counts a failure at `now`, atomically across nodes: the client's window is `windowMs` from
+     * its first failure (a failure after it starts a new one). From the `max`-th failure in the
+     * window the client is throttled until the window ends. Answers the count and that end.
+     */
+    fail(input: {
+      client: string
+      now: number
+      windowMs: number
+      max: number
+    }): Promise<{ count: number; throttledUntil: number | null }>
+    /** Deletes the counts of windows that began before `before`; returns how many. */
+    sweep(before: number): Promise<number>
+  }
   idempotency: {
     /**
      * Claims `key` of the account for a request with `fingerprint`, atomically across connections

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { createBlockStore } from './blocks.js'
 import { createDomainStore } from './domains.js'
+import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createHistoryStore } from './history.js'
 import { createMailStore } from './mail.js'
@@ -346,6 +347,7 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
       },
     },
     domains: createDomainStore(db, pool, secret, hot),
+    authFailures: createAuthFailureStore(pool, cache),
     idempotency: createIdempotencyStore(pool),
     webhooks: createWebhookStore(pool, secret, outbox, changing),
     oauth: createOAuthStore(pool),

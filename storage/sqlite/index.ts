@@ -11,6 +11,7 @@ import { createHistoryStore, volumeCounter } from './history.js'
 import { createMailStore } from './mail.js'
 import { createQueueStore } from './queue.js'
 import { groupCommit } from './group-commit.js'
+import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createOAuthStore } from './oauth.js'
 import { READER_THREAD, readerThread } from './reader.js'
@@ -534,6 +535,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
           return { ...key, privateKey: decrypt(secret, privateKeyEnc) }
         }),
     }),
+    authFailures: createAuthFailureStore(sqlite, cache),
     idempotency: createIdempotencyStore(sqlite),
     webhooks: createWebhookStore(sqlite, secret, outbox, changing),
     oauth: createOAuthStore(sqlite),
