@@ -3,6 +3,7 @@ import type { Server } from 'node:http'
 import type { AddressInfo, Server as NodeServer } from 'node:net'
 import type { SMTPServer } from 'smtp-server'
 import { ConfigError, type Config } from './config.js'
+import { AUTH_FAILURE_WINDOW_MS } from './relay/auth-throttle.js'
 import { startEngineThread } from './relay/engine.js'
 import { createSubmissionServer, submissionLimits } from './relay/submission.js'
 import { loadTls, tlsCertFile } from './relay/tls.js'
@@ -64,9 +65,9 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const rt = createServices(store, config, { logger, intake: engine, metrics })
 
   // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, and
-  // idempotency keys past theirs swept, and expired OAuth codes and tokens (and registered clients
-  // never granted anything), and idle MCP sessions, so that no table grows without end; the
-  // database refreshes its statistics.
+  // idempotency keys and counts of wrong keys past theirs swept, and expired OAuth codes and tokens
+  // (and registered clients never granted anything), and idle MCP sessions, so that no table grows
+  // without end; the database refreshes its statistics.
   const prune = () =>
     store.blocks
       .prune(rt.clock() - config.blockEventRetention)
@@ -77,6 +78,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
       .then((n) => n && logger.info({ swept: n }, 'expired OAuth codes, tokens and unused clients swept'))
       .then(() => store.mcpSessions.sweep(rt.clock() - MCP_SESSION_IDLE_MS))
       .then((n) => n && logger.info({ swept: n }, 'idle MCP sessions swept'))
+      .then(() => store.authFailures.sweep(rt.clock() - AUTH_FAILURE_WINDOW_MS))
+      .then((n) => n && logger.info({ swept: n }, 'counts of wrong keys whose window passed swept'))
       .then(() => store.maintain())
       .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()

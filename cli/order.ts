@@ -45,6 +45,19 @@ export function addOrderCommands(program: Command): void {
     },
     (r) => `mail order ${r.id} canceled`,
   )
+  adminAction(
+    order
+      .command('password')
+      .description("Manage a mail order's SMTP password")
+      .command('rotate')
+      .description('Replace the SMTP password with a new one; the old one stops working at once')
+      .requiredOption('--order <id>', 'mail order id', positiveInt('--order')),
+    async (rt, o) => {
+      await ownedOrder(rt, o.order)
+      return { id: o.order, username: `mb${o.order}`, password: await rt.store.orders.rotatePassword(o.order) }
+    },
+    (r) => `mail order ${r.id}: new SMTP password\nSMTP username: ${r.username}\nSMTP password: ${r.password}`,
+  )
   accountAction(
     order.command('list').description("List an account's mail orders").addOption(accountOption()),
     async (rt, o) => (await rt.store.orders.list(o.account)).map(orderJson),

@@ -1,5 +1,6 @@
-// Failed authentication attempts counted per client address, by SMTP AUTH and by the HTTP API's
-// keys: a client that keeps guessing is refused for a while.
+// Failed authentication attempts counted per client address: a client that keeps guessing is
+// refused for a while. SMTP AUTH counts in this process (authThrottle); the HTTP API's keys are
+// counted in the store, shared by every node (transports/auth.ts), over the same clients and window.
 
 /** Failed attempts are counted per client address over this window. */
 export const AUTH_FAILURE_WINDOW_MS = 15 * 60_000

@@ -618,6 +618,15 @@ export interface Store {
     create(input: Omit<Account, 'id'>): Promise<Account>
     get(id: number): Promise<Account | undefined>
     list(): Promise<Account[]>
+    /**
+     * The first start's account, on an empty database only: the account, one API key (returned in
+     * full) and one active order (any sender), in one transaction that concurrent callers (other
+     * processes, other nodes) take one at a time. Undefined, and nothing made, once any account exists.
+     */
+    createFirst(input: {
+      account: Omit<Account, 'id'>
+      orderComment: string
+    }): Promise<{ account: Account; apiKey: string; order: MailOrder; password: string } | undefined>
   }
   apiKeys: {
     /** Creates a key (a sandbox key with `sandbox`) and returns it in full: the only time it can be seen. */
@@ -644,6 +653,8 @@ export interface Store {
     list(accountId: number): Promise<MailOrder[]>
     /** The decrypted SMTP password. */
     password(id: number): Promise<string>
+    /** Replaces the SMTP password with a new generated one, returned: the old one no longer logs in. */
+    rotatePassword(id: number): Promise<string>
     setStatus(id: number, status: OrderStatus): Promise<boolean>
     addSender(id: number, pattern: string): Promise<boolean>
     removeSender(id: number, pattern: string): Promise<boolean>
@@ -781,6 +792,31 @@ export interface Store {
     signingKey(domain: string): Promise<SigningKey | undefined>
     /** Removes one key, or with no selector the domain and all its keys; the last key takes the domain with it. */
     remove(domain: string, selector?: string): Promise<boolean>
+  }
+  /**
+   * Failed authentications per client (its address and door, as the caller names it), one count
+   * for every node: a client that keeps guessing is refused for the rest of its window.
+   */
+  authFailures: {
+    /**
+     * When the client's throttle ends (ms), if it has been throttled in its current or a past
+     * window (the caller compares with now). Answered from the settings cache: a throttle started
+     * on another node is seen within the cache's delay.
+     */
+    throttledUntil(client: string): Promise<number | undefined>
+    /**
+     * Counts a failure at `now`, atomically across nodes: the client's window is `windowMs` from
+     * its first failure (a failure after it starts a new one). From the `max`-th failure in the
+     * window the client is throttled until the window ends. Answers the count and that end.
+     */
+    fail(input: {
+      client: string
+      now: number
+      windowMs: number
+      max: number
+    }): Promise<{ count: number; throttledUntil: number | null }>
+    /** Deletes the counts of windows that began before `before`; returns how many. */
+    sweep(before: number): Promise<number>
   }
   idempotency: {
     /**

@@ -256,6 +256,23 @@ describe('mailroom command', () => {
     expect(run('order', 'create', '--account', 'abc').stderr).toContain('--account must be a positive integer')
   })
 
+  it("replaces an order's SMTP password: the new one is the order's, the old one gone", async () => {
+    const account = json('account', 'create', '--json')
+    const order = json('order', 'create', '--account', String(account.id), '--json')
+    const rotated = json('order', 'password', 'rotate', '--order', String(order.id), '--json')
+    expect(rotated).toEqual({ id: order.id, username: `mb${order.id}`, password: expect.any(String) })
+    expect(rotated.password).not.toBe(order.password)
+    const store = openDataDir(dataDir)
+    expect(await store.orders.password(order.id)).toBe(rotated.password)
+    await store.close()
+    expect(run('order', 'password', 'rotate', '--order', String(order.id)).stdout).toMatch(
+      new RegExp(
+        `^mail order ${order.id}: new SMTP password\nSMTP username: mb${order.id}\nSMTP password: \\S{20,}\n$`,
+      ),
+    )
+    expect(run('order', 'password', 'rotate', '--order', '999').stderr).toContain('no mail order 999')
+  })
+
   it("lists an account's OAuth grants and revokes one at once; revoking an API key leaves grants alone", async () => {
     const server = await serve()
     const apiKey = /API key \(shown only now\): (mr_\S+)/.exec(server.output())![1]

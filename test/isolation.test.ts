@@ -79,6 +79,16 @@ describe('accounts are isolated from each other', () => {
       expect(JSON.stringify(body)).not.toContain(await env.services.store.orders.password(a.orderId))
     })
 
+    it("POST /mail/{id}/password of another account's order is a 404 like a missing one, and changes nothing", async () => {
+      const before = await env.services.store.orders.password(a.orderId)
+      const foreign = await call(b, 'POST', `/mail/${a.orderId}/password`)
+      const missing = await call(b, 'POST', '/mail/999999/password')
+      expect([foreign.status, missing.status]).toEqual([404, 404])
+      expect(await foreign.json()).toEqual({ code: 404, message: `id: mail order ${a.orderId} not found` })
+      expect(await missing.json()).toEqual({ code: 404, message: 'id: mail order 999999 not found' })
+      expect(await env.services.store.orders.password(a.orderId)).toBe(before)
+    })
+
     it("GET /mail/{id} of another account's canceled order is a 404 too", async () => {
       await env.services.store.orders.setStatus(a.orderId, 'canceled')
       await notFound(await call(b, 'GET', `/mail/${a.orderId}`), 'getMailOrderById')

@@ -27,6 +27,29 @@ export async function resolveOrder(
   return first
 }
 
+/** An order as the tools show it, without its password. */
+export const orderFields = (order: MailOrder) => ({
+  id: order.id,
+  status: order.status,
+  username: `mb${order.id}`,
+  ...(order.comment ? { comment: order.comment } : {}),
+  ...(order.sandbox ? { sandbox: true } : {}),
+})
+
+/**
+ * Why the caller may not see (or set) the order's SMTP password, or undefined when it may. The
+ * password sends what the order sends over SMTP, outside the caller's own limits: so only a caller
+ * that may send that mail itself sees it. A sandbox key, or a token granted with one, may send
+ * sandbox mail only (a sandbox order's); an access token may send nothing without `mail:send`.
+ */
+export function passwordWithheld(ctx: ToolContext, order: MailOrder): string | undefined {
+  if (ctx.scopes && !ctx.scopes.includes('mail:send'))
+    return 'the password sends mail, and this access token was not granted the mail:send scope'
+  if (ctx.sandbox && !order.sandbox)
+    return 'the password sends real mail, and this caller is a sandbox key (or a token granted with one): it may read the passwords of sandbox orders only'
+  return undefined
+}
+
 /** The active orders of the caller's account. */
 export async function activeOrders(ctx: ToolContext): Promise<MailOrder[]> {
   return (await ctx.store.orders.list(accountOf(ctx))).filter((o) => o.status === 'active')

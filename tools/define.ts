@@ -27,6 +27,8 @@ export interface ToolContext extends Services {
   idempotencyKey?: string
   /** Whether the caller's API key is a sandbox key: its sends are sandbox mail (relay/sandbox.ts). */
   sandbox?: boolean
+  /** The scopes of the caller's OAuth access token; undefined for an API key, which may do everything. */
+  scopes?: readonly string[]
 }
 
 export interface ToolAnnotations {
@@ -60,7 +62,7 @@ export interface Tool<I extends z.ZodObject = z.ZodObject, O extends z.ZodType =
   /** No API key needed (pingServer). */
   public?: boolean
   /** Refusals the tool can answer besides 401 (and 413/415 for request bodies), for the documents. */
-  errors: (400 | 404 | 409 | 422)[]
+  errors: (400 | 403 | 404 | 409 | 422)[]
   /**
    * Takes an idempotency key (REST: the Idempotency-Key header; MCP: the idempotencyKey argument):
    * a retried call with it runs once (tools/idempotency.ts).

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { defineTool } from './define.js'
-import { resolveOrder } from './common.js'
-import { MailOrderDetail } from './schemas.js'
+import { orderFields, passwordWithheld, resolveOrder } from './common.js'
+import { MailOrderDetail, WITHHELD_PASSWORD } from './schemas.js'
 
 export const getMailOrderById = defineTool({
   name: 'getMailOrderById',
@@ -10,20 +10,15 @@ export const getMailOrderById = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Returns the mail order `id` (from getMailOrders) with its SMTP `password`. Use it to set up a mail ' +
-    'program that sends through SMTP submission, logging in as `username` (mb<id>). 404 when `id` is not one ' +
-    "of the account's orders.",
+    'Returns the mail order `id` (from getMailOrders) with its SMTP `password` (or passwordWithheld), for a ' +
+    'mail program sending through SMTP submission, logging in as `username` (mb<id>). 404 when `id` is not ' +
+    "one of the account's orders.",
   input: z.object({ id: z.number().int().min(1).describe('The mail order to read.') }),
   output: MailOrderDetail,
   handler: async ({ id }, ctx) => {
     const order = await resolveOrder(ctx, id, { allowCanceled: true })
-    return {
-      id: order.id,
-      status: order.status,
-      username: `mb${order.id}`,
-      ...(order.comment ? { comment: order.comment } : {}),
-      ...(order.sandbox ? { sandbox: true } : {}),
-      password: await ctx.store.orders.password(order.id),
-    }
+    const withheld = passwordWithheld(ctx, order)
+    if (withheld) return { ...orderFields(order), password: WITHHELD_PASSWORD, passwordWithheld: withheld }
+    return { ...orderFields(order), password: await ctx.store.orders.password(order.id) }
   },
 })

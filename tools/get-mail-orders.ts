@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { accountOf, defineTool } from './define.js'
+import { orderFields } from './common.js'
 import { MailOrder } from './schemas.js'
 
 export const getMailOrders = defineTool({
@@ -16,12 +17,5 @@ export const getMailOrders = defineTool({
     'the SMTP password.',
   input: z.object({}),
   output: z.array(MailOrder),
-  handler: async (_input, ctx) =>
-    (await ctx.store.orders.list(accountOf(ctx))).map((o) => ({
-      id: o.id,
-      status: o.status,
-      username: `mb${o.id}`,
-      ...(o.comment ? { comment: o.comment } : {}),
-      ...(o.sandbox ? { sandbox: true } : {}),
-    })),
+  handler: async (_input, ctx) => (await ctx.store.orders.list(accountOf(ctx))).map(orderFields),
 })

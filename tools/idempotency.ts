@@ -20,6 +20,13 @@ export const IdempotencyKeyArgument = z.string().min(1).max(255)
 
 const RULE = 'a key is 1 to 255 printable ASCII characters'
 
+/**
+ * A sandbox caller's keys are held apart from the account's real ones: a rehearsal with a sandbox
+ * key must never answer a later real send with its result (nothing would be sent). A tab cannot
+ * be in a checked key, so no real key can be written to meet a sandbox one.
+ */
+const heldKey = (key: string, sandbox: boolean | undefined) => (sandbox ? `sandbox\t${key}` : key)
+
 /** A key as given (the Idempotency-Key header, or the MCP argument named `field`), or a 400 naming `field`. */
 export function checkIdempotencyKey(field: string, value: unknown): string {
   if (typeof value !== 'string') throw badInput(`${field}: expected a string; ${RULE}`)
@@ -42,15 +49,16 @@ export interface ToolAnswer {
 
 /**
  * Runs a tool's handler on its checked input, as every door does. A call of a tool that takes an
- * idempotency key, with one (`ctx.idempotencyKey`), runs at most once per account and key within
- * IDEMPOTENCY_WINDOW_MS: a later call with the same tool and input answers the first one's
- * response; one with another is a 422, and one while the first is under way a 409. A refusal or
+ * idempotency key, with one (`ctx.idempotencyKey`), runs at most once per account and key (a
+ * sandbox caller's keys apart from the real ones) within IDEMPOTENCY_WINDOW_MS: a later call with
+ * the same tool and input answers the first one's response; one with another is a 422, and one
+ * while the first is under way a 409. A refusal or
  * failure of the first call frees the key, so that the corrected call, or the retry, can run.
  */
 export async function runTool(tool: AnyTool, input: unknown, ctx: ToolContext): Promise<ToolAnswer> {
   const key = tool.idempotencyKey ? ctx.idempotencyKey : undefined
   if (key === undefined) return { status: 200, result: await tool.handler(input, ctx), replayed: false }
-  const hold = { accountId: accountOf(ctx), key, token: randomUUID() }
+  const hold = { accountId: accountOf(ctx), key: heldKey(key, ctx.sandbox), token: randomUUID() }
   const now = ctx.clock()
   const claim = await ctx.store.idempotency.begin({
     ...hold,

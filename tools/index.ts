@@ -14,6 +14,7 @@ import { getVolume } from './get-volume.js'
 import { getWebhooks } from './get-webhooks.js'
 import { pingServer } from './ping-server.js'
 import { rawMail } from './raw-mail.js'
+import { rotateOrderPassword } from './rotate-order-password.js'
 import { sendAdvMail } from './send-adv-mail.js'
 import { sendMail } from './send-mail.js'
 import { viewMailLog } from './view-mail-log.js'
@@ -39,4 +40,5 @@ export const TOOLS: readonly AnyTool[] = [
   deleteWebhook,
   getMessage,
   getVolume,
+  rotateOrderPassword,
 ]

@@ -25,8 +25,12 @@ export const MailOrder = z.object({
   sandbox: z.boolean().optional().describe('True for a sandbox order, whose mail never leaves.'),
 })
 
+/** What a withheld password reads as: the contract's field is a string, always present. */
+export const WITHHELD_PASSWORD = '********'
+
 export const MailOrderDetail = MailOrder.extend({
-  password: z.string().describe('Current SMTP AUTH password of the order.'),
+  password: z.string().describe(`Current SMTP AUTH password of the order ("${WITHHELD_PASSWORD}" if withheld).`),
+  passwordWithheld: z.string().optional().describe('Why the password is withheld from this caller.'),
 })
 
 /**

@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import { MailroomError, unauthorized } from '../errors.js'
-import { AUTH_FAILURE_WINDOW_MS, authThrottle } from '../relay/auth-throttle.js'
+import { AUTH_FAILURE_WINDOW_MS, authClient } from '../relay/auth-throttle.js'
 import { hashApiKey } from '../storage/secrets.js'
 import type { KeyOwner } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
@@ -37,54 +37,65 @@ const challenge = (door: Door, error?: string) =>
 /**
  * Checks X-API-KEY (or else an OAuth access token) for REST and MCP alike. Wrong keys and unknown
  * tokens are counted per client address (the socket's, or a trusted proxy's X-Forwarded-For, see
- * clientAddress; an IPv6 /64 as one); past MAILROOM_HTTP_MAX_AUTH_FAILURES in the window, every
- * request from there that needs a key is a 429 until the window passes, a right key too, as for
- * SMTP AUTH: else the answers would still tell a right guess from the wrong ones. Each wrong key
- * is logged (never the key), the last one saying that the throttle starts; the 429s are not, so
- * that a flood of guesses cannot flood the log. A token that expired, or whose grant was revoked,
- * or that is bound to another resource, is refused without being counted.
+ * clientAddress; an IPv6 /64 as one) in the store, so that every node shares one count; past
+ * MAILROOM_HTTP_MAX_AUTH_FAILURES in the window, every request from there that needs a key is a
+ * 429 until the window passes, a right key too, as for SMTP AUTH: else the answers would still
+ * tell a right guess from the wrong ones. A right key writes nothing: the check is answered from
+ * the settings cache. Each wrong key is logged (never the key), the last one saying that the
+ * throttle starts; the 429s are not, so that a flood of guesses cannot flood the log. A token that
+ * expired, or whose grant was revoked, or that is bound to another resource, is refused without
+ * being counted.
  */
 export function createAuth(services: Services): { authenticate: Authenticate; signIn: SignIn } {
   const { config, clock, logger, store } = services
-  const failures = authThrottle(config.http.maxAuthFailures, clock)
-  const fail = (c: Context, ip: string, what: string) => {
-    failures.fail(ip)
-    const refusedFor = Math.ceil(failures.retryAfter(ip) / 1000)
+  const max = config.http.maxAuthFailures
+  /** The store's name of a client's count: the door and the address (authClient). */
+  const clientOf = (ip: string) => `http ${authClient(ip)}`
+  const fail = async (c: Context, ip: string, what: string) => {
+    const failed = await store.authFailures.fail({
+      client: clientOf(ip),
+      now: clock(),
+      windowMs: AUTH_FAILURE_WINDOW_MS,
+      max,
+    })
     const line = { req: c.get('requestId'), ip, path: c.req.path }
-    if (!refusedFor) logger.warn(line, `wrong ${what}`)
-    else {
-      const within = `${config.http.maxAuthFailures} from this address within ${AUTH_FAILURE_WINDOW_MS / 60_000} minutes`
-      logger.warn(
-        { ...line, retryAfter: refusedFor },
-        `wrong ${what}: ${within}, so its requests are refused (429) for ${refusedFor} s`,
-      )
-    }
+    if (failed.throttledUntil === null) return logger.warn(line, `wrong ${what}`)
+    const refusedFor = Math.ceil((failed.throttledUntil - clock()) / 1000)
+    // Past the limit (guesses sent to several nodes at once), the guess is refused like the next one.
+    if (failed.count > max) throwThrottled(failed.throttledUntil)
+    const within = `${max} from this address within ${AUTH_FAILURE_WINDOW_MS / 60_000} minutes`
+    logger.warn(
+      { ...line, retryAfter: refusedFor },
+      `wrong ${what}: ${within}, so its requests are refused (429) for ${refusedFor} s`,
+    )
   }
-  const throttled = (ip: string) => {
-    const wait = Math.ceil(failures.retryAfter(ip) / 1000)
-    if (wait > 0) {
-      throw new MailroomError(429, `too many wrong API keys from this address: try again in ${wait} s`, {
-        headers: { 'Retry-After': String(wait) },
-      })
-    }
+  const throwThrottled = (until: number) => {
+    const wait = Math.ceil((until - clock()) / 1000)
+    throw new MailroomError(429, `too many wrong API keys from this address: try again in ${wait} s`, {
+      headers: { 'Retry-After': String(wait) },
+    })
+  }
+  const throttled = async (ip: string) => {
+    const until = await store.authFailures.throttledUntil(clientOf(ip))
+    if (until !== undefined && until > clock()) throwThrottled(until)
   }
   const signIn: SignIn = async (c, key) => {
     const ip = c.get('clientIp')
-    throttled(ip)
+    await throttled(ip)
     const owner = key.trim() ? await store.apiKeys.owner(key.trim()) : undefined
     if (owner !== undefined) return owner
-    fail(c, ip, 'API key')
+    await fail(c, ip, 'API key')
     throw unauthorized()
   }
   const authenticate: Authenticate = async (c, door) => {
     const ip = c.get('clientIp')
-    throttled(ip)
+    await throttled(ip)
     const key = c.req.header('x-api-key')
     const token = key ? undefined : bearerToken(c)
     if (token) return tokenIdentity(c, token, door)
     const owner = key ? await store.apiKeys.owner(key.trim()) : undefined
     if (owner !== undefined) return owner
-    if (key) fail(c, ip, 'API key')
+    if (key) await fail(c, ip, 'API key')
     throw refusal(door, unauthorized().message)
   }
   return { authenticate, signIn }
@@ -92,7 +103,7 @@ export function createAuth(services: Services): { authenticate: Authenticate; si
   async function tokenIdentity(c: Context, token: string, door: Door): Promise<Identity> {
     const found = await store.oauth.accessToken(hashApiKey(token))
     if (!found) {
-      fail(c, c.get('clientIp'), 'access token')
+      await fail(c, c.get('clientIp'), 'access token')
       throw refusal(door, 'the access token is not valid (unknown, or its grant was revoked)', 'invalid_token')
     }
     if (found.expiresAt <= clock()) throw refusal(door, 'the access token expired: refresh it', 'invalid_token')

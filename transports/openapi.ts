@@ -10,6 +10,7 @@ export const API_VERSION = '1.5.0'
 const ERROR_RESPONSES: Record<number, string> = {
   400: 'Invalid input: the message names the field and what is wrong.',
   401: 'The X-API-KEY header is missing or the key is invalid.',
+  403: 'Not allowed to this caller (a sandbox key, or an access token without the scope it needs).',
   404: 'No such record, or it belongs to another account.',
   409: 'A request with the same Idempotency-Key is still being processed; retry after Retry-After seconds.',
   422: 'The Idempotency-Key was used within 24 hours for a different request.',

@@ -60,6 +60,7 @@ export function mountRest(
           accountId: owner?.accountId ?? null,
           origin: c.get('clientIp'),
           sandbox: owner?.sandbox ?? false,
+          scopes: owner?.scopes,
           idempotencyKey,
         }
         const { status, result } = await runTool(tool, input, ctx)

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { createBlockStore } from './blocks.js'
 import { createDomainStore } from './domains.js'
+import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createHistoryStore } from './history.js'
@@ -43,6 +44,8 @@ export class NotMigratedError extends Error {}
 
 /** The key of the advisory lock that migrations are applied under ("mailroom" in ASCII). */
 const MIGRATION_LOCK = '7881706716637179757'
+/** The key of the advisory lock the first start's account is made under. */
+const FIRST_ACCOUNT_LOCK = '7881706716637179758'
 
 const ORDER =
   'SELECT id, account_id AS "accountId", status, comment, created_at AS "createdAt", sandbox FROM mail_orders'
@@ -159,6 +162,33 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
       async list() {
         return db.select().from(schema.accounts).orderBy(asc(schema.accounts.id))
       },
+      async createFirst({ account, orderComment }) {
+        const [apiKey, password] = [generateApiKey(), generatePassword()]
+        const now = account.createdAt
+        return changing(() =>
+          db.transaction(async (tx) => {
+            // Nodes starting at once take turns here; the check after the lock sees what the one
+            // before committed (READ COMMITTED takes a new snapshot for each statement).
+            await tx.execute(sql.raw(`SELECT pg_advisory_xact_lock(${FIRST_ACCOUNT_LOCK})`))
+            if ((await tx.select({ id: schema.accounts.id }).from(schema.accounts).limit(1)).length) return undefined
+            const [made] = await tx.insert(schema.accounts).values(account).returning()
+            await tx
+              .insert(schema.apiKeys)
+              .values({ accountId: made.id, prefix: apiKeyPrefix(apiKey), hash: hashApiKey(apiKey), createdAt: now })
+            const [{ passwordEnc: _, ...order }] = await tx
+              .insert(schema.mailOrders)
+              .values({
+                accountId: made.id,
+                status: 'active',
+                comment: orderComment,
+                passwordEnc: encrypt(secret, password),
+                createdAt: now,
+              })
+              .returning()
+            return { account: made, apiKey, order: { ...order, senders: [] }, password }
+          }),
+        )
+      },
     },
     apiKeys: {
       async create(accountId, now, { sandbox = false } = {}) {
@@ -236,6 +266,20 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
         if (!row) throw new Error(`no mail order ${id}`)
         return decrypt(secret, row.enc)
       },
+      async rotatePassword(id) {
+        const password = generatePassword()
+        const t = schema.mailOrders
+        if (
+          changed(
+            await db
+              .update(t)
+              .set({ passwordEnc: encrypt(secret, password) })
+              .where(eq(t.id, id)),
+          ) === 0
+        )
+          throw new Error(`no mail order ${id}`)
+        return password
+      },
       async setStatus(id, status) {
         const t = schema.mailOrders
         return changed(await changing(() => db.update(t).set({ status }).where(eq(t.id, id)))) > 0
@@ -304,6 +348,7 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
       },
     },
     domains: createDomainStore(db, pool, secret, hot),
+    authFailures: createAuthFailureStore(pool, cache),
     idempotency: createIdempotencyStore(pool),
     webhooks: createWebhookStore(pool, secret, outbox, changing),
     oauth: createOAuthStore(pool),

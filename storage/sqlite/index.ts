@@ -11,6 +11,7 @@ import { createHistoryStore, volumeCounter } from './history.js'
 import { createMailStore } from './mail.js'
 import { createQueueStore } from './queue.js'
 import { groupCommit } from './group-commit.js'
+import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createOAuthStore } from './oauth.js'
@@ -199,6 +200,36 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       async list() {
         return db.select().from(schema.accounts).orderBy(asc(schema.accounts.id)).all()
       },
+      async createFirst({ account, orderComment }) {
+        const [apiKey, password] = [generateApiKey(), generatePassword()]
+        const now = account.createdAt
+        // IMMEDIATE: the write lock is taken before the check, so another process's first start
+        // waits (busy_timeout) and then finds the account made.
+        return changing(() =>
+          db.transaction(
+            (tx) => {
+              if (tx.select({ id: schema.accounts.id }).from(schema.accounts).limit(1).get()) return undefined
+              const made = tx.insert(schema.accounts).values(account).returning().get() as Account
+              tx.insert(schema.apiKeys)
+                .values({ accountId: made.id, prefix: apiKeyPrefix(apiKey), hash: hashApiKey(apiKey), createdAt: now })
+                .run()
+              const { id } = tx
+                .insert(schema.mailOrders)
+                .values({
+                  accountId: made.id,
+                  status: 'active',
+                  comment: orderComment,
+                  passwordEnc: encrypt(secret, password),
+                  createdAt: now,
+                })
+                .returning({ id: schema.mailOrders.id })
+                .get()
+              return { account: made, apiKey, order: withSenders(hot.order.get(id) as OrderRow), password }
+            },
+            { behavior: 'immediate' },
+          ),
+        )
+      },
     },
     apiKeys: {
       async create(accountId, now, { sandbox = false } = {}) {
@@ -286,6 +317,13 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
           .get()
         if (!row) throw new Error(`no mail order ${id}`)
         return decrypt(secret, row.enc)
+      },
+      async rotatePassword(id) {
+        const password = generatePassword()
+        const set = { passwordEnc: encrypt(secret, password) }
+        if (db.update(schema.mailOrders).set(set).where(eq(schema.mailOrders.id, id)).run().changes === 0)
+          throw new Error(`no mail order ${id}`)
+        return password
       },
       async setStatus(id, status) {
         return (
@@ -498,6 +536,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
           return { ...key, privateKey: decrypt(secret, privateKeyEnc) }
         }),
     }),
+    authFailures: createAuthFailureStore(sqlite, cache),
     idempotency: createIdempotencyStore(sqlite),
     webhooks: createWebhookStore(sqlite, secret, outbox, changing),
     oauth: createOAuthStore(sqlite),

@@ -355,6 +355,23 @@ export const idempotencyKeys = sqliteTable(
   (t) => [primaryKey({ columns: [t.accountId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
 )
 
+/**
+ * Failed authentications per client (an address, or an IPv6 /64) and door, counted in the database
+ * so that every node shares one count (transports/auth.ts): `since` starts the window, and
+ * `throttled_until` is set once `count` reaches the limit. A trigger bumps the settings counter
+ * when a throttle starts, so that every node's cached answer for the client is dropped.
+ */
+export const authFailures = sqliteTable(
+  'auth_failures',
+  {
+    client: text('client').primaryKey(),
+    count: integer('count').notNull(),
+    since: integer('since').notNull(),
+    throttledUntil: integer('throttled_until'),
+  },
+  (t) => [index('auth_failures_since').on(t.since)],
+)
+
 /** An account's webhook endpoints (Standard Webhooks): where its message events are posted, signed. */
 export const webhooks = sqliteTable(
   'webhooks',

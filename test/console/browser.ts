@@ -36,6 +36,7 @@ export async function startConsole(traps: string[] = []) {
   const other = await createAccount(admin, 'other')
   const otherOrder = await createOrder(admin, other.account.id, 'theirs', [])
   for (const trap of traps) await admin.store.traps.add(trap, Date.now())
+  const sandboxKey = (await admin.store.apiKeys.create(1, Date.now(), { sandbox: true })).key
   await admin.close()
   const browser = await launchChromium()
   const api = async (method: string, path: string, body?: unknown, key = started.apiKey) => {
@@ -53,6 +54,8 @@ export async function startConsole(traps: string[] = []) {
     browser,
     api,
     apiKey: started.apiKey,
+    /** A sandbox key of the same account. */
+    sandboxKey,
     smtp: started.smtp,
     other: { apiKey: other.apiKey, username: `mb${otherOrder.order.id}` },
     /** Waits until every row of transaction `txid` is final (delivered or failed). */

@@ -13,10 +13,10 @@ describeChromium('console: overview, blocks, rules and orders', () => {
   afterAll(() => env?.close())
 
   const send = (fields: Record<string, string>) => env.api('POST', '/mail/send', { body: 'x', ...fields })
-  const open = async (path: string, options = {}) => {
+  const open = async (path: string, options = {}, key = env.apiKey) => {
     const { context, page, problems } = await newPage(env, options)
     await page.goto(`${env.base}/console/sign-in`)
-    await signIn(page, env.base, env.apiKey)
+    await signIn(page, env.base, key)
     await page.goto(`${env.base}${path}`)
     return { context, page, problems }
   }
@@ -161,6 +161,20 @@ describeChromium('console: overview, blocks, rules and orders', () => {
     })
     transport.close()
     expect(info.accepted).toEqual(['bob@example.com'])
+    expect(problems()).toEqual([])
+    await context.close()
+  })
+
+  it("Orders with a sandbox key: a real order's password is withheld, with the reason, nothing to copy", async () => {
+    const { context, page, problems } = await open('/console/orders', {}, env.sandboxKey)
+    await page.getByRole('button', { name: 'Show the password of mb1' }).click()
+    const withheld = page.locator('#password-1')
+    await withheld.waitFor()
+    expect(await withheld.textContent()).toMatch(
+      /^Withheld: the password sends real mail, and this caller is a sandbox key/,
+    )
+    expect(await page.content()).not.toContain(env.smtp.pass)
+    expect(await page.getByRole('button', { name: 'Copy the password of mb1' }).count()).toBe(0)
     expect(problems()).toEqual([])
     await context.close()
   })

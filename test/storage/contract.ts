@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe } from 'vitest'
 import type { Store } from '../../storage/store.js'
+import { authFailuresContract } from './contract/auth-failures.js'
 import { durabilityContract } from './contract/durability.js'
 import { type Fixture, type OpenedStore, T0 } from './contract/fixture.js'
 import { historyContract } from './contract/history.js'
@@ -57,6 +58,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     })
 
     identityContract(f)
+    authFailuresContract(f)
     queueContract(f)
     logContract(f)
     rulesContract(f)

@@ -22,6 +22,28 @@ describe('getMailOrderById', () => {
     expect(getMailOrderById.output.parse(result)).toEqual(result)
   })
 
+  it.each([
+    ['a sandbox key', { sandbox: true }, /this caller is a sandbox key/],
+    ["a sandbox key's token", { sandbox: true, scopes: ['mail:read', 'mail:send'] }, /this caller is a sandbox key/],
+    ['a token without mail:send', { scopes: ['mail:read', 'mail:manage'] }, /not granted the mail:send scope/],
+  ])("withholds a real order's password from %s, saying why", async (_label, caller, why) => {
+    const result = await run(getMailOrderById, { id: env.orderId }, { ...env.ctx, ...caller })
+    expect(result).toEqual({
+      id: env.orderId,
+      status: 'active',
+      username: `mb${env.orderId}`,
+      password: '********',
+      passwordWithheld: expect.stringMatching(why),
+    })
+  })
+
+  it("shows the password to a token with mail:send of a real key, and a sandbox order's to a sandbox key", async () => {
+    const real = await run(getMailOrderById, { id: env.orderId }, { ...env.ctx, scopes: ['mail:send'] })
+    expect(real.password).toBe(await env.services.store.orders.password(env.orderId))
+    const { order, password } = await addOrder(env, { sandbox: true })
+    expect(await run(getMailOrderById, { id: order.id }, { ...env.ctx, sandbox: true })).toMatchObject({ password })
+  })
+
   it('leaves out the comment when the order has none', async () => {
     const result = await run(getMailOrderById, { id: env.orderId }, env.ctx)
     expect(result).not.toHaveProperty('comment')

@@ -122,12 +122,16 @@ export function sql(env: TestEnv) {
 }
 
 /** A second order of the env's account. */
-export async function addOrder(env: TestEnv, options: { comment?: string | null; senders?: string[] } = {}) {
+export async function addOrder(
+  env: TestEnv,
+  options: { comment?: string | null; senders?: string[]; sandbox?: boolean } = {},
+) {
   return env.services.store.orders.create({
     accountId: env.accountId,
     comment: options.comment ?? null,
     senders: options.senders ?? [],
     now: env.clock(),
+    sandbox: options.sandbox,
   })
 }
 

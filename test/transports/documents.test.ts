@@ -80,6 +80,7 @@ describe('discovery documents', () => {
       'getMessage',
       'getVolume',
       'getWebhooks',
+      'rotateOrderPassword',
     ])
     for (const o of extensions) expect(UPSTREAM.paths[o.path], o.line).toBeUndefined()
   })

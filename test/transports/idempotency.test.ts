@@ -205,6 +205,24 @@ describe('idempotency keys, end to end', () => {
     expect((await arrived('bad key')).logged).toEqual([])
   })
 
+  it("a sandbox key's use of a key never answers the account's real send with it", async () => {
+    const admin = await openRuntime(config, { logger: silentLogger })
+    const { key: sandboxKey } = await admin.store.apiKeys.create(1, Date.now(), { sandbox: true })
+    await admin.close()
+    await expect.poll(async () => (await rest('/mail/send', mail('rehearsed'), 'k-both', sandboxKey)).status).toBe(200)
+    const rehearsal = await (await rest('/mail/send', mail('rehearsed'), 'k-both', sandboxKey)).json()
+    const real = await rest('/mail/send', mail('rehearsed'), 'k-both')
+    expect(real.status).toBe(200)
+    const sent = await real.json()
+    expect(sent.text).not.toBe(rehearsal.text)
+    // Each kind of key still replays its own answer.
+    expect(await (await rest('/mail/send', mail('rehearsed'), 'k-both')).json()).toEqual(sent)
+    expect(await (await rest('/mail/send', mail('rehearsed'), 'k-both', sandboxKey)).json()).toEqual(rehearsal)
+    const { logged, sunk } = await arrived('rehearsed')
+    expect(logged.sort()).toEqual([rehearsal.text, sent.text].sort())
+    expect(sunk).toHaveLength(1)
+  })
+
   it("another account's same key is independent", async () => {
     const admin = await openRuntime(config, { logger: silentLogger })
     const other = await createAccount(admin, 'other')

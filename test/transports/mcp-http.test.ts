@@ -18,7 +18,7 @@ import { expectNothingQueued, run } from '../tools/support.js'
 
 const byName = (name: string) => TOOLS.find((t) => t.name === name)!
 /** The tools beyond the hosted service's contract. */
-const EXTENSIONS = ['addWebhook', 'getWebhooks', 'deleteWebhook', 'getMessage', 'getVolume']
+const EXTENSIONS = ['addWebhook', 'getWebhooks', 'deleteWebhook', 'getMessage', 'getVolume', 'rotateOrderPassword']
 
 /** Arguments that make each tool succeed for a fresh test account that sent `txid`. */
 function happyArgs(env: TestEnv, ruleId: string, txid: string, webhookId = 1): Record<string, Record<string, unknown>> {
@@ -47,6 +47,7 @@ function happyArgs(env: TestEnv, ruleId: string, txid: string, webhookId = 1): R
     deleteWebhook: { id: webhookId },
     getMessage: { id: txid },
     getVolume: { interval: 'hour' },
+    rotateOrderPassword: { id: env.orderId },
   }
 }
 

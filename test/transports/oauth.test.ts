@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { TOOLS } from '../../tools/index.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { expectNothingQueued } from '../tools/support.js'
 import {
@@ -105,7 +106,7 @@ describe('OAuth authorization server', () => {
     expect(tokens.access_token).toMatch(/^mra_/)
     expect(tokens.refresh_token).toMatch(/^mrr_/)
     const list = await (await mcpWithToken(env.app, tokens.access_token, toolsList)).json()
-    expect(list.result.tools).toHaveLength(18)
+    expect(list.result.tools).toHaveLength(TOOLS.length)
     const sent = await (await mcpWithToken(env.app, tokens.access_token, sendMail)).json()
     expect(sent.result.structuredContent).toMatchObject({ status: 'ok' })
     expect(await grants()).toEqual([

@@ -29,7 +29,7 @@ type Json = any
 
 const TXID = /^[0-9a-f]{18,19}$/
 /** The operations beyond the contract, which its document cannot check. */
-const EXTENSIONS = ['addWebhook', 'getWebhooks', 'deleteWebhook', 'getMessage', 'getVolume']
+const EXTENSIONS = ['addWebhook', 'getWebhooks', 'deleteWebhook', 'getMessage', 'getVolume', 'rotateOrderPassword']
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0) // the test clock's start
 const SEND = { to: 'bob@example.com', from: 'alice@example.org', subject: 'Quarterly report', body: 'Hello Bob' }
 const RAW = [
@@ -226,6 +226,7 @@ describe('REST API', () => {
       { op: 'deleteWebhook', method: 'DELETE', path: () => '/webhooks/1' },
       { op: 'getMessage', method: 'GET', path: () => '/mail/log/0190f3a2b4c5d6e7f8' },
       { op: 'getVolume', method: 'GET', path: () => '/mail/volume' },
+      { op: 'rotateOrderPassword', method: 'POST', path: (e) => `/mail/${e.orderId}/password` },
     ]
 
     it('covers every protected operation', () => {

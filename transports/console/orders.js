@@ -17,6 +17,10 @@ function passwordField(order) {
     await guard(async () => {
       const detail = await api('GET', `/mail/${order.id}`)
       const id = `password-${order.id}`
+      const hide = h('button', { type: 'button', class: 'quiet', onclick: hidden }, 'Hide')
+      // A key that may not send this order's mail is not shown its password: say why, offer nothing to copy.
+      if (detail.passwordWithheld)
+        return dd.replaceChildren(h('span', { id }, `Withheld: ${detail.passwordWithheld}.`), ' ', hide)
       dd.replaceChildren(
         h('code', { id }, detail.password),
         ' ',
@@ -26,7 +30,7 @@ function passwordField(order) {
           'Copy',
         ),
         ' ',
-        h('button', { type: 'button', class: 'quiet', onclick: hidden }, 'Hide'),
+        hide,
       )
     })
   }

@@ -24,6 +24,21 @@ export function identityContract(f: Fixture) {
       expect(await f.store.apiKeys.list(f.otherAccountId)).toEqual([])
     })
 
+    it('makes no first account once an account exists', async () => {
+      const account = {
+        name: 'default',
+        currency: 'USD',
+        priceBase: 1,
+        pricePerMessage: 0,
+        billingDay: 1,
+        createdAt: T0,
+      }
+      expect(await f.store.accounts.createFirst({ account, orderComment: 'first' })).toBeUndefined()
+      expect(await (await f.another()).accounts.createFirst({ account, orderComment: 'first' })).toBeUndefined()
+      expect((await f.store.accounts.list()).map((a) => a.name)).toEqual(['a', 'b'])
+      expect((await f.store.orders.list(f.accountId)).map((o) => o.id)).toEqual([f.orderId])
+    })
+
     it("keeps an order's password, status and senders, lowercased", async () => {
       const { order, password } = await f.store.orders.create({
         accountId: f.accountId,
@@ -44,6 +59,18 @@ export function identityContract(f: Fixture) {
         [order.id, 'canceled'],
       ])
       expect(await f.store.orders.get(order.id + 1000)).toBeUndefined()
+    })
+
+    it("replaces an order's password with a new one, on every connection, and no other order's", async () => {
+      const before = await f.store.orders.password(f.orderId)
+      const other = await f.store.orders.password(f.otherOrderId)
+      const rotated = await f.store.orders.rotatePassword(f.orderId)
+      expect(rotated).not.toBe(before)
+      expect(rotated.length).toBeGreaterThanOrEqual(20)
+      expect(await f.store.orders.password(f.orderId)).toBe(rotated)
+      expect(await (await f.another()).orders.password(f.orderId)).toBe(rotated)
+      expect(await f.store.orders.password(f.otherOrderId)).toBe(other)
+      await expect(f.store.orders.rotatePassword(f.otherOrderId + 1000)).rejects.toThrow(/no mail order/)
     })
 
     it("signs a domain's mail with its oldest key, and keeps the domain to the account that has it", async () => {
