@@ -33,12 +33,13 @@ describe('scopes', () => {
     ['deleteWebhook', 'mail:manage'],
     ['getMessage', 'mail:read'],
     ['getVolume', 'mail:read'],
+    ['rotateOrderPassword', 'mail:manage'],
   ])('%s needs %s', (name, scope) => {
     expect(scopeOf(TOOLS.find((t) => t.name === name)!)).toBe(scope)
   })
 
   it('covers every tool', () => {
-    expect(TOOLS).toHaveLength(18)
+    expect(TOOLS).toHaveLength(19)
   })
 })
 
