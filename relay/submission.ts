@@ -5,11 +5,12 @@ import { domainToASCII } from 'node:url'
 import type { Config } from '../config.js'
 import type { Metrics } from '../metrics.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
-import type { MailOrder, Store } from '../storage/store.js'
+import { BODY_PART_SIZE, type MailOrder, type Store } from '../storage/store.js'
 import { canonicalAddress, isAscii, isEmail, notAnEmail } from './addresses.js'
 import { authClient, authThrottle } from './auth-throttle.js'
 import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
+import type { ByteBudget } from './byte-budget.js'
 import { Refusal, type RefusalReason } from './refusal.js'
 
 /**
@@ -58,6 +59,8 @@ export interface SubmissionDeps {
   logger: Logger
   clock: () => number
   tls: { key: string | Buffer; cert: string | Buffer }
+  /** Message bytes held in memory, shared with every other door of the process. */
+  budget: ByteBudget
   /** Shared with the process's other submission server; its own when not given. */
   limits?: SubmissionLimits
   /** Where sessions and the refusals of the envelope's commands are counted, if anywhere. */
@@ -89,6 +92,13 @@ const asReply = (err: unknown) => {
 
 const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
 
+/** RFC 3463 §3.4: X.3.1, mail system full; a 4xx the client tries again later (RFC 5321 §4.2.5). */
+const BUSY = () =>
+  reply(451, '4.3.1 The server is busy: it holds as many messages in memory as it may; try again later')
+
+/** Bytes reserved for a message that declared no SIZE, before its first chunk: the rest as it arrives. */
+const FIRST_RESERVATION = 64 * 1024
+
 /**
  * The SMTP submission server: AUTH PLAIN/LOGIN as mb<id> with the order's password, then the
  * same sending pipeline as REST and MCP. Sender checks answer at MAIL FROM, destination rules at
@@ -97,7 +107,7 @@ const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
  * its first byte (implicit TLS, RFC 8314 §3.3) instead of upgraded by STARTTLS.
  */
 export function createSubmissionServer(deps: SubmissionDeps, options: { secure?: boolean } = {}): SMTPServer {
-  const { store, relay, config, logger, clock, metrics } = deps
+  const { store, relay, config, logger, clock, metrics, budget } = deps
   /** Counts a refusal at MAIL FROM, RCPT TO or the end of DATA that the pipeline's submit does not count itself. */
   const counted = <E>(err: E, reason?: RefusalReason): E => {
     const why = reason ?? (err instanceof Refusal ? err.reason : undefined)
@@ -259,20 +269,51 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
     },
 
     onData(stream, session, callback) {
+      const order = orderOf(session)!
+      // The message's bytes are held in memory until the commit: they are reserved from the
+      // budget every door shares, for the order's account, before any is kept. A declared SIZE
+      // (RFC 1870) is reserved whole; without one, a little, and more as the bytes arrive.
+      const args = session.envelope.mailFrom ? session.envelope.mailFrom.args : false
+      const declared = Number(args ? args.SIZE : undefined)
+      const held = budget.reserve(
+        declared > 0 ? Math.min(declared, config.maxMessageSize) : FIRST_RESERVATION,
+        order.accountId,
+      )
+      // smtp-server has already decided to answer 354 (it has no hook before that reply), so the
+      // refusal is the reply to the end of the data: it reads the message and drops it meanwhile.
+      if (!held) return callback(BUSY())
       const body = new MessageBuffer()
+      /** Set once the message cannot be taken (past the size limit, or the budget): its bytes are dropped as they come. */
+      let dropped: 'too_large' | 'busy' | 'gone' | null = null
+      const drop = (why: 'too_large' | 'busy' | 'gone') => {
+        dropped = why
+        body.clear()
+        held.release()
+      }
       stream.on('data', (chunk: Buffer) => {
-        // Past the limit the rest is read and dropped: nothing beyond it is held in memory.
-        if (!stream.sizeExceeded) body.push(chunk)
+        if (dropped) return
+        if (stream.sizeExceeded) return drop('too_large')
+        // A grow refused in the middle of the message: the rest is read and dropped, and the end
+        // of data answered 451 (not spooled to disk: the commit takes the message in memory all
+        // the same, so a spool would only move the peak there).
+        const more = body.bytes + chunk.length - held.bytes
+        if (more > 0 && !held.grow(more)) return drop('busy')
+        body.push(chunk)
+      })
+      // The client went away before the end of the data: nothing is submitted.
+      stream.on('close', () => {
+        if (!stream.readableEnded) drop('gone')
       })
       stream.on('end', async () => {
-        if (stream.sizeExceeded)
-          return callback(
-            counted(
-              reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`),
-              'too_large',
-            ),
-          )
         try {
+          if (stream.sizeExceeded || dropped === 'too_large')
+            return callback(
+              counted(
+                reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`),
+                'too_large',
+              ),
+            )
+          if (dropped === 'busy') return callback(BUSY())
           const raw = body.take()
           const ip = session.remoteAddress.replace(/^::ffff:/, '')
           const headers = readHeaders(messageHead(raw), 'message')
@@ -281,7 +322,6 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
           const txid = relay.newTxid()
           const added = missingHeaders(headers, txid, new Date(clock()), headers.from ?? envFrom)
           // The order may have been canceled, or its senders changed, since MAIL FROM.
-          const order = orderOf(session)!
           await relay.submit({
             txid,
             order: (await store.orders.get(order.id)) ?? order,
@@ -303,6 +343,9 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
         } catch (err) {
           if (!(err instanceof MailroomError)) logger.error({ err }, 'SMTP submission failed')
           callback(asReply(err))
+        } finally {
+          // Committed or refused, the bytes are no longer this door's to hold.
+          held.release()
         }
       })
     },
@@ -312,25 +355,42 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
 }
 
 /**
- * The bytes of a message as they arrive, kept as the chunks smtp-server hands over. Those are
- * already its own copies (it joins each chunk it reads to the end of the one before while it
- * looks for the end of the data), so a large message is held once, not copied again into one
- * buffer, and goes to the queue in those pieces.
+ * The bytes of a message as they arrive, held once. smtp-server hands over chunks of the size the
+ * socket read (16 KB under TLS), each its own copy that may share memory with what the client
+ * sent next. They are joined into parts of BODY_PART_SIZE as they come, the size the queue stores
+ * and the engine thread takes over without a copy: one copy of 1 MB at a time, instead of
+ * thousands of small pieces that the queue would join again into a second copy of the whole.
  */
 class MessageBuffer {
-  private pieces: Buffer[] = []
+  private parts: Buffer[] = []
+  private pending: Buffer[] = []
+  private pendingBytes = 0
+  bytes = 0
 
   push(chunk: Buffer): void {
-    this.pieces.push(chunk)
+    this.pending.push(chunk)
+    this.pendingBytes += chunk.length
+    this.bytes += chunk.length
+    if (this.pendingBytes >= BODY_PART_SIZE) this.flush()
   }
 
-  /**
-   * The pieces, theirs to hand over. smtp-server goes on to read what the client sent after the
-   * message from the memory of the last chunk, so the pieces in that memory are copied out.
-   */
+  /** Drops what is held. */
+  clear(): void {
+    this.parts = []
+    this.pending = []
+    this.pendingBytes = 0
+  }
+
+  /** The parts, theirs to hand over: none shares memory with smtp-server's (the last is copied out too). */
   take(): Buffer[] {
-    const last = this.pieces.at(-1)?.buffer
-    return this.pieces.map((piece) => (piece.buffer === last ? Buffer.from(piece) : piece))
+    this.flush()
+    return this.parts
+  }
+
+  private flush(): void {
+    if (this.pending.length) this.parts.push(Buffer.concat(this.pending, this.pendingBytes))
+    this.pending = []
+    this.pendingBytes = 0
   }
 }
 

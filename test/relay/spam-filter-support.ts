@@ -71,8 +71,8 @@ export function smtpMessage(mail: Mail): string {
  */
 export async function startHarness(tls: { key: Buffer; cert: Buffer }) {
   const env: TestEnv = await createTestEnv()
-  const { store, relay, config, logger, clock } = env.services
-  const smtp: SMTPServer = createSubmissionServer({ store, relay, config, logger, clock, tls })
+  const { store, relay, config, logger, clock, budget } = env.services
+  const smtp: SMTPServer = createSubmissionServer({ store, relay, config, logger, clock, budget, tls })
   await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', () => resolve()))
   const port = (smtp.server.address() as AddressInfo).port
   const mcpClients = new Map<number, Client>()

@@ -162,6 +162,11 @@ export class RawSmtp {
     return this.next()
   }
 
+  /** Bytes as they are, without waiting for a reply (a message sent in parts). */
+  send(bytes: Buffer): void {
+    this.socket.write(bytes)
+  }
+
   /** STARTTLS, then the handshake (the server's certificate is self-signed: not verified). */
   async starttls(): Promise<string> {
     const reply = await this.cmd('STARTTLS')

@@ -1,10 +1,12 @@
 import type Database from 'better-sqlite3'
+import { execFile } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import type { SMTPServer } from 'smtp-server'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { loadConfig } from '../../config.js'
 import { AUTH_FAILURE_WINDOW_MS, authClient, authThrottle } from '../../relay/auth-throttle.js'
 import { createSubmissionServer, submissionLimits } from '../../relay/submission.js'
@@ -15,6 +17,7 @@ import { RawSmtp, SmtpClient, refusal } from './submission-client.js'
 
 const QUEUED = /^250 Message queued as ([0-9a-f]{18})$/
 const MINUTE = 60_000
+const execFileAsync = promisify(execFile)
 
 /** A message with CRLF line ends, as it travels; the dot line checks dot-stuffing both ways. */
 /** A message after DATA as a client writes it: CRLF lines, then the terminating dot. */
@@ -65,9 +68,9 @@ afterEach(async () => {
 /** A test env and its submission server on 127.0.0.1, an ephemeral port. */
 async function start(overrides: Record<string, string> = {}) {
   const e = (env = await createTestEnv(overrides))
-  const { store, relay, config, logger, clock } = e.services
+  const { store, relay, config, logger, clock, budget } = e.services
   const limits = submissionLimits(config, clock)
-  const s = (server = createSubmissionServer({ store, relay, config, logger, clock, tls, limits }))
+  const s = (server = createSubmissionServer({ store, relay, config, logger, clock, budget, tls, limits }))
   await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()))
   const port = (s.server.address() as AddressInfo).port
   const sqlite = (store as unknown as { sqlite: Database.Database }).sqlite
@@ -76,6 +79,8 @@ async function start(overrides: Record<string, string> = {}) {
     env: e,
     port,
     limits,
+    /** Message bytes held in memory now, by every door. */
+    held: () => e.services.budget.held().total,
     user: `mb${e.orderId}`,
     password: await store.orders.password(e.orderId),
     /** A nodemailer SMTPConnection, connected (STARTTLS done unless tls: false). */
@@ -671,9 +676,9 @@ describe('SMTP submission: limits', () => {
 
   it('counts a client once across the STARTTLS and the implicit-TLS servers: the implicit-TLS one refuses a connection past the limit', async () => {
     const t = await start({ MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS: '1' })
-    const { store, relay, config, logger, clock } = t.env.services
+    const { store, relay, config, logger, clock, budget } = t.env.services
     const secure = createSubmissionServer(
-      { store, relay, config, logger, clock, tls, limits: t.limits },
+      { store, relay, config, logger, clock, budget, tls, limits: t.limits },
       { secure: true },
     )
     await new Promise<void>((resolve) => secure.listen(0, '127.0.0.1', () => resolve()))
@@ -731,6 +736,124 @@ describe('SMTP submission: limits', () => {
     expect(await raw.cmd('RCPT TO:<two@example.net>')).toMatch(/^250 /)
     expect(await raw.cmd('RCPT TO:<ONE@example.net>')).toMatch(/^250 /)
     expect(await raw.cmd('RCPT TO:<three@example.net>')).toMatch(/^452 4\.5\.3 /)
+  })
+})
+
+/** A budget of 64 KB per account, 128 KB in all: a message of the largest size holds its account's share. */
+const SMALL_BUDGET = {
+  MAILROOM_MAX_MESSAGE_SIZE: '64kb',
+  MAILROOM_HTTP_BODY_LIMIT: '64kb',
+  MAILROOM_MEMORY_BUDGET_PER_ACCOUNT: '64kb',
+  MAILROOM_MEMORY_BUDGET: '128kb',
+}
+const BUSY = '451 4.3.1 The server is busy: it holds as many messages in memory as it may; try again later'
+/** A message of about `bytes` bytes. */
+const messageOf = (bytes: number) =>
+  message('alice@example.org', 'bob@example.net', `${'x'.repeat(98)}\r\n`.repeat(bytes / 100))
+
+/**
+ * A session of the first order in the middle of DATA: MAIL FROM with SIZE=`size` (RFC 1870),
+ * the head of its message sent, the rest not yet. `finish` sends the rest and resolves with the reply.
+ */
+async function midData(t: Started, size: number) {
+  const { raw } = await t.rawSession()
+  expect(await raw.cmd(`MAIL FROM:<alice@example.org> SIZE=${size}`)).toMatch(/^250 /)
+  expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
+  expect(await raw.cmd('DATA')).toMatch(/^354 /)
+  const [head, rest] = [dataOf(message()).subarray(0, 40), dataOf(message()).subarray(40)]
+  const reply = raw.data(head)
+  return { raw, finish: () => (raw.send(rest), reply) }
+}
+
+describe('SMTP submission: the memory budget', () => {
+  it('answers 451 4.3.1 at DATA while the account holds its share, stores nothing, and takes the message once it is free', async () => {
+    const t = await start(SMALL_BUDGET)
+    const first = await midData(t, 60_000)
+    // The declared SIZE is held from DATA on, before a byte of the message arrived.
+    expect(t.held()).toBe(60_000)
+    const c = await authed(t)
+    const err = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))
+    expect(err.responseCode).toBe(451)
+    expect(err.response).toBe(BUSY)
+    expect(t.stored()).toEqual(NOTHING)
+    expect(t.held()).toBe(60_000)
+
+    expect(await first.finish()).toMatch(QUEUED)
+    expect(t.held()).toBe(0)
+    // The same connection is answered as usual once the budget has room.
+    txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+    expect(t.stored()).toEqual({ messages: 2, bodies: 2, deliveries: 2 })
+    expect(t.held()).toBe(0)
+  })
+
+  it("takes another account's message while the first account is at its limit", async () => {
+    const t = await start(SMALL_BUDGET)
+    const first = await midData(t, 64 * 1024)
+    const c = await authed(t)
+    expect((await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message()))).response).toBe(
+      BUSY,
+    )
+    const other = await t.env.newAccount()
+    const c2 = await t.client()
+    await c2.login(`mb${other.orderId}`, await t.env.services.store.orders.password(other.orderId))
+    const txid = txidOf((await c2.send({ from: 'carol@example.org', to: ['dave@example.net'] }, message())).response)
+    expect((await t.log(other.orderId)).map((r) => r.id)).toEqual([txid])
+    expect(t.stored()).toEqual({ messages: 1, bodies: 1, deliveries: 1 })
+    expect(await first.finish()).toMatch(QUEUED)
+    expect(t.held()).toBe(0)
+  })
+
+  it('reads a message without SIZE that outgrows the budget to its end, drops it and answers 451 4.3.1, storing nothing', async () => {
+    const limits = { MAILROOM_MAX_MESSAGE_SIZE: '200kb', MAILROOM_HTTP_BODY_LIMIT: '200kb' }
+    const t = await start({ ...limits, MAILROOM_MEMORY_BUDGET_PER_ACCOUNT: '200kb', MAILROOM_MEMORY_BUDGET: '200kb' })
+    // Another door holds half: the message's first 64 KB fit, the rest does not.
+    const elsewhere = t.env.services.budget.reserve(100 * 1024, null)!
+    const c = await authed(t)
+    const big = messageOf(150_000)
+    const err = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, big))
+    expect(err.response).toBe(BUSY)
+    expect(t.stored()).toEqual(NOTHING)
+    expect(t.held()).toBe(100 * 1024)
+    elsewhere.release()
+    txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, big)).response)
+    expect(t.held()).toBe(0)
+  })
+
+  it('gives back what a message held on every other path: 552 past the size limit, a refusal at the end of DATA, a client gone mid-message', async () => {
+    const t = await start(SMALL_BUDGET)
+    const c = await authed(t)
+    const tooBig = await refusal(c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, messageOf(70_000)))
+    expect(tooBig.responseCode).toBe(552)
+    expect(t.held()).toBe(0)
+
+    const { raw } = await t.rawSession()
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^250 /)
+    expect(await raw.cmd('DATA')).toMatch(/^354 /)
+    expect(await raw.data(Buffer.from('From: alice@example.org\r\nX-A: 1\rB\r\n\r\nbody\r\n.\r\n'))).toMatch(
+      /^550 5\.6\.0 /,
+    )
+    expect(t.held()).toBe(0)
+
+    const gone = await midData(t, 60_000)
+    expect(t.held()).toBe(60_000)
+    gone.raw.close()
+    await vi.waitFor(() => expect(t.held()).toBe(0), { timeout: 10_000 })
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('answers swaks 451 4.3.1 at DATA too, storing nothing', async () => {
+    const t = await start(SMALL_BUDGET)
+    const elsewhere = t.env.services.budget.reserve(64 * 1024, t.env.accountId)!
+    const { stdout } = await execFileAsync('swaks', [
+      ...['--server', `127.0.0.1:${t.port}`, '--tls', '--auth', 'PLAIN'],
+      ...['--auth-user', t.user, '--auth-password', t.password],
+      ...['--from', 'alice@example.org', '--to', 'bob@example.net', '--body', 'Hello from swaks'],
+    ]).catch((err: { stdout: string }) => err)
+    expect(stdout).toContain(`<~* ${BUSY}`)
+    expect(t.stored()).toEqual(NOTHING)
+    elsewhere.release()
+    expect(t.held()).toBe(0)
   })
 })
 

@@ -1,0 +1,82 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { type HostileLoad, type HostileOutcome, runHostileLoad } from './hostile.js'
+
+const MB = 1024 * 1024
+/**
+ * The issue's load (160 × 39 MB over REST, 160 × 24 MB over SMTP, against the default 256 MB
+ * budget) scaled to a 2-core CI machine: 16 clients a door, 8 MB each, against a budget of 32 MB
+ * (16 MB an account: every client here is the same account), so that only some fit at once and
+ * the others must be told to try later.
+ */
+const BUDGET = 32 * MB
+const CLIENTS = 16
+const SIZE = 8 * MB
+const SETTINGS = {
+  MAILROOM_MEMORY_BUDGET: '32mb',
+  MAILROOM_MEMORY_BUDGET_PER_ACCOUNT: '16mb',
+  MAILROOM_MAX_MESSAGE_SIZE: '10mb',
+  MAILROOM_HTTP_BODY_LIMIT: '10mb',
+}
+/**
+ * TODO(#35): the REST door's part of the budget is being built beside this one; until it has
+ * landed, 16 REST bodies of 8 MB are all read, parsed and submitted at once, and /healthz waits
+ * seconds behind them. Set to true with that change.
+ */
+const REST_DOOR_BUDGETED = false
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+function run(load: Omit<HostileLoad, 'env' | 'deliveryTimeoutMs'>) {
+  const dir = mkdtempSync(join(tmpdir(), 'mailroom-hostile-'))
+  dirs.push(dir)
+  return runHostileLoad(dir, { ...load, env: SETTINGS, deliveryTimeoutMs: 120_000 })
+}
+
+/** What the "Done when" asks of the server under the load, whatever door it came by. */
+function expectHeld(out: HostileOutcome) {
+  const report = JSON.stringify({ ...out, sunk: Object.fromEntries(out.sunk), acknowledged: out.acknowledged.length })
+  expect(out.alive, report).toBe(true)
+  // Every request answered: taken, or told to try later (REST with Retry-After).
+  expect(
+    Object.keys(out.rest).every((a) => a === '200' || a === '503'),
+    report,
+  ).toBe(true)
+  expect(out.restWithoutRetryAfter, report).toBe(0)
+  expect(
+    Object.keys(out.smtp).every((a) => a === '250' || a === '451'),
+    report,
+  ).toBe(true)
+  // A liveness bound, not a speed figure: /healthz answered within a second at every sample.
+  expect(out.healthz.samples, report).toBeGreaterThan(5)
+  expect(out.healthz.late, report).toBe(0)
+  // docs/operations.md#memory: at most four times the budget above the idle server.
+  expect(out.peakRss - out.idleRss, report).toBeLessThan(4 * BUDGET)
+  // Every acknowledged message reached the sink exactly once, and nothing else did.
+  expect(Object.fromEntries(out.sunk), report).toEqual(Object.fromEntries(out.acknowledged.map((id) => [id, 1])))
+  return report
+}
+
+describe('system: hostile load, many large messages at once', () => {
+  it('over SMTP: takes what the budget holds, answers the rest 451, stays live and within its memory bound, and delivers every message it took once', async () => {
+    const out = await run({ rest: { clients: 0, bytes: 0 }, smtp: { clients: CLIENTS, bytes: SIZE } })
+    const report = expectHeld(out)
+    expect(out.smtp['250'] ?? 0, report).toBeGreaterThan(0)
+    expect(out.smtp['451'] ?? 0, report).toBeGreaterThan(0)
+  }, 300_000)
+
+  it.skipIf(!REST_DOOR_BUDGETED)(
+    'over REST and SMTP at once: the same, every REST body answered 200 or 503 with Retry-After',
+    async () => {
+      const out = await run({ rest: { clients: CLIENTS, bytes: SIZE }, smtp: { clients: CLIENTS, bytes: SIZE } })
+      const report = expectHeld(out)
+      expect(out.rest['503'] ?? 0, report).toBeGreaterThan(0)
+    },
+    300_000,
+  )
+})
