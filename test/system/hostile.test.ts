@@ -20,13 +20,6 @@ const SETTINGS = {
   MAILROOM_MAX_MESSAGE_SIZE: '10mb',
   MAILROOM_HTTP_BODY_LIMIT: '10mb',
 }
-/**
- * TODO(#35): the REST door's part of the budget is being built beside this one; until it has
- * landed, 16 REST bodies of 8 MB are all read, parsed and submitted at once, and /healthz waits
- * seconds behind them. Set to true with that change.
- */
-const REST_DOOR_BUDGETED = false
-
 const dirs: string[] = []
 afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
@@ -55,8 +48,9 @@ function expectHeld(out: HostileOutcome) {
   // A liveness bound, not a speed figure: /healthz answered within a second at every sample.
   expect(out.healthz.samples, report).toBeGreaterThan(5)
   expect(out.healthz.late, report).toBe(0)
-  // docs/operations.md#memory: at most four times the budget above the idle server.
-  expect(out.peakRss - out.idleRss, report).toBeLessThan(4 * BUDGET)
+  // docs/operations.md#memory: at most four times the budget, and a fixed 64 MB, above the idle
+  // server (at this scale the fixed part counts: two threads' young garbage, delivery's buffers).
+  expect(out.peakRss - out.idleRss, report).toBeLessThan(4 * BUDGET + 64 * MB)
   // Every acknowledged message reached the sink exactly once, and nothing else did.
   expect(Object.fromEntries(out.sunk), report).toEqual(Object.fromEntries(out.acknowledged.map((id) => [id, 1])))
   return report
@@ -70,13 +64,9 @@ describe('system: hostile load, many large messages at once', () => {
     expect(out.smtp['451'] ?? 0, report).toBeGreaterThan(0)
   }, 300_000)
 
-  it.skipIf(!REST_DOOR_BUDGETED)(
-    'over REST and SMTP at once: the same, every REST body answered 200 or 503 with Retry-After',
-    async () => {
-      const out = await run({ rest: { clients: CLIENTS, bytes: SIZE }, smtp: { clients: CLIENTS, bytes: SIZE } })
-      const report = expectHeld(out)
-      expect(out.rest['503'] ?? 0, report).toBeGreaterThan(0)
-    },
-    300_000,
-  )
+  it('over REST and SMTP at once: the same, every REST body answered 200 or 503 with Retry-After', async () => {
+    const out = await run({ rest: { clients: CLIENTS, bytes: SIZE }, smtp: { clients: CLIENTS, bytes: SIZE } })
+    const report = expectHeld(out)
+    expect(out.rest['503'] ?? 0, report).toBeGreaterThan(0)
+  }, 300_000)
 })
