@@ -151,6 +151,10 @@ export const ConfigSchema = z.object({
   MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT: DurationAtLeast(1000, '1s')
     .refine((ms) => ms <= 3_600_000, 'expected at most 1h')
     .prefault('30s'),
+  /** How long a message's DATA may take from the 354 to its final dot; then 421 and the connection is closed. */
+  MAILROOM_SMTP_DATA_TIMEOUT: DurationAtLeast(1000, '1s')
+    .refine((ms) => ms <= 3_600_000, 'expected at most 1h')
+    .prefault('10m'),
   /** `host:port`: when set, every message goes there instead of to the recipients' MX hosts. */
   MAILROOM_SMARTHOST: HostPort.optional(),
   /** `ip:port,…`: the DNS servers for MX lookups; default the system's. */
@@ -267,6 +271,7 @@ const Settings = ConfigSchema.transform((e) => ({
     maxClients: e.MAILROOM_SMTP_MAX_CLIENTS,
     maxClientsPerAddress: e.MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS,
     unauthenticatedTimeout: e.MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT,
+    dataTimeout: e.MAILROOM_SMTP_DATA_TIMEOUT,
   },
   delivery: {
     smarthost: e.MAILROOM_SMARTHOST ?? null,

@@ -162,6 +162,11 @@ export class RawSmtp {
     return this.next()
   }
 
+  /** Bytes as they are, with no reply awaited (part of a message, say). */
+  write(bytes: string | Buffer): void {
+    if (!this.socket.destroyed) this.socket.write(bytes)
+  }
+
   /** STARTTLS, then the handshake (the server's certificate is self-signed: not verified). */
   async starttls(): Promise<string> {
     const reply = await this.cmd('STARTTLS')
