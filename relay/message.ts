@@ -44,6 +44,9 @@ export interface ComposeInput {
  * streaming composer cost more than everything else of a send together.
  */
 export function composeMessage(input: ComposeInput): Composed {
+  boundHeaderText('subject', input.subject)
+  for (const field of ['from', 'to', 'cc', 'replyTo'] as const)
+    for (const box of [input[field] ?? []].flat()) boundHeaderText(`${field}: display name`, box.name)
   // randomUUID draws from a cached pool of random bytes (8-4-4-4-12 hex digits; the third and
   // fourth groups hold the version and variant): 12 random hex digits for the Message-ID, 12 for boundaries.
   const uuid = randomUUID()
@@ -144,8 +147,24 @@ function heloName(helo: string): string {
 /** One header line, folded, CRLF-terminated. */
 export const header = (name: string, value: string) => `${libmime.foldLines(`${name}: ${value}`, 76)}\r\n`
 
-/** A word too long to fold around: written as RFC 2047 words, which can be split, it keeps lines within 998. */
-const LONG_WORD = /\S{77,}/
+/**
+ * A word too long to fold around: written as RFC 2047 words, which can be split, it keeps lines
+ * within 998. Exactly 77, not `{77,}`: an open count on a word of megabytes overflows the stack.
+ */
+const LONG_WORD = /\S{77}/
+
+/**
+ * Most characters of the subject, or of a display name, of an API send: a header line's limit
+ * (RFC 5322 §2.1.1). Folding could carry more, but no reader shows it, and every check and
+ * encoding of the text costs time in its length.
+ */
+export const MAX_HEADER_TEXT = 998
+
+/** Refuses a header text past MAX_HEADER_TEXT, naming its field. */
+function boundHeaderText(field: string, text: string): void {
+  if (text.length > MAX_HEADER_TEXT)
+    throw badInput(`${field}: at most ${MAX_HEADER_TEXT} characters (RFC 5322 §2.1.1), got ${text.length}`)
+}
 
 /** A header's text on one line: a line break in it would end the header (and could start another). */
 const oneLine = (value: string) => value.replace(/\r?\n|\r/g, ' ')
