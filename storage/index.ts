@@ -26,7 +26,7 @@ export async function openStore(config: Config, options: OpenStoreOptions = {}):
   }
   let store: ReturnType<typeof openDataDir>
   try {
-    store = openDataDir(config.dataDir, config.secretKey)
+    store = openDataDir(config.dataDir, config.secretKey, { logReadTimeout: config.logReadTimeout })
   } catch (err) {
     if (err instanceof WrongSecretError) throw new ConfigError(wrongSecretMessage(config.dataDir, err.file))
     throw new ConfigError(

@@ -51,13 +51,13 @@ export function emailOf(otherwise: (input: string) => string | undefined = () =>
     .max(254)
 }
 
-/** A header's text, as long as a header line may be (RFC 5322 §2.1.1). */
+/** A header's text (a subject, a name, a Message-ID to search for), as long as a header line may be (RFC 5322 §2.1.1). */
 export const HeaderText = z.string().max(MAX_HEADER_TEXT)
 
 export const EmailAddressName = z
   .object({
     email: Email.describe('The email address.'),
-    name: HeaderText.optional().describe('Display name, at most 998 characters.'),
+    name: HeaderText.optional().describe('Display name.'),
   })
   .meta({ title: 'EmailAddressName' })
 
@@ -76,7 +76,7 @@ export const EmailAddressesTypes = z
   .meta({ title: 'EmailAddressesTypes' })
 
 export const MailAttachment = z.object({
-  filename: z.string().optional().describe('Name shown to recipients; default "attachment".'),
+  filename: HeaderText.optional().describe('Name shown to recipients; default "attachment".'),
   data: z.base64().describe('File content, base64-encoded.'),
 })
 

@@ -26,7 +26,7 @@ export const sendAdvMail = defineTool({
   input: z.object({
     from: EmailAddressTypes.describe('Sender, authorized for the mail order.'),
     to: EmailAddressesTypes.describe('Recipients, shown in To.'),
-    subject: HeaderText.describe('Subject line, at most 998 characters.'),
+    subject: HeaderText.describe('Subject line.'),
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     replyto: EmailAddressesTypes.optional().describe('Reply-To addresses.'),
     cc: EmailAddressesTypes.optional().describe('Recipients shown in Cc.'),

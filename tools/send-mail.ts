@@ -32,7 +32,7 @@ export const sendMail = defineTool({
     from: bareEmail('one bare address', 'for a display name use').describe(
       'Sender address, authorized for the mail order.',
     ),
-    subject: HeaderText.describe('Subject line, at most 998 characters.'),
+    subject: HeaderText.describe('Subject line.'),
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     id: OrderId.optional(),
   }),
