@@ -797,12 +797,21 @@ export interface Store {
     delete(id: number, accountId: number): Promise<boolean>
     /** Whether the account has an enabled webhook for the type (answered from the settings cache). */
     subscribed(accountId: number, type: WebhookEventType): Promise<boolean>
-    /** Leases due outbox rows of enabled webhooks, as queue.claim leases deliveries. */
-    claim(input: { node: string; now: number; leaseMs: number; limit: number }): Promise<OutboxItem[]>
+    /**
+     * Leases due outbox rows of enabled webhooks, as queue.claim leases deliveries; none of the
+     * webhooks or accounts in `skip` (those the caller already has enough posts in flight for).
+     */
+    claim(input: {
+      node: string
+      now: number
+      leaseMs: number
+      limit: number
+      skip?: { webhooks: number[]; accounts: number[] }
+    }): Promise<OutboxItem[]>
     /** Records attempts: a sent row goes, a failed one waits for its next attempt or goes; the webhook's state follows. */
     record(results: OutboxResult[]): Promise<void>
-    /** Releases the outbox leases a node holds. */
-    release(node: string): Promise<number>
+    /** Releases the outbox leases a node holds: all of them, or those of the rows `ids`. */
+    release(node: string, ids?: number[]): Promise<number>
     /** Renews the outbox leases a node holds. */
     renew(node: string, now: number): Promise<number>
     /** Outbox rows waiting to be sent. */
