@@ -48,7 +48,12 @@ async function openServerDatabase(url: string, config: Config, options: OpenStor
   const { openPostgresStore, NotMigratedError } = await import('./postgres/index.js')
   try {
     // A copy: a secret that crossed to a thread arrives as a plain Uint8Array.
-    return await openPostgresStore({ url, secret: Buffer.from(config.secretKey), existing: options.existing })
+    return await openPostgresStore({
+      url,
+      secret: Buffer.from(config.secretKey),
+      existing: options.existing,
+      logReadTimeout: config.logReadTimeout,
+    })
   } catch (err) {
     if (err instanceof WrongSecretError)
       throw new ConfigError(

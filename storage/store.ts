@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { MailroomError } from '../errors.js'
 
 /**
  * The storage interface. SQLite (storage/sqlite/) is the embedded default; a server database
@@ -872,3 +873,13 @@ export interface Store {
   writable(): Promise<void>
   close(): Promise<void>
 }
+
+/** MAILROOM_LOG_READ_TIMEOUT's default, for stores opened without the configuration (the CLI's tools, tests). */
+export const LOG_READ_TIMEOUT = 10_000
+
+/** The answer to a read of the log or the statistics stopped at its deadline (MAILROOM_LOG_READ_TIMEOUT). */
+export const logReadTimedOut = (timeoutMs: number) =>
+  new MailroomError(
+    503,
+    `reading the log took longer than ${timeoutMs / 1000}s and was stopped; narrow the search (exact filters, a shorter date window, a smaller page)`,
+  )

@@ -37,6 +37,7 @@ import type {
   SigningKey,
   Store,
 } from '../store.js'
+import { LOG_READ_TIMEOUT } from '../store.js'
 
 export const DB_FILE = 'mailroom.db'
 
@@ -50,9 +51,6 @@ export interface SqliteOptions {
   /** How long one read of the log or the statistics may take in the reader thread (MAILROOM_LOG_READ_TIMEOUT). */
   logReadTimeout?: number
 }
-
-/** MAILROOM_LOG_READ_TIMEOUT's default, for stores opened without the configuration (the CLI's tools, tests). */
-export const LOG_READ_TIMEOUT = 10_000
 
 /**
  * Opens the store of a data directory: `<dir>/mailroom.db`, created on first use, with `secret`

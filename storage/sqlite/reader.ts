@@ -1,8 +1,7 @@
 import Database from 'better-sqlite3'
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
 import { createMailStore } from './mail.js'
-import type { Store } from '../store.js'
-import { MailroomError } from '../../errors.js'
+import { logReadTimedOut, type Store } from '../store.js'
 import { type CallOutcome, threadCalls } from '../../thread-calls.js'
 
 /**
@@ -32,7 +31,7 @@ export function readerThread(file: string, timeoutMs: number): Reader {
   let closed = false
   /** The reads posted to the current thread and not yet answered, with their deadlines. */
   const posted = new Map<number, ToReader & { deadline: NodeJS.Timeout }>()
-  const TIMED_OUT = `reading the log took longer than ${timeoutMs / 1000}s and was stopped; narrow the search (exact filters, a shorter date window, a smaller page)`
+  const TIMED_OUT = logReadTimedOut(timeoutMs).message
 
   const start = () => {
     const w = new Worker(new URL(import.meta.url), { workerData: { mailroomReader: file } })
@@ -85,7 +84,7 @@ export function readerThread(file: string, timeoutMs: number): Reader {
       return calls
         .call((id) => post({ id, method, query }))
         .catch((err: Error) => {
-          throw err.message === TIMED_OUT ? new MailroomError(503, TIMED_OUT) : err
+          throw err.message === TIMED_OUT ? logReadTimedOut(timeoutMs) : err
         }) as ReturnType<Reader[M]>
     }
 
