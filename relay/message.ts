@@ -306,8 +306,8 @@ export interface RawHeaders {
 /**
  * Reads what the relay needs from a message's header block (the body is not parsed): the From
  * addresses, the recipients of To, Cc and Bcc, Subject (RFC 2047 words decoded), Message-ID and
- * Reply-To. RFC 5322 §2.2.3: folded header lines are unfolded first. `source` names the input
- * in the errors.
+ * Reply-To, the subject and Message-ID at most MAX_HEADER_TEXT characters (`kept`). RFC 5322
+ * §2.2.3: folded header lines are unfolded first. `source` names the input in the errors.
  */
 export function readHeaders(raw: Buffer, source = 'raw_email'): RawHeaders {
   const block = raw.subarray(0, headerEnd(raw, source)).toString('utf8')
@@ -341,11 +341,20 @@ export function readHeaders(raw: Buffer, source = 'raw_email'): RawHeaders {
     authors,
     fromFields: headers.get('from') ?? [],
     recipients: uniqueAddresses([...addresses('to'), ...addresses('cc'), ...addresses('bcc')]),
-    subject: subject === undefined ? null : libmime.decodeWords(subject),
-    messageId: first('message-id') ?? null,
+    subject: subject === undefined ? null : kept(libmime.decodeWords(subject)),
+    messageId: kept(first('message-id')) ?? null,
     date: first('date') ?? null,
     replyTo: addresses('reply-to')[0] ?? null,
   }
+}
+
+/**
+ * A header's text as the log keeps it: at most MAX_HEADER_TEXT characters. A Message-ID cannot be
+ * folded, so no valid one is longer (RFC 5322 §2.1.1, §3.6.4); a longer subject is cut. The
+ * message itself is relayed as it came.
+ */
+function kept<T extends string | undefined>(text: T): T {
+  return (text !== undefined && text.length > MAX_HEADER_TEXT ? text.slice(0, MAX_HEADER_TEXT) : text) as T
 }
 
 /**

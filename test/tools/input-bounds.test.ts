@@ -131,3 +131,24 @@ describe('REST: bounds on search terms and rule data', () => {
     expectNothingQueued(env)
   })
 })
+
+// A message sent as it is (rawsend, SMTP) is relayed unchanged; what the log keeps of its header
+// is bounded as a header line is, so that no page of the log, search or event carries megabytes.
+describe('REST rawsend: what the log keeps of a header', () => {
+  let env: TestEnv
+  beforeEach(async () => (env = await createTestEnv()))
+  afterEach(() => env.close())
+
+  it('keeps an 8 MB subject and Message-ID as their first 998 characters, and the message whole', async () => {
+    const raw = `From: me@example.org\r\nTo: bob@example.com\r\nSubject: ${WORD}\r\nMessage-ID: <${WORD}@x>\r\n\r\nhi\r\n`
+    const res = await call(env, 'POST', '/mail/rawsend', { raw_email: raw })
+    expect(res.status).toBe(200)
+    const txid = ((await res.json()) as { text: string }).text
+    const log = await call(env, 'GET', `/mail/log?mailid=${txid}`)
+    const [row] = ((await log.json()) as { emails: { subject: string; messageId: string; bodySize: number }[] }).emails
+    expect(row.subject).toBe(WORD.slice(0, 998))
+    expect(row.messageId).toBe(`<${WORD}`.slice(0, 998))
+    // The message itself went as it came (with the Date line every message gets in front).
+    expect(row.bodySize).toBeGreaterThan(raw.length)
+  })
+})
