@@ -66,6 +66,8 @@ export class WebhookWorker {
   /** Posts in flight by account and by webhook. */
   private perAccount = new Map<number, number>()
   private perEndpoint = new Map<number, number>()
+  /** Rows claimed past a share, to hand back to the outbox. */
+  private handBack: number[] = []
   private renewedAt = 0
   private readonly abort = new AbortController()
   private readonly node: string
@@ -131,18 +133,27 @@ export class WebhookWorker {
       webhooks: full(this.perEndpoint, WEBHOOK_ENDPOINT_CONCURRENCY),
       accounts: full(this.perAccount, WEBHOOK_ACCOUNT_CONCURRENCY),
     }
+    // Rows a failed hand-back left leased (and renewed) to this node go back first.
+    await this.handBackRows()
     const items = await store.webhooks.claim({ node: this.node, now, leaseMs, limit, skip })
-    const over: number[] = []
     for (const item of items) {
       if (
         (this.perEndpoint.get(item.webhookId) ?? 0) >= WEBHOOK_ENDPOINT_CONCURRENCY ||
         (this.perAccount.get(item.accountId) ?? 0) >= WEBHOOK_ACCOUNT_CONCURRENCY
       )
-        over.push(item.id)
+        this.handBack.push(item.id)
       else this.post(item)
     }
-    if (over.length) await store.webhooks.release(this.node, over)
-    return items.length - over.length
+    const over = this.handBack.length
+    await this.handBackRows()
+    return items.length - over
+  }
+
+  /** Releases the rows claimed past a share; kept to try again should that fail. */
+  private async handBackRows(): Promise<void> {
+    if (this.handBack.length === 0) return
+    await this.deps.store.webhooks.release(this.node, this.handBack)
+    this.handBack = []
   }
 
   private post(item: OutboxItem): void {

@@ -58,4 +58,35 @@ describe('webhook worker: shares of the slots', () => {
     // The events handed back are still waiting, for a later turn.
     expect(await webhooks.pending()).toBe(6 * 6)
   })
+
+  it('hands back again the events past a share whose hand-back failed, and posts them', async () => {
+    const env: TestEnv = await createTestEnv({ MAILROOM_ALLOW_PRIVATE_WEBHOOKS: 'true' })
+    cleanup.push(() => env.close())
+    const endpoint = await startEndpoint()
+    cleanup.push(() => endpoint.close())
+    const { webhooks } = env.services.store
+    await webhooks.create({
+      accountId: env.accountId,
+      url: endpoint.url,
+      events: ['message.accepted'],
+      description: null,
+      secret: `whsec_${Buffer.alloc(32, 7).toString('base64')}`,
+      now: env.clock(),
+    })
+    // Three events for one endpoint: one past its share of two, whose first hand-back fails.
+    const to = ['a@x.test', 'b@x.test', 'c@x.test']
+    await run(sendMail, { from: 'me@example.org', to, subject: 's', body: 'b' }, env.ctx)
+    const { release } = webhooks
+    let failures = 0
+    webhooks.release = async (node, ids) => {
+      if (ids && failures++ === 0) throw new Error('the database is busy')
+      return release(node, ids)
+    }
+    const worker = new WebhookWorker({ ...env.services, resolver: stubResolver({}) })
+    await worker.start()
+    cleanup.push(() => worker.stop())
+    await expect.poll(() => endpoint.received.length, { timeout: 15_000 }).toBe(3)
+    expect(endpoint.received.map((r) => r.event.data.recipient).sort()).toEqual(to)
+    expect(failures).toBeGreaterThan(1)
+  })
 })
