@@ -175,7 +175,7 @@ describe('MxClient: a destination that never answers the end of data', () => {
       const mx = await startMuteMx()
       mx.state.mute = mute
       cleanup.push(() => mx.close())
-      const client = new MxClient({ heloName: 'test.example', timeout: 1_000 })
+      const client = new MxClient({ heloName: 'test.example', timeout: 2_000 })
       cleanup.push(() => client.close())
       const hosts: MxHost[] = [{ name: 'mx.example.com', port: mx.port, addresses: ['127.0.0.1'] }]
       const message = (n: number) => async () => Buffer.from(`Subject: m${n}\r\n\r\nbody ${n}\r\n`)
@@ -183,7 +183,7 @@ describe('MxClient: a destination that never answers the end of data', () => {
       const first = await client.deliver(hosts, { from: 's@example.org', to: ['r1@example.com'] }, message(1), () => {
         second = client.deliver(hosts, { from: 's@example.org', to: ['r2@example.com'] }, message(2))
       })
-      expect(first.replies.get('r1@example.com')).toEqual({ code: null, response: 'no reply within 1000 ms' })
+      expect(first.replies.get('r1@example.com')).toEqual({ code: null, response: 'no reply within 2000 ms' })
       expect((await second!).replies.get('r2@example.com')).toMatchObject({ code: null })
       // Both messages' data arrived (the second once more on a new connection): none was answered.
       expect(mx.state.dots).toBeGreaterThanOrEqual(2)
