@@ -151,6 +151,14 @@ export const ConfigSchema = z.object({
   MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT: DurationAtLeast(1000, '1s')
     .refine((ms) => ms <= 3_600_000, 'expected at most 1h')
     .prefault('30s'),
+  /** How long one read of the log or the statistics may take; then it is answered 503 and stopped. */
+  MAILROOM_LOG_READ_TIMEOUT: DurationAtLeast(1000, '1s')
+    .refine((ms) => ms <= 600_000, 'expected at most 10m')
+    .prefault('10s'),
+  /** How long a message's DATA may take from the 354 to its final dot; then 421 and the connection is closed. */
+  MAILROOM_SMTP_DATA_TIMEOUT: DurationAtLeast(1000, '1s')
+    .refine((ms) => ms <= 3_600_000, 'expected at most 1h')
+    .prefault('10m'),
   /** `host:port`: when set, every message goes there instead of to the recipients' MX hosts. */
   MAILROOM_SMARTHOST: HostPort.optional(),
   /** `ip:port,…`: the DNS servers for MX lookups; default the system's. */
@@ -243,6 +251,7 @@ const Settings = ConfigSchema.transform((e) => ({
   trustProxy: e.MAILROOM_TRUST_PROXY ?? [],
   publicUrl: (e.MAILROOM_PUBLIC_URL ?? `http://localhost:${e.MAILROOM_HTTP_PORT}`).replace(/\/+$/, ''),
   maxMessageSize: e.MAILROOM_MAX_MESSAGE_SIZE,
+  logReadTimeout: e.MAILROOM_LOG_READ_TIMEOUT,
   maxRecipients: e.MAILROOM_MAX_RECIPIENTS,
   pricing: { currency: e.MAILROOM_CURRENCY, base: e.MAILROOM_PRICE_BASE, perMessage: e.MAILROOM_PRICE_PER_MESSAGE },
   logLevel: e.MAILROOM_LOG_LEVEL,
@@ -267,6 +276,7 @@ const Settings = ConfigSchema.transform((e) => ({
     maxClients: e.MAILROOM_SMTP_MAX_CLIENTS,
     maxClientsPerAddress: e.MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS,
     unauthenticatedTimeout: e.MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT,
+    dataTimeout: e.MAILROOM_SMTP_DATA_TIMEOUT,
   },
   delivery: {
     smarthost: e.MAILROOM_SMARTHOST ?? null,

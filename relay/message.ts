@@ -44,6 +44,9 @@ export interface ComposeInput {
  * streaming composer cost more than everything else of a send together.
  */
 export function composeMessage(input: ComposeInput): Composed {
+  boundHeaderText('subject', input.subject)
+  for (const field of ['from', 'to', 'cc', 'replyTo'] as const)
+    for (const box of [input[field] ?? []].flat()) boundHeaderText(`${field}: display name`, box.name)
   // randomUUID draws from a cached pool of random bytes (8-4-4-4-12 hex digits; the third and
   // fourth groups hold the version and variant): 12 random hex digits for the Message-ID, 12 for boundaries.
   const uuid = randomUUID()
@@ -144,8 +147,24 @@ function heloName(helo: string): string {
 /** One header line, folded, CRLF-terminated. */
 export const header = (name: string, value: string) => `${libmime.foldLines(`${name}: ${value}`, 76)}\r\n`
 
-/** A word too long to fold around: written as RFC 2047 words, which can be split, it keeps lines within 998. */
-const LONG_WORD = /\S{77,}/
+/**
+ * A word too long to fold around: written as RFC 2047 words, which can be split, it keeps lines
+ * within 998. Exactly 77, not `{77,}`: an open count on a word of megabytes overflows the stack.
+ */
+const LONG_WORD = /\S{77}/
+
+/**
+ * Most characters of the subject, or of a display name, of an API send: a header line's limit
+ * (RFC 5322 §2.1.1). Folding could carry more, but no reader shows it, and every check and
+ * encoding of the text costs time in its length.
+ */
+export const MAX_HEADER_TEXT = 998
+
+/** Refuses a header text past MAX_HEADER_TEXT, naming its field. */
+function boundHeaderText(field: string, text: string): void {
+  if (text.length > MAX_HEADER_TEXT)
+    throw badInput(`${field}: at most ${MAX_HEADER_TEXT} characters (RFC 5322 §2.1.1), got ${text.length}`)
+}
 
 /** A header's text on one line: a line break in it would end the header (and could start another). */
 const oneLine = (value: string) => value.replace(/\r?\n|\r/g, ' ')
@@ -287,8 +306,8 @@ export interface RawHeaders {
 /**
  * Reads what the relay needs from a message's header block (the body is not parsed): the From
  * addresses, the recipients of To, Cc and Bcc, Subject (RFC 2047 words decoded), Message-ID and
- * Reply-To. RFC 5322 §2.2.3: folded header lines are unfolded first. `source` names the input
- * in the errors.
+ * Reply-To, the subject and Message-ID at most MAX_HEADER_TEXT characters (`kept`). RFC 5322
+ * §2.2.3: folded header lines are unfolded first. `source` names the input in the errors.
  */
 export function readHeaders(raw: Buffer, source = 'raw_email'): RawHeaders {
   const block = raw.subarray(0, headerEnd(raw, source)).toString('utf8')
@@ -322,11 +341,20 @@ export function readHeaders(raw: Buffer, source = 'raw_email'): RawHeaders {
     authors,
     fromFields: headers.get('from') ?? [],
     recipients: uniqueAddresses([...addresses('to'), ...addresses('cc'), ...addresses('bcc')]),
-    subject: subject === undefined ? null : libmime.decodeWords(subject),
-    messageId: first('message-id') ?? null,
+    subject: subject === undefined ? null : kept(libmime.decodeWords(subject)),
+    messageId: kept(first('message-id')) ?? null,
     date: first('date') ?? null,
     replyTo: addresses('reply-to')[0] ?? null,
   }
+}
+
+/**
+ * A header's text as the log keeps it: at most MAX_HEADER_TEXT characters. A Message-ID cannot be
+ * folded, so no valid one is longer (RFC 5322 §2.1.1, §3.6.4); a longer subject is cut. The
+ * message itself is relayed as it came.
+ */
+function kept<T extends string | undefined>(text: T): T {
+  return (text !== undefined && text.length > MAX_HEADER_TEXT ? text.slice(0, MAX_HEADER_TEXT) : text) as T
 }
 
 /**

@@ -59,7 +59,8 @@ export const cut = (text: string, max: number) => (text.length > max ? `${text.s
  * the server's next command is MAIL again whatever it answers, so the next MAIL, RCPT and DATA
  * leave in the same write as the dot (RFC 2920 §3.1 lets the message start a group of commands),
  * and a connection that carries one message after the other costs one write and one round trip
- * per message.
+ * per message. The reply to a dot counts only once the replies to the commands sent with it are
+ * in too, so that a reply to the next MAIL is never taken for the message's.
  */
 export class SmtpSession {
   private socket: Socket | TLSSocket
@@ -72,7 +73,15 @@ export class SmtpSession {
   /** Runs while a reply has begun and not ended. */
   private replyTimer: NodeJS.Timeout | null = null
   /** Callers waiting for the next replies, in the order of the commands sent. */
-  private waiting: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] = []
+  private waiting: Waiter[] = []
+  /**
+   * Replies to ends of data, held until every command sent so far has its reply. A server that
+   * never answers a message's dot answers the next MAIL (pipelined with the dot) instead, and that
+   * reply would be read as the message's: only when the count of replies comes out even is each
+   * reply known to be its own command's (RFC 5321 §4.1.1.4; RFC 2920 §3.1). A connection that
+   * ends first leaves the message without a reply: deferred, never delivered.
+   */
+  private unconfirmed: { waiter: Waiter; reply: Reply }[] = []
   private closedWith: Error | null = null
   private closeListeners: (() => void)[] = []
   private encrypted = false
@@ -270,7 +279,7 @@ export class SmtpSession {
    * if they come meanwhile, join it.
    */
   private message(raw: Buffer): Promise<Reply> {
-    const reply = this.next()
+    const reply = this.next(true)
     if (this.connected) {
       const socket = this.socket
       socket.cork()
@@ -290,11 +299,11 @@ export class SmtpSession {
     return replies
   }
 
-  /** The next reply to arrive. */
-  private next(): Promise<Reply> {
+  /** The next reply to arrive; for the end of data, once the replies to the commands sent after it are in too. */
+  private next(endOfData = false): Promise<Reply> {
     const reply = this.closedWith
       ? Promise.reject(this.closedWith)
-      : new Promise<Reply>((resolve, reject) => this.waiting.push({ resolve, reject }))
+      : new Promise<Reply>((resolve, reject) => this.waiting.push({ resolve, reject, endOfData }))
     // A caller that stops at the first failed reply leaves the later ones unread.
     reply.catch(() => {})
     return reply
@@ -359,8 +368,10 @@ export class SmtpSession {
     const code = /^[2-5]\d\d$/.test(response.slice(0, 3)) ? Number(response.slice(0, 3)) : null
     const waiter = this.waiting.shift()
     // A reply no command asked for would be taken as the answer to the next one.
-    if (waiter) waiter.resolve({ code, response })
-    else this.drop('the server sent a reply no command asked for; connection dropped')
+    if (!waiter) return void this.drop('the server sent a reply no command asked for; connection dropped')
+    if (waiter.endOfData) this.unconfirmed.push({ waiter, reply: { code, response } })
+    else waiter.resolve({ code, response })
+    if (this.waiting.length === 0) for (const { waiter, reply } of this.unconfirmed.splice(0)) waiter.resolve(reply)
   }
 
   private drop(reason: string): void {
@@ -376,9 +387,16 @@ export class SmtpSession {
     if (this.closedWith) return
     this.closedWith = err
     this.clearReplyTimer()
-    for (const w of this.waiting.splice(0)) w.reject(err)
+    for (const w of [...this.unconfirmed.splice(0).map((u) => u.waiter), ...this.waiting.splice(0)]) w.reject(err)
     for (const l of this.closeListeners.splice(0)) l()
   }
+}
+
+interface Waiter {
+  resolve: (r: Reply) => void
+  reject: (e: Error) => void
+  /** The reply to a message's terminating dot: held until the replies are known to be in step. */
+  endOfData: boolean
 }
 
 const positive = (r: Reply | undefined) => r !== undefined && r.code !== null && r.code >= 200 && r.code < 300

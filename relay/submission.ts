@@ -100,6 +100,20 @@ const BUSY = () =>
 const FIRST_RESERVATION = 64 * 1024
 
 /**
+ * The MAIL FROM parameters this server offers: SIZE (RFC 1870), BODY (8BITMIME, RFC 6152) and
+ * AUTH (RFC 4954 §5). smtp-server accepts any other: SMTPUTF8 and DSN's RET and ENVID are not
+ * offered here, and a server must not take what it did not advertise (RFC 5321 §4.1.1.11).
+ */
+const MAIL_PARAMETERS = new Set(['SIZE', 'BODY', 'AUTH'])
+
+/** A 555 5.5.4 for the first MAIL FROM parameter not offered, if any. */
+function unofferedParameter(args: Record<string, unknown> | false | undefined): Error | undefined {
+  const name = Object.keys(args || {}).find((key) => !MAIL_PARAMETERS.has(key))
+  if (name === undefined) return undefined
+  return reply(555, `5.5.4 MAIL FROM parameter ${name.slice(0, 64)} is not supported (offered: SIZE, BODY, AUTH)`)
+}
+
+/**
  * The SMTP submission server: AUTH PLAIN/LOGIN as mb<id> with the order's password, then the
  * same sending pipeline as REST and MCP. Sender checks answer at MAIL FROM, destination rules at
  * each RCPT TO, and `250 Message queued as <id>` comes only after the commit. Without AUTH
@@ -124,17 +138,13 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
   // The client each counted connection is counted for, and the deadline it has to authenticate by.
   const admitted = new WeakMap<SMTPServerSession, { client: string; deadline: NodeJS.Timeout }>()
   const unauthenticatedTimeout = config.smtp.unauthenticatedTimeout
-  /** Ends a session that is still not authenticated at its deadline (smtp-server closes the connection after a 421). */
-  const expire = (session: SMTPServerSession) => {
-    for (const connection of server.connections) {
-      if (connection.session === session)
-        connection.send(
-          421,
-          `4.7.0 Not authenticated within ${unauthenticatedTimeout / 1000}s; closing the connection`,
-          false,
-        )
-    }
+  /** Ends a session with a 421 and this text (smtp-server closes the connection after a 421). */
+  const closeWith = (session: SMTPServerSession, text: string) => {
+    for (const connection of server.connections) if (connection.session === session) connection.send(421, text, false)
   }
+  /** Ends a session that is still not authenticated at its deadline. */
+  const expire = (session: SMTPServerSession) =>
+    closeWith(session, `4.7.0 Not authenticated within ${unauthenticatedTimeout / 1000}s; closing the connection`)
 
   const server = new SMTPServer({
     name: config.nodeName,
@@ -154,6 +164,9 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
     hideDSN: true,
     // Addresses are ASCII here (internationalized domains as punycode): SMTPUTF8 is not offered.
     hideSMTPUTF8: true,
+    // RFC 8689: delivery uses opportunistic TLS without checking certificates, so it cannot keep
+    // the promise REQUIRETLS asks for.
+    hideREQUIRETLS: true,
     logger: false,
 
     onConnect(session, callback) {
@@ -218,6 +231,8 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
     async onMailFrom(address, session, callback) {
       const order = orderOf(session)
       if (!order) return callback(AUTH_REQUIRED())
+      const unoffered = unofferedParameter(address.args)
+      if (unoffered) return callback(unoffered)
       if (!address.address) return callback(reply(553, '5.1.7 A sender address is required'))
       address.address = envelopeAddress(address.address)
       if (!isEmail(address.address))
@@ -269,6 +284,17 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
     },
 
     onData(stream, session, callback) {
+      // The socket's idle timeout starts again with each byte: a client trickling the message
+      // would hold its connection, and what it sent, for ever. The whole DATA has a deadline.
+      const deadline = setTimeout(
+        () =>
+          closeWith(
+            session,
+            `4.4.2 The message did not arrive within ${config.smtp.dataTimeout / 1000}s; closing the connection`,
+          ),
+        config.smtp.dataTimeout,
+      ).unref()
+      stream.once('close', () => clearTimeout(deadline))
       const order = orderOf(session)!
       // The message's bytes are held in memory until the commit: they are reserved from the
       // budget every door shares, for the order's account, before any is kept. A declared SIZE
@@ -305,6 +331,7 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
         if (!stream.readableEnded) drop('gone')
       })
       stream.on('end', async () => {
+        clearTimeout(deadline)
         try {
           if (stream.sizeExceeded || dropped === 'too_large')
             return callback(

@@ -7,6 +7,12 @@ import type { EngineMetrics } from '../metrics.js'
 
 /** Events posted at once, whatever the number of endpoints: a slow one holds one slot, never delivery's. */
 export const WEBHOOK_CONCURRENCY = 16
+/**
+ * Events posted at once for one account, and to one endpoint: the slow endpoints of one account
+ * hold at most these of the slots, and the other accounts' events go on through the rest.
+ */
+export const WEBHOOK_ACCOUNT_CONCURRENCY = 4
+export const WEBHOOK_ENDPOINT_CONCURRENCY = 2
 /** An endpoint every attempt to which failed for this long is disabled. */
 export const WEBHOOK_DISABLE_AFTER_MS = 5 * 86_400_000
 /** How often the outbox is looked at when nothing wakes the worker. */
@@ -49,13 +55,19 @@ export function outboxResult(item: OutboxItem, error: string | null, schedule: n
 /**
  * The webhook worker: leases due events from the outbox (as the delivery worker leases
  * deliveries, so that nodes sharing a database never post one event twice at once) and posts
- * them, WEBHOOK_CONCURRENCY at a time, beside delivery and independent of it.
+ * them, WEBHOOK_CONCURRENCY at a time (at most WEBHOOK_ACCOUNT_CONCURRENCY of one account and
+ * WEBHOOK_ENDPOINT_CONCURRENCY to one endpoint), beside delivery and independent of it.
  */
 export class WebhookWorker {
   private running = false
   private loopDone: Promise<void> = Promise.resolve()
   private wake: (() => void) | null = null
   private inFlight = new Set<Promise<void>>()
+  /** Posts in flight by account and by webhook. */
+  private perAccount = new Map<number, number>()
+  private perEndpoint = new Map<number, number>()
+  /** Rows claimed past a share, to hand back to the outbox. */
+  private handBack: number[] = []
   private renewedAt = 0
   private readonly abort = new AbortController()
   private readonly node: string
@@ -100,9 +112,7 @@ export class WebhookWorker {
       let claimed = 0
       if (room > 0) {
         try {
-          const items = await store.webhooks.claim({ node: this.node, now, leaseMs, limit: room })
-          claimed = items.length
-          for (const item of items) this.post(item)
+          claimed = await this.claim(now, leaseMs, room)
         } catch (err) {
           logger.error({ err }, 'claiming webhook events failed')
         }
@@ -111,8 +121,45 @@ export class WebhookWorker {
     }
   }
 
+  /**
+   * Leases up to `limit` due events of the accounts and endpoints below their share of the slots
+   * and posts them; those a claim returned past a share are handed back at once, for a later turn.
+   * Answers how many were posted.
+   */
+  private async claim(now: number, leaseMs: number, limit: number): Promise<number> {
+    const { store } = this.deps
+    const full = (counts: Map<number, number>, max: number) => [...counts].filter(([, n]) => n >= max).map(([k]) => k)
+    const skip = {
+      webhooks: full(this.perEndpoint, WEBHOOK_ENDPOINT_CONCURRENCY),
+      accounts: full(this.perAccount, WEBHOOK_ACCOUNT_CONCURRENCY),
+    }
+    // Rows a failed hand-back left leased (and renewed) to this node go back first.
+    await this.handBackRows()
+    const items = await store.webhooks.claim({ node: this.node, now, leaseMs, limit, skip })
+    for (const item of items) {
+      if (
+        (this.perEndpoint.get(item.webhookId) ?? 0) >= WEBHOOK_ENDPOINT_CONCURRENCY ||
+        (this.perAccount.get(item.accountId) ?? 0) >= WEBHOOK_ACCOUNT_CONCURRENCY
+      )
+        this.handBack.push(item.id)
+      else this.post(item)
+    }
+    const over = this.handBack.length
+    await this.handBackRows()
+    return items.length - over
+  }
+
+  /** Releases the rows claimed past a share; kept to try again should that fail. */
+  private async handBackRows(): Promise<void> {
+    if (this.handBack.length === 0) return
+    await this.deps.store.webhooks.release(this.node, this.handBack)
+    this.handBack = []
+  }
+
   private post(item: OutboxItem): void {
     const { store, clock, logger, resolver, config } = this.deps
+    count(this.perAccount, item.accountId, 1)
+    count(this.perEndpoint, item.webhookId, 1)
     const task = (async () => {
       const error = await postWebhook(item, {
         resolver,
@@ -136,6 +183,8 @@ export class WebhookWorker {
       .catch((err) => logger.error({ err, event: item.eventId }, 'recording a webhook attempt failed'))
       .finally(() => {
         this.inFlight.delete(task)
+        count(this.perAccount, item.accountId, -1)
+        count(this.perEndpoint, item.webhookId, -1)
         this.wake?.()
       })
     this.inFlight.add(task)
@@ -151,4 +200,11 @@ export class WebhookWorker {
       this.wake = () => ((this.wake = null), done())
     })
   }
+}
+
+/** Adds `by` to the count of `key`, forgetting it at zero. */
+function count(counts: Map<number, number>, key: number, by: 1 | -1): void {
+  const n = (counts.get(key) ?? 0) + by
+  if (n > 0) counts.set(key, n)
+  else counts.delete(key)
 }

@@ -26,7 +26,7 @@ export async function openStore(config: Config, options: OpenStoreOptions = {}):
   }
   let store: ReturnType<typeof openDataDir>
   try {
-    store = openDataDir(config.dataDir, config.secretKey)
+    store = openDataDir(config.dataDir, config.secretKey, { logReadTimeout: config.logReadTimeout })
   } catch (err) {
     if (err instanceof WrongSecretError) throw new ConfigError(wrongSecretMessage(config.dataDir, err.file))
     throw new ConfigError(
@@ -48,7 +48,12 @@ async function openServerDatabase(url: string, config: Config, options: OpenStor
   const { openPostgresStore, NotMigratedError } = await import('./postgres/index.js')
   try {
     // A copy: a secret that crossed to a thread arrives as a plain Uint8Array.
-    return await openPostgresStore({ url, secret: Buffer.from(config.secretKey), existing: options.existing })
+    return await openPostgresStore({
+      url,
+      secret: Buffer.from(config.secretKey),
+      existing: options.existing,
+      logReadTimeout: config.logReadTimeout,
+    })
   } catch (err) {
     if (err instanceof WrongSecretError)
       throw new ConfigError(

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { MailroomError } from '../errors.js'
 
 /**
  * The storage interface. SQLite (storage/sqlite/) is the embedded default; a server database
@@ -857,12 +858,21 @@ export interface Store {
     delete(id: number, accountId: number): Promise<boolean>
     /** Whether the account has an enabled webhook for the type (answered from the settings cache). */
     subscribed(accountId: number, type: WebhookEventType): Promise<boolean>
-    /** Leases due outbox rows of enabled webhooks, as queue.claim leases deliveries. */
-    claim(input: { node: string; now: number; leaseMs: number; limit: number }): Promise<OutboxItem[]>
+    /**
+     * Leases due outbox rows of enabled webhooks, as queue.claim leases deliveries; none of the
+     * webhooks or accounts in `skip` (those the caller already has enough posts in flight for).
+     */
+    claim(input: {
+      node: string
+      now: number
+      leaseMs: number
+      limit: number
+      skip?: { webhooks: number[]; accounts: number[] }
+    }): Promise<OutboxItem[]>
     /** Records attempts: a sent row goes, a failed one waits for its next attempt or goes; the webhook's state follows. */
     record(results: OutboxResult[]): Promise<void>
-    /** Releases the outbox leases a node holds. */
-    release(node: string): Promise<number>
+    /** Releases the outbox leases a node holds: all of them, or those of the rows `ids`. */
+    release(node: string, ids?: number[]): Promise<number>
     /** Renews the outbox leases a node holds. */
     renew(node: string, now: number): Promise<number>
     /** Outbox rows waiting to be sent. */
@@ -940,3 +950,13 @@ export interface Store {
   writable(): Promise<void>
   close(): Promise<void>
 }
+
+/** MAILROOM_LOG_READ_TIMEOUT's default, for stores opened without the configuration (the CLI's tools, tests). */
+export const LOG_READ_TIMEOUT = 10_000
+
+/** The answer to a read of the log or the statistics stopped at its deadline (MAILROOM_LOG_READ_TIMEOUT). */
+export const logReadTimedOut = (timeoutMs: number) =>
+  new MailroomError(
+    503,
+    `reading the log took longer than ${timeoutMs / 1000}s and was stopped; narrow the search (exact filters, a shorter date window, a smaller page)`,
+  )

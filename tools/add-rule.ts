@@ -28,7 +28,8 @@ export const addRule = defineTool({
     'rule.',
   input: z.object({
     type: RuleType.describe('What data is.'),
-    data: z.string().trim().min(1).describe('The value to match.'),
+    // An address is at most 254 characters (RFC 5321 §4.5.3.1.3 with its angle brackets), a domain 253.
+    data: z.string().trim().min(1).max(254).describe('The value to match.'),
     user: Username.optional().describe('SMTP username of an active mail order, mb<id>.'),
     username: Username.optional().describe('Alias of user.'),
   }),

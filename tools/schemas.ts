@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { EMAIL_PATTERN, isAddressLiteral, notAnEmail } from '../relay/addresses.js'
+import { MAX_HEADER_TEXT } from '../relay/message.js'
 
 // Shared schemas of the contract, named as in the upstream OpenAPI document. A schema a tool uses
 // more than once carries its name as a title: MCP writes it once, in the tool's `$defs`.
@@ -54,10 +55,13 @@ export function emailOf(otherwise: (input: string) => string | undefined = () =>
     .max(254)
 }
 
+/** A header's text (a subject, a name, a Message-ID to search for), as long as a header line may be (RFC 5322 §2.1.1). */
+export const HeaderText = z.string().max(MAX_HEADER_TEXT)
+
 export const EmailAddressName = z
   .object({
     email: Email.describe('The email address.'),
-    name: z.string().optional().describe('Display name.'),
+    name: HeaderText.optional().describe('Display name.'),
   })
   .meta({ title: 'EmailAddressName' })
 
@@ -76,7 +80,7 @@ export const EmailAddressesTypes = z
   .meta({ title: 'EmailAddressesTypes' })
 
 export const MailAttachment = z.object({
-  filename: z.string().optional().describe('Name shown to recipients; default "attachment".'),
+  filename: HeaderText.optional().describe('Name shown to recipients; default "attachment".'),
   data: z.base64().describe('File content, base64-encoded.'),
 })
 

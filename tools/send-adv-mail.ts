@@ -3,7 +3,14 @@ import { badInput } from '../errors.js'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { ok, resolveOrder, SENDS_REAL_MAIL, sendComposed, singleAddress } from './common.js'
-import { EmailAddressesTypes, EmailAddressTypes, GenericResponse, MailAttachment, OrderId } from './schemas.js'
+import {
+  EmailAddressesTypes,
+  EmailAddressTypes,
+  GenericResponse,
+  HeaderText,
+  MailAttachment,
+  OrderId,
+} from './schemas.js'
 
 export const sendAdvMail = defineTool({
   name: 'sendAdvMail',
@@ -19,7 +26,7 @@ export const sendAdvMail = defineTool({
   input: z.object({
     from: EmailAddressTypes.describe('Sender, authorized for the mail order.'),
     to: EmailAddressesTypes.describe('Recipients, shown in To.'),
-    subject: z.string().describe('Subject line.'),
+    subject: HeaderText.describe('Subject line.'),
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     replyto: EmailAddressesTypes.optional().describe('Reply-To addresses.'),
     cc: EmailAddressesTypes.optional().describe('Recipients shown in Cc.'),

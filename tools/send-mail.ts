@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { ok, resolveOrder, SENDS_REAL_MAIL, sendComposed, singleAddress } from './common.js'
-import { emailOf, GenericResponse, OrderId } from './schemas.js'
+import { emailOf, GenericResponse, HeaderText, OrderId } from './schemas.js'
 
 const ADV = 'sendAdvMail (POST /mail/advsend)'
 /**
@@ -32,7 +32,7 @@ export const sendMail = defineTool({
     from: bareEmail('one bare address', 'for a display name use').describe(
       'Sender address, authorized for the mail order.',
     ),
-    subject: z.string().describe('Subject line.'),
+    subject: HeaderText.describe('Subject line.'),
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     id: OrderId.optional(),
   }),

@@ -5,7 +5,7 @@ import { badInput } from '../errors.js'
 import type { LogRow } from '../storage/store.js'
 import { defineTool } from './define.js'
 import { resolveOrder, utcDateTime } from './common.js'
-import { DateOrTimestamp, Email, MailLog, type MailLogEntry, OrderId } from './schemas.js'
+import { DateOrTimestamp, Email, HeaderText, MailLog, type MailLogEntry, OrderId } from './schemas.js'
 
 export const viewMailLog = defineTool({
   name: 'viewMailLog',
@@ -14,8 +14,8 @@ export const viewMailLog = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Searches the delivery log of the mail order `id` (default: the first active one), newest first; pass the ' +
-    '`text` a send returned as `mailid` to see how it went. A row is one recipient (one message with ' +
+    'Searches the delivery log of mail order `id` (default: the first active one), newest first; pass a ' +
+    "send's `text` as `mailid` to see how it went. A row is one recipient (one message with " +
     'groupby=message): `id` is the transaction id, `delivered` 1 once delivered (0: queued, deferred or ' +
     "failed), `code`, `response` and `mxHostname` the destination's last answer. Filters combine; all but " +
     'messageId match exactly. `total` counts all matches; page with skip and limit.',
@@ -25,27 +25,25 @@ export const viewMailLog = defineTool({
       .string()
       .refine((s) => isIP(s) !== 0, 'must be an IPv4 or IPv6 address')
       .optional()
-      .describe('Client IP address the message was submitted from.'),
-    mx: z.string().optional().describe('MX host name delivery was attempted to.'),
+      .describe('Client IP the message came from.'),
+    mx: z.string().max(255).optional().describe('MX host delivery was tried at.'),
     from: Email.optional().describe('Envelope sender.'),
     to: Email.optional().describe('Envelope recipient.'),
-    subject: z.string().optional().describe('Subject, exact.'),
-    mailid: z.string().min(18).max(19).optional().describe('Transaction id: the `text` a send returned.'),
-    messageId: z
-      .string()
-      .regex(/^[^\x00-\x1f\x7f]*$/, 'must not contain control characters')
+    subject: HeaderText.optional().describe('Subject, exact.'),
+    mailid: z.string().min(18).max(19).optional().describe("Transaction id (a send's `text`)."),
+    messageId: HeaderText.regex(/^[^\x00-\x1f\x7f]*$/, 'must not contain control characters')
       .optional()
-      .describe('Part of the Message-ID header, any case.'),
+      .describe('Part of the Message-ID, any case.'),
     replyto: Email.optional().describe('Reply-To header address.'),
     headerfrom: Email.optional().describe('From header address.'),
-    delivered: z.literal([0, 1]).optional().describe('Only rows delivered (1) or not yet or never (0).'),
+    delivered: z.literal([0, 1]).optional().describe('1: delivered; 0: not (yet).'),
     skip: z.number().int().min(0).max(2_147_483_647).default(0).describe('Rows to skip (an int32).'),
     limit: z.number().int().min(1).max(10000).default(100).describe('Rows per page.'),
     startDate: DateOrTimestamp.optional().describe(
-      'Only rows accepted at or after this time: Unix seconds, or a date such as 2024-01-15 or "yesterday" (UTC).',
+      'Rows accepted at or after: Unix seconds or a date such as 2024-01-15 or "yesterday" (UTC).',
     ),
     endDate: DateOrTimestamp.optional().describe(
-      'Only rows accepted at or before this time, written as startDate; a date alone means the end of that day.',
+      'Rows accepted at or before, as startDate; a date alone means its end.',
     ),
     sort: z.enum(['time']).default('time').describe('Always time (row order).'),
     dir: z.enum(['asc', 'desc']).default('desc').describe('desc = newest first.'),
@@ -117,12 +115,17 @@ function logEntry(r: LogRow): z.input<typeof MailLogEntry> {
   }
 }
 
+/** The longest date in words taken ("last monday 10:00 UTC" is 21 characters). */
+const MAX_DATE_TEXT = 100
+
 /**
  * A DateOrTimestamp as epoch seconds. A date without a time of day means the start of that day
  * for `startDate` and its last second for `endDate`, so `endDate=2024-01-15` includes the 15th.
  */
 export function toEpochSeconds(field: string, value: number | string, edge: 'start' | 'end', now: number): number {
   if (typeof value === 'number') return value
+  // The parser tries pattern after pattern over the whole text: a date in words is short.
+  if (value.length > MAX_DATE_TEXT) throw badInput(`${field}: at most ${MAX_DATE_TEXT} characters`)
   const parsed = chrono.parse(value, { instant: new Date(now), timezone: 'UTC' }, { forwardDate: false })[0]
   // The whole text must be the date: "2024-01-15 garbage" is not silently read as the 15th.
   if (parsed?.index !== 0 || parsed.text.length !== value.trim().length)

@@ -12,7 +12,7 @@ import { createMcpSessionStore } from './mcp-sessions.js'
 import { createHistoryStore } from './history.js'
 import { createMailStore } from './mail.js'
 import { createOAuthStore } from './oauth.js'
-import { changed, createPool } from './pool.js'
+import { changed, createPool, createReadPool } from './pool.js'
 import { createQueueStore } from './queue.js'
 import * as schema from './schema.js'
 import { settingsCache } from './settings-cache.js'
@@ -26,7 +26,14 @@ import {
   hashApiKey,
   WrongSecretError,
 } from '../secrets.js'
-import type { ApiKeyInfo, DenyRule, KeyOwner, MailOrder, Store } from '../store.js'
+import {
+  type ApiKeyInfo,
+  type DenyRule,
+  type KeyOwner,
+  LOG_READ_TIMEOUT,
+  type MailOrder,
+  type Store,
+} from '../store.js'
 
 export type PostgresStore = Store & { pool: pg.Pool }
 
@@ -37,6 +44,8 @@ export interface PostgresOptions {
   secret: Buffer
   /** Refuse a database without mailroom's tables (NotMigratedError) rather than create them. */
   existing?: boolean
+  /** How long one read of the log or the statistics may take (MAILROOM_LOG_READ_TIMEOUT). */
+  logReadTimeout?: number
 }
 
 /** The database has no mailroom tables, and the caller asked not to create them. */
@@ -67,7 +76,8 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Postg
     await pool.end()
     throw err
   }
-  return createStore(pool, options.secret, cache)
+  const timeout = options.logReadTimeout ?? LOG_READ_TIMEOUT
+  return createStore(pool, options.secret, cache, { pool: createReadPool(options.url, timeout), timeout })
 }
 
 /**
@@ -122,7 +132,12 @@ const toKeyInfo = (r: typeof schema.apiKeys.$inferSelect): ApiKeyInfo => ({
   sandbox: r.sandbox,
 })
 
-function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof settingsCache>): PostgresStore {
+function createStore(
+  pool: pg.Pool,
+  secret: Buffer,
+  cache: ReturnType<typeof settingsCache>,
+  reads: { pool: pg.Pool; timeout: number },
+): PostgresStore {
   const db: NodePgDatabase<typeof schema> = drizzle({ client: pool, schema })
   /** Runs a change to the cached settings and drops what the cache holds. */
   const changing = async <T>(change: () => Promise<T>): Promise<T> => {
@@ -320,7 +335,7 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
         return changed(await changing(() => db.delete(t).where(where))) > 0
       },
     },
-    mail: { ...createMailStore(pool, outbox), ...createHistoryStore(pool, outbox) },
+    mail: { ...createMailStore(pool, outbox, reads), ...createHistoryStore(pool, outbox) },
     queue: createQueueStore(pool, outbox),
     blocks: createBlockStore(db, pool, hot),
     traps: {
@@ -374,7 +389,7 @@ function createStore(pool: pg.Pool, secret: Buffer, cache: ReturnType<typeof set
       if (closed) return
       closed = true
       cache.stop()
-      await pool.end()
+      await Promise.all([pool.end(), reads.pool.end()])
     },
   }
 }

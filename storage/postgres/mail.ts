@@ -1,7 +1,7 @@
 import type pg from 'pg'
 import { createEnqueue } from './enqueue.js'
 import type { OutboxWriter } from './webhooks.js'
-import type { LogQuery, LogRow, Store } from '../store.js'
+import { type LogQuery, type LogRow, type Store, logReadTimedOut } from '../store.js'
 
 /** The columns of a log row (LogRow); `to` depends on the grouping. */
 const logColumns = (to: string) => `d.id AS "_id", m.txid AS id, m.env_from AS "from", ${to} AS "to", m.subject,
@@ -106,39 +106,47 @@ function statsQueries(windowed: boolean) {
 export function createMailStore(
   pool: pg.Pool,
   outbox: Pick<OutboxWriter, 'wants' | 'accepted'>,
+  reads: { pool: pg.Pool; timeout: number },
 ): Pick<Store['mail'], 'enqueue' | 'log' | 'stats'> {
   const enqueue = createEnqueue(pool, outbox)
-  const count = async (text: string, params: unknown[]) => (await pool.query<{ n: number }>(text, params)).rows[0].n
+  const count = async (text: string, params: unknown[]) =>
+    (await reads.pool.query<{ n: number }>(text, params)).rows[0].n
+  /** A read stopped by the server at its statement_timeout (57014) is answered as the SQLite reader's is. */
+  const timed = <T>(read: Promise<T>): Promise<T> =>
+    read.catch((err: { code?: string }) => {
+      throw err.code === '57014' ? logReadTimedOut(reads.timeout) : err
+    })
   return {
     enqueue,
 
     async log(q) {
       const { count: countSql, rows, params } = buildLogQuery(q)
-      const [total, page] = await Promise.all([
-        count(countSql, params),
-        pool.query<LogRow>(rows, [...params, q.limit, q.skip]),
-      ])
+      const [total, page] = await timed(
+        Promise.all([count(countSql, params), reads.pool.query<LogRow>(rows, [...params, q.limit, q.skip])]),
+      )
       return { total, rows: page.rows }
     },
 
-    async stats(q) {
-      if (q.orderIds.length === 0) return { usage: 0, received: 0, sent: 0, volume: { to: {}, from: {}, ip: {} } }
-      const sql = statsQueries(q.since !== null)
-      const window = q.since === null ? [q.orderIds] : [q.orderIds, Math.floor(q.since / 1000)]
-      const top = async (text: string) =>
-        Object.fromEntries(
-          (await pool.query<{ k: string; n: number }>(text, [...window, q.top])).rows.map((r) => [r.k, r.n]),
-        )
-      const cycle = [q.orderIds, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)]
-      const [usage, received, sent, to, from, ip] = await Promise.all([
-        count(sql.usage, cycle),
-        count(sql.received, window),
-        count(sql.sent, window),
-        top(sql.to),
-        top(sql.from),
-        top(sql.ip),
-      ])
-      return { usage, received, sent, volume: { to, from, ip } }
-    },
+    stats: (q) => timed(stats(q)),
+  }
+
+  async function stats(q: Parameters<Store['mail']['stats']>[0]): ReturnType<Store['mail']['stats']> {
+    if (q.orderIds.length === 0) return { usage: 0, received: 0, sent: 0, volume: { to: {}, from: {}, ip: {} } }
+    const sql = statsQueries(q.since !== null)
+    const window = q.since === null ? [q.orderIds] : [q.orderIds, Math.floor(q.since / 1000)]
+    const top = async (text: string) =>
+      Object.fromEntries(
+        (await reads.pool.query<{ k: string; n: number }>(text, [...window, q.top])).rows.map((r) => [r.k, r.n]),
+      )
+    const cycle = [q.orderIds, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)]
+    const [usage, received, sent, to, from, ip] = await Promise.all([
+      count(sql.usage, cycle),
+      count(sql.received, window),
+      count(sql.sent, window),
+      top(sql.to),
+      top(sql.from),
+      top(sql.ip),
+    ])
+    return { usage, received, sent, volume: { to, from, ip } }
   }
 }

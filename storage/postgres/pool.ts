@@ -14,14 +14,32 @@ const TYPES: pg.CustomTypesConfig = {
       : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
 }
 
+/** Connections a node reads the log and the statistics over, apart from the others (createReadPool). */
+const READ_POOL_SIZE = 4
+
 /** The pool of a node's connections, named `mailroom` in pg_stat_activity. */
-export function createPool(url: string): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max: POOL_SIZE, application_name: 'mailroom', types: TYPES })
+export function createPool(url: string, options: Partial<pg.PoolConfig> = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: POOL_SIZE,
+    application_name: 'mailroom',
+    types: TYPES,
+    ...options,
+  })
   // An idle connection the server dropped (a restart, a failover) emits 'error' on the pool, which
   // would end the process unhandled; the pool discards it, and the next query opens another or
   // reports the failure to its caller.
   pool.on('error', () => {})
   return pool
+}
+
+/**
+ * The pool the log and the statistics are read over: their queries, which take time in proportion
+ * to the log, hold at most READ_POOL_SIZE connections (sends and deliveries keep the main pool),
+ * and the server stops each one at `timeoutMs` (statement_timeout).
+ */
+export function createReadPool(url: string, timeoutMs: number): pg.Pool {
+  return createPool(url, { max: READ_POOL_SIZE, statement_timeout: timeoutMs })
 }
 
 /** Runs `work` in one transaction on one connection of the pool: committed when it resolves, else rolled back. */

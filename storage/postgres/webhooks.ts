@@ -25,6 +25,7 @@ const CLAIM = `WITH c AS (
     UPDATE webhook_outbox SET locked = 1, lock_time = $1, assigned = $2
     WHERE id IN (SELECT o.id FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id
       WHERE o.next_attempt_at <= $1 AND (o.locked = 0 OR o.lock_time < $3) AND w.disabled_at IS NULL
+        AND o.webhook_id <> ALL($5::bigint[]) AND w.account_id <> ALL($6::bigint[])
       ORDER BY o.next_attempt_at, o.id LIMIT $4 FOR UPDATE OF o SKIP LOCKED)
     RETURNING id, webhook_id, event_id, type, payload, attempts, next_attempt_at
   )
@@ -114,11 +115,11 @@ export function createWebhookStore(
       )
     },
     subscribed: (accountId, type) => outbox.wants(accountId, type),
-    async claim({ node, now, leaseMs, limit }) {
+    async claim({ node, now, leaseMs, limit, skip }) {
       const { rows } = await pool.query<Omit<OutboxItem, 'secret'> & { secretEnc: string }>({
         name: 'webhook-claim',
         text: CLAIM,
-        values: [now, node, now - leaseMs, limit],
+        values: [now, node, now - leaseMs, limit, skip?.webhooks ?? [], skip?.accounts ?? []],
       })
       return rows.map(({ secretEnc, ...row }) => ({ ...row, secret: decrypt(secret, secretEnc) }))
     },
@@ -158,9 +159,14 @@ export function createWebhookStore(
         })
       await (results.some((r) => r.disable) ? changing(apply) : apply())
     },
-    async release(node) {
+    async release(node, ids) {
       return changed(
-        await pool.query('UPDATE webhook_outbox SET locked = 0 WHERE locked = 1 AND assigned = $1', [node]),
+        ids
+          ? await pool.query(
+              'UPDATE webhook_outbox SET locked = 0 WHERE locked = 1 AND assigned = $1 AND id = ANY($2::bigint[])',
+              [node, ids],
+            )
+          : await pool.query('UPDATE webhook_outbox SET locked = 0 WHERE locked = 1 AND assigned = $1', [node]),
       )
     },
     async renew(node, now) {

@@ -39,6 +39,7 @@ import type {
   SigningKey,
   Store,
 } from '../store.js'
+import { LOG_READ_TIMEOUT } from '../store.js'
 
 export const DB_FILE = 'mailroom.db'
 
@@ -49,13 +50,19 @@ export interface SqliteOptions {
   file: string
   /** The 32-byte secret that encrypts order passwords. */
   secret: Buffer
+  /** How long one read of the log or the statistics may take in the reader thread (MAILROOM_LOG_READ_TIMEOUT). */
+  logReadTimeout?: number
 }
 
 /**
  * Opens the store of a data directory: `<dir>/mailroom.db`, created on first use, with `secret`
  * (which must decrypt what the database holds), or else `<dir>/secret.key`, created on first use.
  */
-export function openDataDir(dataDir: string, secret: Uint8Array | null = null): SqliteStore {
+export function openDataDir(
+  dataDir: string,
+  secret: Uint8Array | null = null,
+  options: Pick<SqliteOptions, 'logReadTimeout'> = {},
+): SqliteStore {
   // The database holds every account's log, queued messages and key hashes: only its owner may
   // read it. A new directory is the owner's alone; the database file is created (or narrowed) to
   // 0600, and SQLite gives its -wal and -shm files the same mode.
@@ -63,10 +70,10 @@ export function openDataDir(dataDir: string, secret: Uint8Array | null = null): 
   const file = join(dataDir, DB_FILE)
   closeSync(openSync(file, 'a', 0o600))
   for (const f of [file, `${file}-wal`, `${file}-shm`]) if (existsSync(f)) chmodSync(f, 0o600)
-  if (!secret) return openSqliteStore({ file, secret: loadOrCreateSecret(dataDir) })
+  if (!secret) return openSqliteStore({ ...options, file, secret: loadOrCreateSecret(dataDir) })
   // A copy: a secret that crossed to a thread arrives as a plain Uint8Array.
   const key = Buffer.from(secret)
-  const store = openSqliteStore({ file, secret: key })
+  const store = openSqliteStore({ ...options, file, secret: key })
   const stored = ['SELECT password_enc FROM mail_orders LIMIT 1', 'SELECT private_key_enc FROM dkim_keys LIMIT 1']
     .map((query) => store.sqlite.prepare(query).pluck().get() as string | undefined)
     .filter((value) => value !== undefined)
@@ -107,7 +114,10 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   const mail = { ...createMailStore(sqlite, { outbox, volume }), ...createHistoryStore(sqlite, { outbox, volume }) }
   // The log and statistics of a database file are read in a thread of their own
   // (storage/sqlite/reader.ts); an in-memory database is this connection's alone.
-  const reader = options.file !== ':memory:' && READER_THREAD ? readerThread(options.file) : undefined
+  const reader =
+    options.file !== ':memory:' && READER_THREAD
+      ? readerThread(options.file, options.logReadTimeout ?? LOG_READ_TIMEOUT)
+      : undefined
 
   // The statements of every send, prepared once: drizzle would build and prepare them on each call.
   const hot = {

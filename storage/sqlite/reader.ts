@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3'
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
 import { createMailStore } from './mail.js'
-import type { Store } from '../store.js'
+import { logReadTimedOut, type Store } from '../store.js'
 import { type CallOutcome, threadCalls } from '../../thread-calls.js'
 
 /**
@@ -11,6 +11,11 @@ import { type CallOutcome, threadCalls } from '../../thread-calls.js'
  * million messages), a Message-ID substring found in every message half a second, a deep page or
  * a filter within a long window about a tenth. On the connection of the doors, each would hold up
  * every HTTP request and SMTP session meanwhile. Started at the first request and kept.
+ *
+ * It answers one read at a time, for every account: a read that runs past `timeoutMs`
+ * (MAILROOM_LOG_READ_TIMEOUT) is answered 503 and its thread left to end on its own, while the
+ * reads queued behind it go to a new thread, so that one slow search holds the others up for no
+ * longer than that.
  */
 export type Reader = Pick<Store['mail'], 'log' | 'stats'> & { close(): Promise<void> }
 
@@ -20,14 +25,21 @@ export const READER_THREAD = import.meta.url.endsWith('.js')
 type Method = keyof Omit<Reader, 'close'>
 type ToReader = { id: number; method: Method; query: unknown }
 
-export function readerThread(file: string): Reader {
+export function readerThread(file: string, timeoutMs: number): Reader {
   let worker: Worker | undefined
   const calls = threadCalls()
   let closed = false
+  /** The reads posted to the current thread and not yet answered, with their deadlines. */
+  const posted = new Map<number, ToReader & { deadline: NodeJS.Timeout }>()
+  const TIMED_OUT = logReadTimedOut(timeoutMs).message
 
   const start = () => {
     const w = new Worker(new URL(import.meta.url), { workerData: { mailroomReader: file } })
     w.on('message', (m: CallOutcome) => {
+      // A thread left behind at a deadline answers no one.
+      if (worker !== w) return
+      clearTimeout(posted.get(m.id)?.deadline)
+      posted.delete(m.id)
       calls.settle(m)
       // An idle thread does not keep the process alive.
       if (calls.waiting === 0) w.unref()
@@ -43,13 +55,37 @@ export function readerThread(file: string): Reader {
     return w
   }
 
+  const post = (call: ToReader) => {
+    const w = (worker ??= start())
+    w.ref()
+    posted.set(call.id, { ...call, deadline: setTimeout(() => expire(call.id), timeoutMs) })
+    w.postMessage(call)
+  }
+
+  /**
+   * The thread is still on this read (it answers in order, one at a time): it is ended, and the
+   * reads behind it are posted again to a new thread, each with a deadline of its own from now.
+   */
+  const expire = (id: number) => {
+    const behind = [...posted.values()].filter((c) => c.id !== id)
+    for (const c of posted.values()) clearTimeout(c.deadline)
+    posted.clear()
+    const stuck = worker
+    worker = undefined
+    void stuck?.terminate()
+    calls.settle({ id, error: TIMED_OUT })
+    for (const { deadline: _, ...call } of behind) post(call)
+  }
+
   const ask =
     <M extends Method>(method: M) =>
     (query: Parameters<Reader[M]>[0]): ReturnType<Reader[M]> => {
       if (closed) return Promise.reject(new Error('the store is closed')) as ReturnType<Reader[M]>
-      const w = (worker ??= start())
-      w.ref()
-      return calls.call((id) => w.postMessage({ id, method, query } satisfies ToReader)) as ReturnType<Reader[M]>
+      return calls
+        .call((id) => post({ id, method, query }))
+        .catch((err: Error) => {
+          throw err.message === TIMED_OUT ? logReadTimedOut(timeoutMs) : err
+        }) as ReturnType<Reader[M]>
     }
 
   return {
@@ -57,6 +93,8 @@ export function readerThread(file: string): Reader {
     stats: ask('stats'),
     async close() {
       closed = true
+      for (const c of posted.values()) clearTimeout(c.deadline)
+      posted.clear()
       const w = worker
       worker = undefined
       if (w) await w.terminate()

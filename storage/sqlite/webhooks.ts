@@ -62,6 +62,8 @@ export function createWebhookStore(
   const claim = sqlite.prepare(`UPDATE webhook_outbox SET locked = 1, lock_time = @now, assigned = @node
     WHERE id IN (SELECT o.id FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id
       WHERE o.next_attempt_at <= @now AND (o.locked = 0 OR o.lock_time < @expired) AND w.disabled_at IS NULL
+        AND o.webhook_id NOT IN (SELECT value FROM json_each(@skipWebhooks))
+        AND w.account_id NOT IN (SELECT value FROM json_each(@skipAccounts))
       ORDER BY o.next_attempt_at, o.id LIMIT @limit)
     RETURNING id, webhook_id AS webhookId, event_id AS eventId, type, payload, attempts`)
   const endpoint = sqlite.prepare(
@@ -79,14 +81,22 @@ export function createWebhookStore(
   const disable = sqlite.prepare('UPDATE webhooks SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL')
   const dropAll = sqlite.prepare('DELETE FROM webhook_outbox WHERE webhook_id = ?')
   const release = sqlite.prepare('UPDATE webhook_outbox SET locked = 0 WHERE locked = 1 AND assigned = ?')
+  const releaseRows = sqlite.prepare(
+    'UPDATE webhook_outbox SET locked = 0 WHERE locked = 1 AND assigned = ? AND id IN (SELECT value FROM json_each(?))',
+  )
   const renew = sqlite.prepare('UPDATE webhook_outbox SET lock_time = ? WHERE locked = 1 AND assigned = ?')
   const pending = sqlite.prepare('SELECT COUNT(*) FROM webhook_outbox').pluck()
 
-  const claimTx = sqlite.transaction((node: string, now: number, leaseMs: number, limit: number): OutboxItem[] => {
-    const rows = claim.all({ node, now, expired: now - leaseMs, limit }) as Omit<
-      OutboxItem,
-      'accountId' | 'url' | 'secret' | 'failingSince'
-    >[]
+  const claimTx = sqlite.transaction((input: Parameters<Store['webhooks']['claim']>[0]): OutboxItem[] => {
+    const { node, now, leaseMs, limit, skip } = input
+    const rows = claim.all({
+      node,
+      now,
+      expired: now - leaseMs,
+      limit,
+      skipWebhooks: JSON.stringify(skip?.webhooks ?? []),
+      skipAccounts: JSON.stringify(skip?.accounts ?? []),
+    }) as Omit<OutboxItem, 'accountId' | 'url' | 'secret' | 'failingSince'>[]
     const endpoints = new Map<number, Pick<OutboxItem, 'accountId' | 'url' | 'secret' | 'failingSince'>>()
     return rows.map((r) => {
       let e = endpoints.get(r.webhookId)
@@ -141,8 +151,8 @@ export function createWebhookStore(
     async subscribed(accountId, type) {
       return outbox.wants(accountId, type)
     },
-    async claim({ node, now, leaseMs, limit }) {
-      return claimTx(node, now, leaseMs, limit)
+    async claim(input) {
+      return claimTx(input)
     },
     async record(results) {
       if (results.length === 0) return
@@ -150,8 +160,8 @@ export function createWebhookStore(
       if (results.some((r) => r.disable)) changing(() => recordTx(results))
       else recordTx(results)
     },
-    async release(node) {
-      return release.run(node).changes
+    async release(node, ids) {
+      return (ids ? releaseRows.run(node, JSON.stringify(ids)) : release.run(node)).changes
     },
     async renew(node, now) {
       return renew.run(now, node).changes

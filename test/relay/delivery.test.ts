@@ -9,7 +9,7 @@ import type { MxResolver } from '../../relay/routes.js'
 import { SANDBOX_DOMAIN } from '../../relay/sandbox.js'
 import type { LogRow } from '../../storage/store.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
-import { startSink, stubResolver } from './sink.js'
+import { startMuteMx, startSink, stubResolver } from './sink.js'
 
 /** The default MAILROOM_LEASE_TIMEOUT, which these workers run with. */
 const LEASE_TIMEOUT = 10 * 60_000
@@ -333,6 +333,33 @@ describe('delivery', () => {
     ;[row] = await t.settled(txid, (r) => r[0].delivered === 1)
     expect(t.sink.messages).toHaveLength(1)
   })
+
+  it.each(['silent', 'lying'] as const)(
+    'logs nothing delivered when the MX never answers the end of data (%s): deferred, retried, then delivered',
+    async (mute) => {
+      const mx = await startMuteMx()
+      mx.state.mute = mute
+      cleanup.push(() => mx.close())
+      const t = await setup({ resolver: (p) => local(p), port: mx.port, env: { MAILROOM_DELIVERY_TIMEOUT: '2s' } })
+      // A burst over few connections: each message's dot leaves with the next one's MAIL.
+      const txids = await Promise.all(Array.from({ length: 6 }, (_, i) => t.send([`r${i}@example.com`])))
+      for (const txid of txids) {
+        const [row] = await t.settled(txid, (r) => r[0].response !== null)
+        expect(row).toMatchObject({ delivered: 0, code: null, locked: 0 })
+        expect(await waitingOf(t, txid)).toMatchObject([
+          { state: 'deferred', attempts: 1, nextAttemptAt: t.env.clock() + 5 * MIN },
+        ])
+      }
+      expect(mx.state.dots).toBeGreaterThanOrEqual(6)
+      expect(mx.state.messages).toEqual([])
+      mx.state.mute = false
+      t.later(5 * MIN + 1)
+      for (const txid of txids) expect((await t.settled(txid, (r) => r[0].delivered === 1))[0].code).toBe(250)
+      expect(mx.state.messages.map((m) => m[0]).sort()).toEqual(
+        Array.from({ length: 6 }, (_, i) => `r${i}@example.com`).sort(),
+      )
+    },
+  )
 
   it('fails a recipient that is still deferred at the maximum age', async () => {
     const t = await setup({ resolver: (p) => local(p) })

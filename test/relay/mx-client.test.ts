@@ -8,7 +8,7 @@ import { MxClient } from '../../relay/mx-client.js'
 import { MAX_REPLY_LENGTH, MAX_REPLY_LINE, MAX_REPLY_LINES, toDataLines } from '../../relay/smtp-session.js'
 import { loadTls } from '../../relay/tls.js'
 import type { MxHost } from '../../relay/routes.js'
-import { flood, startSink } from './sink.js'
+import { flood, startMuteMx, startSink } from './sink.js'
 
 // Connections to an MX are kept open for the next transaction, which goes out at once (no RSET
 // round trip first); a kept connection found dead is replaced without the message being deferred.
@@ -158,6 +158,54 @@ describe('MxClient: connection reuse', () => {
       'DATA',
       'message: m2',
     ])
+  })
+})
+
+// A message counts as delivered only on the reply to its own end of data (RFC 5321 §4.1.1.4): the
+// next transaction's commands leave with the dot, and their replies must not stand in for its own.
+describe('MxClient: a destination that never answers the end of data', () => {
+  const cleanup: (() => unknown)[] = []
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f()
+  })
+
+  it.each(['silent', 'lying'] as const)(
+    'gives no message a reply (%s), the one whose MAIL went out with its dot included, then delivers once it behaves',
+    async (mute) => {
+      const mx = await startMuteMx()
+      mx.state.mute = mute
+      cleanup.push(() => mx.close())
+      const client = new MxClient({ heloName: 'test.example', timeout: 2_000 })
+      cleanup.push(() => client.close())
+      const hosts: MxHost[] = [{ name: 'mx.example.com', port: mx.port, addresses: ['127.0.0.1'] }]
+      const message = (n: number) => async () => Buffer.from(`Subject: m${n}\r\n\r\nbody ${n}\r\n`)
+      let second: ReturnType<MxClient['deliver']> | undefined
+      const first = await client.deliver(hosts, { from: 's@example.org', to: ['r1@example.com'] }, message(1), () => {
+        second = client.deliver(hosts, { from: 's@example.org', to: ['r2@example.com'] }, message(2))
+      })
+      expect(first.replies.get('r1@example.com')).toEqual({ code: null, response: 'no reply within 2000 ms' })
+      expect((await second!).replies.get('r2@example.com')).toMatchObject({ code: null })
+      // Both messages' data arrived (the second once more on a new connection): none was answered.
+      expect(mx.state.dots).toBeGreaterThanOrEqual(2)
+      mx.state.mute = false
+      const retried = await client.deliver(hosts, { from: 's@example.org', to: ['r1@example.com'] }, message(1))
+      expect(retried.replies.get('r1@example.com')).toEqual({ code: 250, response: '250 2.0.0 Ok: queued' })
+      expect(mx.state.messages).toEqual([['r1@example.com']])
+    },
+  )
+
+  it('takes no QUIT reply for the reply to a dot still unanswered when the idle connection is closed', async () => {
+    const mx = await startMuteMx()
+    cleanup.push(() => mx.close())
+    const client = new MxClient({ heloName: 'test.example', timeout: 60_000 })
+    const hosts: MxHost[] = [{ name: 'mx.example.com', port: mx.port, addresses: ['127.0.0.1'] }]
+    const attempt = client.deliver(hosts, { from: 's@example.org', to: ['r@example.com'] }, async () =>
+      Buffer.from('Subject: m\r\n\r\nbody\r\n'),
+    )
+    await expect.poll(() => mx.state.dots).toBe(1)
+    // The connection, parked once the message was out, is closed with QUIT: its 221 is QUIT's.
+    client.close()
+    expect((await attempt).replies.get('r@example.com')).toMatchObject({ code: null })
   })
 })
 

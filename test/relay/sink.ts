@@ -1,4 +1,4 @@
-import type { AddressInfo, Socket } from 'node:net'
+import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import type { MxResolver } from '../../relay/routes.js'
 
@@ -143,4 +143,63 @@ export function flood(socket: Socket, chunk: string, total = Infinity): void {
   }
   socket.on('error', () => {})
   pump()
+}
+
+/**
+ * A destination that takes a message's whole DATA and then gives its dot no reply while
+ * `state.mute` is set: 'silent' answers nothing more for it, 'lying' answers the next MAIL with
+ * a dot's "250 queued" (one reply where two are owed). Every other command gets its usual reply,
+ * PIPELINING is offered; once `mute` is cleared it behaves and records what it takes.
+ */
+export async function startMuteMx() {
+  const state = { mute: 'silent' as 'silent' | 'lying' | false, dots: 0, messages: [] as string[][] }
+  const sockets = new Set<Socket>()
+  const server = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+    socket.on('error', () => {})
+    let input = ''
+    let inData = false
+    let to: string[] = []
+    let owed = false
+    socket.write('220 mute.example ESMTP\r\n')
+    socket.on('data', (chunk: Buffer) => {
+      input += chunk.toString('latin1')
+      for (;;) {
+        if (inData) {
+          const end = input.indexOf('\r\n.\r\n')
+          if (end < 0) return
+          input = input.slice(end + 5)
+          inData = false
+          state.dots++
+          if (state.mute) owed = state.mute === 'lying'
+          else state.messages.push(to), socket.write('250 2.0.0 Ok: queued\r\n')
+          continue
+        }
+        const eol = input.indexOf('\r\n')
+        if (eol < 0) return
+        const line = input.slice(0, eol)
+        input = input.slice(eol + 2)
+        if (/^EHLO/i.test(line)) socket.write('250-mute.example\r\n250 PIPELINING\r\n')
+        else if (/^MAIL/i.test(line)) {
+          to = []
+          socket.write(owed ? '250 2.0.0 Ok: queued\r\n' : '250 2.1.0 Ok\r\n')
+          owed = false
+        } else if (/^RCPT TO:<(.*)>/i.test(line)) to.push(/<(.*)>/.exec(line)![1]), socket.write('250 2.1.5 Ok\r\n')
+        else if (/^DATA/i.test(line)) (inData = true), socket.write('354 go ahead\r\n')
+        else if (/^QUIT/i.test(line)) socket.end('221 2.0.0 bye\r\n')
+        else socket.write('250 2.0.0 Ok\r\n')
+      }
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    port: (server.address() as AddressInfo).port,
+    state,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy()
+        server.close(() => resolve())
+      }),
+  }
 }

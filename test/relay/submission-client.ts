@@ -162,9 +162,9 @@ export class RawSmtp {
     return this.next()
   }
 
-  /** Bytes as they are, without waiting for a reply (a message sent in parts). */
-  send(bytes: Buffer): void {
-    this.socket.write(bytes)
+  /** Bytes as they are, with no reply awaited (part of a message, say). */
+  write(bytes: string | Buffer): void {
+    if (!this.socket.destroyed) this.socket.write(bytes)
   }
 
   /** STARTTLS, then the handshake (the server's certificate is self-signed: not verified). */

@@ -621,6 +621,46 @@ describe('SMTP submission: limits', () => {
     expect(t.stored()).toEqual(NOTHING)
   })
 
+  it.each([
+    ['an unknown parameter', 'FOO=BAR', 'FOO'],
+    ['SMTPUTF8, not offered', 'SMTPUTF8', 'SMTPUTF8'],
+    ["DSN's RET, not offered", 'RET=FULL', 'RET'],
+    ["DSN's ENVID, not offered", 'ENVID=abc', 'ENVID'],
+    ['REQUIRETLS, not offered', 'REQUIRETLS', 'REQUIRETLS'],
+  ])('refuses MAIL FROM with %s with 555 5.5.4 (RFC 5321 §4.1.1.11), storing nothing', async (_label, param, name) => {
+    const t = await start()
+    const { raw, ehlo } = await t.rawSession()
+    expect(ehlo).not.toMatch(/SMTPUTF8|DSN|REQUIRETLS/)
+    expect(await raw.cmd(`MAIL FROM:<alice@example.org> ${param}`)).toBe(
+      `555 5.5.4 MAIL FROM parameter ${name} is not supported (offered: SIZE, BODY, AUTH)`,
+    )
+    // No transaction was opened: a RCPT has no MAIL to follow.
+    expect(await raw.cmd('RCPT TO:<bob@example.net>')).toMatch(/^503 /)
+    // The offered ones are taken.
+    expect(await raw.cmd('MAIL FROM:<alice@example.org> SIZE=100 BODY=8BITMIME AUTH=<>')).toMatch(/^250 /)
+    expect(t.stored()).toEqual(NOTHING)
+  })
+
+  it('closes a DATA that has not ended within MAILROOM_SMTP_DATA_TIMEOUT with 421 4.4.2, however the bytes trickle, storing nothing', async () => {
+    const t = await start({ MAILROOM_SMTP_DATA_TIMEOUT: '2s' })
+    const { raw } = await t.rawSession()
+    expect(await raw.pipeline(['MAIL FROM:<alice@example.org>', 'RCPT TO:<bob@example.net>', 'DATA'])).toEqual([
+      expect.stringMatching(/^250 /),
+      expect.stringMatching(/^250 /),
+      expect.stringMatching(/^354 /),
+    ])
+    // A byte every 200 ms: never idle, never done.
+    const drip = setInterval(() => raw.write('x'), 200)
+    after.push(async () => clearInterval(drip))
+    expect(await raw.next()).toBe('421 4.4.2 The message did not arrive within 2s; closing the connection')
+    await raw.closed()
+    clearInterval(drip)
+    expect(t.stored()).toEqual(NOTHING)
+    // Another session within the deadline is taken.
+    const c = await authed(t)
+    txidOf((await c.send({ from: 'alice@example.org', to: ['bob@example.net'] }, message())).response)
+  })
+
   it('answers a connection past MAILROOM_SMTP_MAX_CLIENTS with 421, and takes one again once another has gone', async () => {
     const t = await start({ MAILROOM_SMTP_MAX_CLIENTS: '2' })
     const first = await t.raw()
@@ -762,7 +802,7 @@ async function midData(t: Started, size: number) {
   expect(await raw.cmd('DATA')).toMatch(/^354 /)
   const [head, rest] = [dataOf(message()).subarray(0, 40), dataOf(message()).subarray(40)]
   const reply = raw.data(head)
-  return { raw, finish: () => (raw.send(rest), reply) }
+  return { raw, finish: () => (raw.write(rest), reply) }
 }
 
 describe('SMTP submission: the memory budget', () => {

@@ -2,6 +2,8 @@ import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'nod
 import type { AddressInfo } from 'node:net'
 
 export interface Received {
+  /** The request's path. */
+  url: string
   headers: IncomingHttpHeaders
   body: string
   /** The parsed body. */
@@ -21,7 +23,7 @@ export async function startEndpoint(answer: (n: number, r: Received) => number |
     req.setEncoding('utf8')
     req.on('data', (chunk) => (body += chunk))
     req.on('end', () => {
-      const r = { headers: req.headers, body, event: JSON.parse(body) }
+      const r = { url: req.url ?? '', headers: req.headers, body, event: JSON.parse(body) }
       received.push(r)
       const status = state.answer(received.length, r)
       if (status === 'hang') return void hanging.push(res)

@@ -141,6 +141,36 @@ await describePostgres('PostgreSQL store', () => {
     expect(await store.queue.pending()).toBe(1)
   })
 
+  it('stops a read of the log or the statistics at MAILROOM_LOG_READ_TIMEOUT with 503 (its own pool), and reads again once it can', async () => {
+    const store = await openPostgresStore({ url: database.url, secret, logReadTimeout: 1000 })
+    stores.push(store)
+    const account = await newAccount(store)
+    const { order } = await store.orders.create({ accountId: account.id, comment: null, senders: [], now: T0 })
+    const f = { accountId: account.id, orderId: order.id }
+    // Another session holds the deliveries table: a read of the log waits for it, past its deadline.
+    const holder = new pg.Client({ connectionString: database.url })
+    await holder.connect()
+    try {
+      await holder.query('BEGIN')
+      await holder.query('LOCK TABLE deliveries IN ACCESS EXCLUSIVE MODE')
+      const stopped = {
+        code: 503,
+        message:
+          'reading the log took longer than 1s and was stopped; narrow the search (exact filters, a shorter date window, a smaller page)',
+      }
+      await expect(logOf({ ...f, store } as never, { to: 'r@b.example' })).rejects.toMatchObject(stopped)
+      await expect(
+        store.mail.stats({ orderIds: [order.id], since: null, cycleStart: 0, cycleEnd: T0, top: 5 }),
+      ).rejects.toMatchObject(stopped)
+      await holder.query('ROLLBACK')
+    } finally {
+      await holder.end()
+    }
+    // Nothing was left held: a send goes through, and the log reads again.
+    await store.mail.enqueue(newMessage(f))
+    expect((await logOf({ ...f, store } as never)).total).toBe(1)
+  })
+
   it("refuses a backup, which is pg_dump's", async () => {
     await expect((await open()).backup(join(tmpdir(), 'never.db'))).rejects.toThrow(/pg_dump/)
   })

@@ -19,6 +19,26 @@ const { seedLog } = (await import(built('bench/seed.js'))) as typeof import('../
 const DAY = 86_400_000
 const ROWS = 100_000
 
+/** A message queued now, its Message-ID not yet indexed. */
+const fresh = {
+  txid: 'reader0000000001',
+  accountId: 1,
+  orderId: 1,
+  envFrom: 'new@bench.example',
+  recipients: ['rcpt@dest.example'],
+  headerFrom: null,
+  replyTo: null,
+  subject: 'just now',
+  messageId: '<fresh.reader@bench.example>',
+  origin: '192.0.2.1',
+  transtype: 'HTTP',
+  interface: 'api',
+  sendingZone: 'default',
+  raw: [Buffer.from('Subject: just now\r\n\r\nhi\r\n')],
+  time: Date.now(),
+}
+const page: LogQuery = { orderId: 1, skip: 0, limit: 10, dir: 'desc', groupby: 'recipient' }
+
 /** How many turns of a 5 ms timer this thread had while `work` ran. */
 async function ticksDuring(work: () => Promise<unknown>): Promise<number> {
   let ticks = 0
@@ -135,33 +155,35 @@ describe("storage: the log's reader thread", () => {
     expect(stdout.trim()).toBe(String(ROWS))
   })
 
-  it('finds the Message-ID of a message queued a moment ago, indexing it from its own thread', async () => {
-    const message = {
-      txid: 'reader0000000001',
-      accountId: 1,
-      orderId: 1,
-      envFrom: 'new@bench.example',
-      recipients: ['rcpt@dest.example'],
-      headerFrom: null,
-      replyTo: null,
-      subject: 'just now',
-      messageId: '<fresh.reader@bench.example>',
-      origin: '192.0.2.1',
-      transtype: 'HTTP',
-      interface: 'api',
-      sendingZone: 'default',
-      raw: [Buffer.from('Subject: just now\r\n\r\nhi\r\n')],
-      time: Date.now(),
+  it('answers a read still running at MAILROOM_LOG_READ_TIMEOUT with 503, and the reads queued behind it from a new thread', async () => {
+    const other = openDataDir(dataDir, null, { logReadTimeout: 3_000 })
+    try {
+      await other.mail.enqueue({ ...fresh, txid: 'reader0000000002', messageId: '<slow.reader@bench.example>' })
+      // Its Message-ID is not indexed yet, and the writer's turn is held: a search for it waits
+      // (up to SQLite's busy timeout, 5 s) to index it first, on the one thread every read shares.
+      other.sqlite.exec('BEGIN IMMEDIATE')
+      try {
+        const slow = other.mail.log({ ...page, messageId: 'slow.reader' })
+        const unrelated = other.mail.log({ ...page, limit: 1 })
+        const stats = other.mail.stats(query(null))
+        await expect(slow).rejects.toMatchObject({
+          code: 503,
+          message:
+            'reading the log took longer than 3s and was stopped; narrow the search (exact filters, a shorter date window, a smaller page)',
+        })
+        expect((await unrelated).rows).toHaveLength(1)
+        expect((await stats).received).toBe(ROWS + 1)
+      } finally {
+        other.sqlite.exec('ROLLBACK')
+      }
+    } finally {
+      await other.close()
     }
-    await store.mail.enqueue(message)
-    const found = await store.mail.log({
-      orderId: 1,
-      skip: 0,
-      limit: 10,
-      dir: 'desc',
-      groupby: 'recipient',
-      messageId: 'FRESH.reader',
-    })
+  })
+
+  it('finds the Message-ID of a message queued a moment ago, indexing it from its own thread', async () => {
+    await store.mail.enqueue(fresh)
+    const found = await store.mail.log({ ...page, messageId: 'FRESH.reader' })
     expect(found.rows.map((r) => [r.id, r.messageId])).toEqual([['reader0000000001', '<fresh.reader@bench.example>']])
   })
 })

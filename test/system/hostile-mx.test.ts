@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { MAX_STORED_RESPONSE } from '../../relay/delivery.js'
 import { MAX_REPLY_LENGTH, MAX_REPLY_LINES } from '../../relay/smtp-session.js'
-import { flood } from '../relay/sink.js'
+import { flood, startMuteMx } from '../relay/sink.js'
 import { startDnsmasq, startMailroom, startSmtpSink, waitFor } from './peers.js'
 
 /** What the hostile MX does on a connection: flood its EHLO reply, or answer MAIL FROM with a huge or long reply. */
@@ -112,6 +112,56 @@ describe('system: a hostile destination MX', () => {
       `${`${`451-4.3.0 ${'y'.repeat(900)}\n`.repeat(60)}451 4.3.0 try again later`.slice(0, MAX_STORED_RESPONSE)} [cut]`,
     )
     expect(server.child.exitCode).toBeNull()
+  })
+})
+
+// A destination that takes each message and never answers its final dot: the reply that comes is
+// to the next MAIL, pipelined with the dot, and must not be logged as the message's.
+describe('system: a destination MX that never answers the end of data', () => {
+  const cleanup: (() => unknown)[] = []
+  afterEach(async () => {
+    for (const f of cleanup.splice(0).reverse()) await f()
+  })
+
+  it('logs no message delivered: each is deferred, and delivered on the retry once the MX answers', async () => {
+    const mx = await startMuteMx()
+    mx.state.mute = 'lying'
+    cleanup.push(() => mx.close())
+    const dataDir = mkdtempSync(join(tmpdir(), 'mailroom-mute-mx-'))
+    cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }))
+    const server = await startMailroom({
+      MAILROOM_DATA_DIR: dataDir,
+      MAILROOM_SMARTHOST: `127.0.0.1:${mx.port}`,
+      MAILROOM_DELIVERY_TIMEOUT: '2s',
+      MAILROOM_RETRY_SCHEDULE: '3s',
+    })
+    cleanup.push(() => server.child.kill('SIGKILL'))
+    const api = await restOf(server)
+    const txids: string[] = []
+    for (let i = 0; i < 10; i++) {
+      const sent = await api('/mail/send', { from: 'me@example.org', to: `r${i}@example.com`, subject: 'x', body: 'x' })
+      txids.push((await sent.json()).text as string)
+    }
+    const rowOf = async (txid: string) =>
+      (await (await api(`/mail/log?mailid=${txid}`)).json()).emails[0] as {
+        delivered: number
+        code: number | null
+        response: string | null
+      }
+    // Every first attempt ends without a reply to its dot: none is logged delivered.
+    const first = await waitFor(async () => {
+      const rows = await Promise.all(txids.map(rowOf))
+      return rows.every((r) => r.response !== null) && rows
+    }, 60_000)
+    expect(first.map((r) => [r.delivered, r.code])).toEqual(txids.map(() => [0, null]))
+    expect(mx.state.messages).toEqual([])
+    mx.state.mute = false
+    const later = await waitFor(async () => {
+      const rows = await Promise.all(txids.map(rowOf))
+      return rows.every((r) => r.delivered === 1) && rows
+    }, 60_000)
+    expect(later.map((r) => r.code)).toEqual(txids.map(() => 250))
+    expect(mx.state.messages.map((m) => m[0]).sort()).toEqual(txids.map((_, i) => `r${i}@example.com`).sort())
   })
 })
 

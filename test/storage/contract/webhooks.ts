@@ -139,6 +139,28 @@ export function webhooksContract(f: Fixture) {
       expect(await refused([event(f.accountId, 'message.refused')])).toBe(0)
     })
 
+    it('claims none of the webhooks or accounts it is told to skip, and hands back the rows it is given', async () => {
+      const a1 = await add(['message.refused'])
+      const a2 = await add(['message.refused'], f.accountId, 'https://hooks.example/a2')
+      const b = await add(['message.refused'], f.otherAccountId, 'https://hooks.example/b')
+      await refused([event(f.accountId, 'message.refused')])
+      await f.store.mail.refuse({
+        orderId: f.otherOrderId,
+        time: T0,
+        events: [event(f.otherAccountId, 'message.refused')],
+      })
+      const claimWith = (skip: { webhooks: number[]; accounts: number[] }) =>
+        f.store.webhooks.claim({ node: 'node-a', now: T0, leaseMs: LEASE_MS, limit: 100, skip })
+      expect((await claimWith({ webhooks: [a1.id], accounts: [f.otherAccountId] })).map((c) => c.webhookId)).toEqual([
+        a2.id,
+      ])
+      const rest = await claimWith({ webhooks: [], accounts: [] })
+      expect(rest.map((c) => c.webhookId).sort()).toEqual([a1.id, b.id].sort())
+      // Handed back by id: only those rows are due again, for any node.
+      expect(await f.store.webhooks.release('node-a', [rest[0].id])).toBe(1)
+      expect((await claim('node-b', T0)).map((c) => c.id)).toEqual([rest[0].id])
+    })
+
     it('hands back the leases of a node that restarts', async () => {
       await add(['message.refused'])
       await refused([event(f.accountId, 'message.refused')])
