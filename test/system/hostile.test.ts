@@ -1,8 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import { afterEach, describe, expect, it } from 'vitest'
-import { type HostileLoad, type HostileOutcome, runHostileLoad } from './hostile.js'
+import { type HostileLoad, type HostileOutcome, pieces, runHostileLoad } from './hostile.js'
 
 const MB = 1024 * 1024
 /**
@@ -57,6 +59,37 @@ function expectHeld(out: HostileOutcome) {
 }
 
 describe('system: hostile load, many large messages at once', () => {
+  // The clients share one process: a message that went out in a single turn of its event loop
+  // held every other client back (for 10-16 s at 160 × 24 MB), long enough for the server to
+  // close some of them as idle or not authenticated in time.
+  it('a client sends its message over many turns of the event loop, not all in one', async () => {
+    const first = Buffer.from('X-Hostile-Id: t\r\n\r\n')
+    const filler = Buffer.alloc(MB, 'x')
+    const message = pieces(first, filler, 8 * MB, Buffer.from('.'))
+    let turns = 0
+    let counting = true
+    const count = () => {
+      if (!counting) return
+      turns++
+      setImmediate(count)
+    }
+    setImmediate(count)
+    const got: Buffer[] = []
+    // A destination that takes every chunk at once, as a loopback socket does while its peer keeps reading.
+    const taker = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        got.push(chunk)
+        done()
+      },
+    })
+    await pipeline(message.stream(), taker)
+    counting = false
+    const sent = Buffer.concat(got)
+    expect(sent.length).toBe(message.length)
+    expect(sent.equals(Buffer.concat([first, ...Array(8).fill(filler), Buffer.from('.')]))).toBe(true)
+    expect(turns).toBeGreaterThanOrEqual(message.length / MB)
+  })
+
   it('over SMTP: takes what the budget holds, answers the rest 451, stays live and within its memory bound, and delivers every message it took once', async () => {
     const out = await run({ rest: { clients: 0, bytes: 0 }, smtp: { clients: CLIENTS, bytes: SIZE } })
     const report = expectHeld(out)
