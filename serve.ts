@@ -108,7 +108,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
       : config.publicUrl
 
   // One count of connections and AUTH failures per client across both submission ports.
-  const submission = { ...rt, tls, limits: submissionLimits(config, rt.clock), metrics }
+  const submission = { ...rt, tls, limits: submissionLimits(config), metrics }
   /** Starts a submission server on `port` of MAILROOM_SMTP_HOST; resolves with the port it got. */
   const listenSubmission = async (server: SMTPServer, port: number, setting: string) => {
     const { host } = config.smtp

@@ -7,7 +7,7 @@ import type { Metrics } from '../metrics.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
 import { BODY_PART_SIZE, type MailOrder, type Store } from '../storage/store.js'
 import { canonicalAddress, isAscii, isEmail, notAnEmail } from './addresses.js'
-import { authClient, authThrottle } from './auth-throttle.js'
+import { AUTH_FAILURE_WINDOW_MS, authClient } from './auth-throttle.js'
 import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
 import type { ByteBudget } from './byte-budget.js'
@@ -38,18 +38,15 @@ function connectionCounter(max: number) {
 
 /**
  * What the submission servers of one process count together, so that a client reaching both the
- * STARTTLS port and the implicit-TLS one gets one share of connections and AUTH guesses, not two.
+ * STARTTLS port and the implicit-TLS one gets one share of connections, not two. (AUTH guesses are
+ * counted in the store, for every port and node together.)
  */
 export interface SubmissionLimits {
   connections: ReturnType<typeof connectionCounter>
-  authFailures: ReturnType<typeof authThrottle>
 }
 
-export function submissionLimits(config: Pick<Config, 'smtp'>, clock: () => number): SubmissionLimits {
-  return {
-    connections: connectionCounter(config.smtp.maxClientsPerAddress),
-    authFailures: authThrottle(config.smtp.maxAuthFailures, clock),
-  }
+export function submissionLimits(config: Pick<Config, 'smtp'>): SubmissionLimits {
+  return { connections: connectionCounter(config.smtp.maxClientsPerAddress) }
 }
 
 export interface SubmissionDeps {
@@ -128,7 +125,7 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
     if (why) metrics?.refused('smtp', why)
     return err
   }
-  const { connections, authFailures } = deps.limits ?? submissionLimits(config, clock)
+  const { connections } = deps.limits ?? submissionLimits(config)
   // Recipients refused on each connection since it last had a message accepted. Each refusal a
   // rule or a block list makes is recorded (a write to the database): a client that keeps going
   // past as many refusals as one message may have recipients is cut off, as Postfix does past its
@@ -195,7 +192,10 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
 
     async onAuth(auth, session, callback) {
       const ip = session.remoteAddress
-      if (authFailures.throttled(ip))
+      // Counted in the store: guesses spread over both ports and every node meet one limit.
+      const client = `smtp ${authClient(ip)}`
+      const until = await store.authFailures.throttledUntil(client).catch(() => undefined)
+      if (until !== undefined && until > clock())
         return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'))
       // RFC 4616: an authorization identity other than the authentication identity asks to act as
       // another user, which no order may do. (One given alone, authcid empty, is the username.)
@@ -213,7 +213,12 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
           auth.password !== null &&
           safeEqual(await store.orders.password(order.id), auth.password)
         if (!order || !valid) {
-          authFailures.fail(ip)
+          await store.authFailures.fail({
+            client,
+            now: clock(),
+            windowMs: AUTH_FAILURE_WINDOW_MS,
+            max: config.smtp.maxAuthFailures,
+          })
           logger.warn({ ip, username: auth.username }, 'SMTP authentication failed')
           return callback(reply(535, '5.7.8 Authentication credentials invalid'))
         }
