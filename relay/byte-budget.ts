@@ -12,6 +12,8 @@ export interface ByteBudget {
    * it would pass the total or the account's limit; else a reservation to release exactly once.
    */
   reserve(bytes: number, accountId: number | null): Reservation | null
+  /** Whether `bytes` would fit for `accountId` now (nothing is reserved). */
+  fits(bytes: number, accountId: number | null): boolean
   /** Bytes held now, in all and by account. */
   held(): { total: number; byAccount: ReadonlyMap<number, number> }
   readonly limits: BudgetLimits
@@ -58,6 +60,7 @@ export function createByteBudget(limits: BudgetLimits): ByteBudget {
   }
   return {
     limits,
+    fits,
     held: () => ({ total, byAccount }),
     reserve(bytes, accountId) {
       if (!Number.isFinite(bytes) || bytes < 0) throw new RangeError(`cannot reserve ${bytes} bytes`)

@@ -90,8 +90,8 @@ const asReply = (err: unknown) => {
 const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
 
 /** RFC 3463 §3.4: X.3.1, mail system full; a 4xx the client tries again later (RFC 5321 §4.2.5). */
-const BUSY = () =>
-  reply(451, '4.3.1 The server is busy: it holds as many messages in memory as it may; try again later')
+const BUSY = (code: 451 | 452 = 451) =>
+  reply(code, '4.3.1 The server is busy: it holds as many messages in memory as it may; try again later')
 
 /** Bytes reserved for a message that declared no SIZE, before its first chunk: the rest as it arrives. */
 const FIRST_RESERVATION = 64 * 1024
@@ -248,6 +248,12 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
         if (current?.status !== 'active')
           return callback(counted(reply(550, `5.7.1 Mail order mb${order.id} is canceled`), 'order_canceled'))
         ;(session.user as { order: MailOrder }).order = current
+        // RFC 1870 §6.1: a declared SIZE the server cannot take now is refused at once, with 452,
+        // rather than read to its end and refused then. It is reserved only at DATA: it may still
+        // not fit then, and is answered 451 after its data.
+        const declared = Number(address.args ? address.args.SIZE : undefined)
+        if (declared > 0 && declared <= config.maxMessageSize && !budget.fits(declared, current.accountId))
+          return callback(BUSY(452))
         await relay.checkSender(current, address.address)
         callback()
       } catch (err) {

@@ -835,6 +835,20 @@ describe('SMTP submission: the memory budget', () => {
     expect(t.held()).toBe(0)
   })
 
+  it('refuses at MAIL FROM, with 452 4.3.1, a declared SIZE the account cannot hold now; storing nothing', async () => {
+    const t = await start(SMALL_BUDGET)
+    const first = await midData(t, 60_000)
+    const { raw } = await t.rawSession()
+    // RFC 1870 §6.1: refused before a byte of the message is sent.
+    expect(await raw.cmd('MAIL FROM:<alice@example.org> SIZE=60000')).toBe(BUSY.replace(/^451/, '452'))
+    // A size that fits beside the first one is taken.
+    expect(await raw.cmd('MAIL FROM:<alice@example.org> SIZE=2000')).toMatch(/^250 /)
+    expect(t.stored()).toEqual(NOTHING)
+    expect(t.held()).toBe(60_000)
+    expect(await first.finish()).toMatch(QUEUED)
+    expect(t.held()).toBe(0)
+  })
+
   it("takes another account's message while the first account is at its limit", async () => {
     const t = await start(SMALL_BUDGET)
     const first = await midData(t, 64 * 1024)

@@ -169,9 +169,13 @@ function submit(port: number, user: string, pass: string, id: string, bytes: num
     greetingTimeout: 60_000,
     socketTimeout: 300_000,
   })
-  /** The reply code when it is one of the expected ones, else the whole reply or the error, to tell what happened. */
+  /** The reply code when it is one of the expected ones (452: a declared SIZE refused at MAIL FROM), else the whole reply or the error. */
   const answerOf = (err: (Error & { responseCode?: number; response?: string }) | null) =>
-    !err ? '250' : err.responseCode === 451 ? '451' : (err.response ?? `error: ${err.message}`)
+    !err
+      ? '250'
+      : err.responseCode === 451 || err.responseCode === 452
+        ? String(err.responseCode)
+        : (err.response ?? `error: ${err.message}`)
   return new Promise<{ answer: string }>((resolve) => {
     conn.once('error', (err: Error) => resolve({ answer: answerOf(err) }))
     conn.connect(() =>
