@@ -17,6 +17,7 @@ const ERROR_RESPONSES: Record<number, string> = {
   413: 'The request body (or the message) is too large.',
   415: 'Unsupported request content type.',
   500: 'Internal error; the detail is in the server log.',
+  503: 'Try again after Retry-After seconds: the server holds as many message bytes in memory as it may (MAILROOM_MEMORY_BUDGET), or its disk is full. Nothing was accepted.',
 }
 
 /** The IETF Idempotency-Key header of the sends (tools/idempotency.ts). */
@@ -73,7 +74,12 @@ function operationOf(tool: AnyTool): JsonSchema {
     output.type === 'string'
       ? { 'text/plain': { schema: output }, 'application/json': { schema: output } }
       : { 'application/json': { schema: output } }
-  const statuses = [...(tool.public ? [] : [401]), ...tool.errors, ...(hasBody ? [413, 415] : [])].sort()
+  const statuses = [
+    ...(tool.public ? [] : [401]),
+    ...tool.errors,
+    ...(hasBody ? [413, 415] : []),
+    ...(tool.http.message ? [503] : []),
+  ].sort()
   op.responses = {
     '200': { description: 'OK', content: ok },
     ...Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/E${s}` }])),

@@ -57,6 +57,14 @@ describe('discovery documents', () => {
     METHODS.filter((m) => item[m]).map((m) => ({ path, method: m, op: item[m] })),
   )
 
+  it('lists 503 (try later: the byte budget, a full disk) for the sends, and only for them', () => {
+    const with503 = Object.entries(ours.paths).flatMap(([path, item]) =>
+      METHODS.filter((m) => item[m]?.responses?.['503']).map((m) => `${m.toUpperCase()} ${path}`),
+    )
+    expect(with503.sort()).toEqual(['POST /mail/advsend', 'POST /mail/rawsend', 'POST /mail/send'])
+    expect(ours.components.responses.E503.description).toMatch(/Retry-After/)
+  })
+
   it('has every upstream operation, same paths, methods and operationIds; extensions only at other paths', () => {
     const upstreamIds = new Set(upstreamOps.map((o) => o.op.operationId))
     const mine = Object.entries(ours.paths).flatMap(([path, item]) =>
