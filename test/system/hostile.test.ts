@@ -48,7 +48,9 @@ function expectHeld(out: HostileOutcome) {
     report,
   ).toBe(true)
   // A liveness bound, not a speed figure: /healthz answered within a second at every sample.
-  expect(out.healthz.samples, report).toBeGreaterThan(5)
+  // Asked one after another, 200 ms apart, for as long as the load lasts (a second or two here,
+  // since SIZE-declaring clients are refused at MAIL FROM): a stalled server makes a late sample.
+  expect(out.healthz.samples, report).toBeGreaterThanOrEqual(2)
   expect(out.healthz.late, report).toBe(0)
   // docs/operations.md#memory: at most four times the budget, and a fixed 64 MB, above the idle
   // server (at this scale the fixed part counts: two threads' young garbage, delivery's buffers).
@@ -94,7 +96,8 @@ describe('system: hostile load, many large messages at once', () => {
     const out = await run({ rest: { clients: 0, bytes: 0 }, smtp: { clients: CLIENTS, bytes: SIZE } })
     const report = expectHeld(out)
     expect(out.smtp['250'] ?? 0, report).toBeGreaterThan(0)
-    expect(out.smtp['451'] ?? 0, report).toBeGreaterThan(0)
+    // Told to try later: at MAIL FROM when its declared SIZE cannot be held (452), else after its data (451).
+    expect((out.smtp['451'] ?? 0) + (out.smtp['452'] ?? 0), report).toBeGreaterThan(0)
   }, 300_000)
 
   it('over REST and SMTP at once: the same, every REST body answered 200 or 503 with Retry-After', async () => {
