@@ -1,6 +1,9 @@
+import type { Store } from '../storage/store.js'
+
 // Failed authentication attempts counted per client address: a client that keeps guessing is
 // refused for a while. SMTP AUTH (relay/submission.ts) and the HTTP API's keys (transports/auth.ts)
-// are each counted in the store, shared by every node, over the same clients and window.
+// are each counted in the store (authFailureCount), shared by every node, over the same clients
+// and window.
 
 /** Failed attempts are counted per client address over this window. */
 export const AUTH_FAILURE_WINDOW_MS = 15 * 60_000
@@ -27,4 +30,23 @@ export function authClient(ip: string): string {
     .slice(0, 4)
     .map((g) => parseInt(g || '0', 16).toString(16))
     .join(':')}::/64`
+}
+
+/**
+ * One door's count of failed attempts (`door`: `http`, `smtp`), kept in the store per client
+ * (authClient) so that every node shares it: from the `max`-th failure in AUTH_FAILURE_WINDOW_MS
+ * the client is throttled until that window ends.
+ */
+export function authFailureCount(store: Pick<Store, 'authFailures'>, door: string, max: number, clock: () => number) {
+  const clientOf = (ip: string) => `${door} ${authClient(ip)}`
+  return {
+    /** When the client's throttle ends, if it is throttled now. */
+    async throttledUntil(ip: string): Promise<number | undefined> {
+      const until = await store.authFailures.throttledUntil(clientOf(ip))
+      return until !== undefined && until > clock() ? until : undefined
+    },
+    /** Counts a failure now; answers the count and, from the `max`-th, the throttle's end. */
+    fail: (ip: string) =>
+      store.authFailures.fail({ client: clientOf(ip), now: clock(), windowMs: AUTH_FAILURE_WINDOW_MS, max }),
+  }
 }

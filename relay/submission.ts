@@ -1,4 +1,4 @@
-import { SMTPServer, type SMTPServerSession } from 'smtp-server'
+import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server'
 import { timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
 import { domainToASCII } from 'node:url'
@@ -7,7 +7,7 @@ import type { Metrics } from '../metrics.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
 import { BODY_PART_SIZE, type MailOrder, type Store } from '../storage/store.js'
 import { canonicalAddress, isAscii, isEmail, notAnEmail } from './addresses.js'
-import { AUTH_FAILURE_WINDOW_MS, authClient } from './auth-throttle.js'
+import { authClient, authFailureCount } from './auth-throttle.js'
 import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
 import type { ByteBudget } from './byte-budget.js'
@@ -96,6 +96,12 @@ const BUSY = (code: 451 | 452 = 451) =>
 /** Bytes reserved for a message that declared no SIZE, before its first chunk: the rest as it arrives. */
 const FIRST_RESERVATION = 64 * 1024
 
+/** The size a MAIL FROM declared (RFC 1870 SIZE=), if it declared one. */
+function declaredSize(args: SMTPServerAddress['args'] | undefined): number | undefined {
+  const size = Number(args ? args.SIZE : undefined)
+  return size > 0 ? size : undefined
+}
+
 /**
  * The MAIL FROM parameters this server offers: SIZE (RFC 1870), BODY (8BITMIME, RFC 6152) and
  * AUTH (RFC 4954 §5). smtp-server accepts any other: SMTPUTF8 and DSN's RET and ENVID are not
@@ -126,6 +132,8 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
     return err
   }
   const { connections } = deps.limits ?? submissionLimits(config)
+  // Counted in the store: guesses spread over both ports and every node meet one limit.
+  const authFailures = authFailureCount(store, 'smtp', config.smtp.maxAuthFailures, clock)
   // Recipients refused on each connection since it last had a message accepted. Each refusal a
   // rule or a block list makes is recorded (a write to the database): a client that keeps going
   // past as many refusals as one message may have recipients is cut off, as Postfix does past its
@@ -192,10 +200,7 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
 
     async onAuth(auth, session, callback) {
       const ip = session.remoteAddress
-      // Counted in the store: guesses spread over both ports and every node meet one limit.
-      const client = `smtp ${authClient(ip)}`
-      const until = await store.authFailures.throttledUntil(client).catch(() => undefined)
-      if (until !== undefined && until > clock())
+      if ((await authFailures.throttledUntil(ip).catch(() => undefined)) !== undefined)
         return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'))
       // RFC 4616: an authorization identity other than the authentication identity asks to act as
       // another user, which no order may do. (One given alone, authcid empty, is the username.)
@@ -213,12 +218,7 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
           auth.password !== null &&
           safeEqual(await store.orders.password(order.id), auth.password)
         if (!order || !valid) {
-          await store.authFailures.fail({
-            client,
-            now: clock(),
-            windowMs: AUTH_FAILURE_WINDOW_MS,
-            max: config.smtp.maxAuthFailures,
-          })
+          await authFailures.fail(ip)
           logger.warn({ ip, username: auth.username }, 'SMTP authentication failed')
           return callback(reply(535, '5.7.8 Authentication credentials invalid'))
         }
@@ -251,8 +251,8 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
         // RFC 1870 §6.1: a declared SIZE the server cannot take now is refused at once, with 452,
         // rather than read to its end and refused then. It is reserved only at DATA: it may still
         // not fit then, and is answered 451 after its data.
-        const declared = Number(address.args ? address.args.SIZE : undefined)
-        if (declared > 0 && declared <= config.maxMessageSize && !budget.fits(declared, current.accountId))
+        const declared = declaredSize(address.args)
+        if (declared !== undefined && declared <= config.maxMessageSize && !budget.fits(declared, current.accountId))
           return callback(BUSY(452))
         await relay.checkSender(current, address.address)
         callback()
@@ -310,10 +310,9 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       // The message's bytes are held in memory until the commit: they are reserved from the
       // budget every door shares, for the order's account, before any is kept. A declared SIZE
       // (RFC 1870) is reserved whole; without one, a little, and more as the bytes arrive.
-      const args = session.envelope.mailFrom ? session.envelope.mailFrom.args : false
-      const declared = Number(args ? args.SIZE : undefined)
+      const declared = declaredSize(session.envelope.mailFrom ? session.envelope.mailFrom.args : false)
       const held = budget.reserve(
-        declared > 0 ? Math.min(declared, config.maxMessageSize) : FIRST_RESERVATION,
+        declared !== undefined ? Math.min(declared, config.maxMessageSize) : FIRST_RESERVATION,
         order.accountId,
       )
       // smtp-server has already decided to answer 354 (it has no hook before that reply), so the

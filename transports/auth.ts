@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import { MailroomError, unauthorized } from '../errors.js'
-import { AUTH_FAILURE_WINDOW_MS, authClient } from '../relay/auth-throttle.js'
+import { AUTH_FAILURE_WINDOW_MS, authFailureCount } from '../relay/auth-throttle.js'
 import { hashApiKey } from '../storage/secrets.js'
 import type { KeyOwner } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
@@ -49,15 +49,9 @@ const challenge = (door: Door, error?: string) =>
 export function createAuth(services: Services): { authenticate: Authenticate; signIn: SignIn } {
   const { config, clock, logger, store } = services
   const max = config.http.maxAuthFailures
-  /** The store's name of a client's count: the door and the address (authClient). */
-  const clientOf = (ip: string) => `http ${authClient(ip)}`
+  const failures = authFailureCount(store, 'http', max, clock)
   const fail = async (c: Context, ip: string, what: string) => {
-    const failed = await store.authFailures.fail({
-      client: clientOf(ip),
-      now: clock(),
-      windowMs: AUTH_FAILURE_WINDOW_MS,
-      max,
-    })
+    const failed = await failures.fail(ip)
     const line = { req: c.get('requestId'), ip, path: c.req.path }
     if (failed.throttledUntil === null) return logger.warn(line, `wrong ${what}`)
     const refusedFor = Math.ceil((failed.throttledUntil - clock()) / 1000)
@@ -76,8 +70,8 @@ export function createAuth(services: Services): { authenticate: Authenticate; si
     })
   }
   const throttled = async (ip: string) => {
-    const until = await store.authFailures.throttledUntil(clientOf(ip))
-    if (until !== undefined && until > clock()) throwThrottled(until)
+    const until = await failures.throttledUntil(ip)
+    if (until !== undefined) throwThrottled(until)
   }
   const signIn: SignIn = async (c, key) => {
     const ip = c.get('clientIp')

@@ -133,6 +133,8 @@ export function releaseHeldBytes(c: Context): void {
 }
 
 const UTF8_BOM = [0xef, 0xbb, 0xbf]
+/** Whether the bytes begin with UTF-8's byte-order mark. */
+export const startsWithBom = (bytes: Buffer) => UTF8_BOM.every((b, i) => bytes[i] === b)
 
 /**
  * The text of a JSON body, or a 400 "the request body is not valid JSON". RFC 8259 §8.1: JSON
@@ -140,7 +142,7 @@ const UTF8_BOM = [0xef, 0xbb, 0xbf]
  * otherwise be read with U+FFFD in place of its bytes, and its message sent altered.
  */
 export function jsonText(bytes: Buffer): string {
-  if (!isUtf8(bytes) || UTF8_BOM.every((b, i) => bytes[i] === b)) throw notJson()
+  if (!isUtf8(bytes) || startsWithBom(bytes)) throw notJson()
   return bytes.toString('utf8')
 }
 

@@ -10,7 +10,7 @@ import type { Reservation } from '../relay/byte-budget.js'
 import type { Authenticate, Door, Identity } from './auth.js'
 import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
 import { parseInput } from './input.js'
-import { jsonText, parseJson, readBody, reserveBody, SMALL_BODY_LIMIT } from './request-body.js'
+import { jsonText, parseJson, readBody, reserveBody, SMALL_BODY_LIMIT, startsWithBom } from './request-body.js'
 
 /** `/mail/{id}` → `/mail/:id` */
 export const honoPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1')
@@ -190,7 +190,7 @@ const isBlank = (bytes: Buffer) => bytes.every((b) => WHITESPACE.has(b))
 
 /** Whether a body of no declared JSON type is JSON anyway: its first character, past whitespace and a byte-order mark, opens an object or array. */
 function looksJson(bytes: Buffer): boolean {
-  let i = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0
+  let i = startsWithBom(bytes) ? 3 : 0
   while (WHITESPACE.has(bytes[i])) i++
   return bytes[i] === 0x7b || bytes[i] === 0x5b
 }
