@@ -9,6 +9,8 @@ if (major < 22 || (major === 22 && minor < 19)) {
   process.exit(1)
 }
 
+// Before the CLI's modules are resolved: see esm-resolve.ts.
+await import('../dist/esm-resolve.js')
 const { main } = await import('../dist/cli/index.js')
 main(process.argv).catch((err) => {
   process.stderr.write(`mailroom: ${err instanceof Error ? err.message : String(err)}\n`)
