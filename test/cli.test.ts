@@ -5,6 +5,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -555,6 +556,37 @@ describe('mailroom command', () => {
     expect(remote.status).not.toBe(0)
     expect(remote.stderr).toContain(`cannot reach the mailroom at http://127.0.0.1:${port}/mcp: fetch failed (`)
     expect(remote.stderr).toMatch(/ECONNREFUSED/)
+  })
+
+  it('refuses to start on a Node.js older than 22.19, saying which it is, and touches nothing', () => {
+    // The same node, made to report another version before the command's first line runs.
+    const as = (version: string, ...args: string[]) => {
+      const pretend = [
+        `Object.defineProperty(process, 'versions', { value: { ...process.versions, node: '${version}' } })`,
+        `Object.defineProperty(process, 'version', { value: 'v${version}' })`,
+      ].join(';')
+      const preload = `data:text/javascript,${encodeURIComponent(pretend)}`
+      const r = spawnSync(process.execPath, ['--import', preload, BIN, ...args], {
+        env: env(),
+        encoding: 'utf8',
+        timeout: 30_000,
+      })
+      return { status: r.status, stdout: r.stdout, stderr: r.stderr }
+    }
+    for (const old of ['20.20.2', '22.18.0']) {
+      expect(as(old, 'serve')).toEqual({
+        status: 1,
+        stdout: '',
+        stderr: `mailroom needs Node.js 22.19 or newer (this is v${old})\n`,
+      })
+    }
+    expect(readdirSync(dataDir)).toEqual([])
+    // The floor is package.json's own, and the floor itself runs.
+    const engines = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).engines.node
+    expect(engines).toMatch(/^\^22\.19\.0 \|\|/)
+    const floor = as('22.19.0', '--version')
+    expect(floor.stderr).toBe('')
+    expect(floor.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/)
   })
 
   it('has --help on every subcommand', () => {
