@@ -5,6 +5,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -861,5 +862,24 @@ describe('mailroom command', () => {
     })
     expect(r.status).toBe(1)
     expect(r.stderr).toContain('MAILROOM_HTTP_PORT')
+  })
+
+  it('stops serve, stdio and the admin commands at a misspelt setting, naming the one meant, before anything starts', async () => {
+    const sink = await startSink()
+    sinks.push(sink)
+    const misspelt = { MAILROOM_SMARTHOTS: `127.0.0.1:${sink.port}`, MAILROOM_HTTP_PROT: '0' }
+    for (const args of [['serve'], ['stdio'], ['account', 'create'], ['queue', 'list']]) {
+      const r = runWith(misspelt, ...args)
+      expect({ args, status: r.status, stdout: r.stdout, stderr: r.stderr }).toEqual({
+        args,
+        status: 1,
+        stdout: '',
+        stderr:
+          'mailroom: invalid configuration: MAILROOM_SMARTHOTS: no such setting (did you mean MAILROOM_SMARTHOST?); MAILROOM_HTTP_PROT: no such setting (did you mean MAILROOM_HTTP_PORT?); every setting is listed in docs/configuration.md\n',
+      })
+    }
+    // Nothing was started: no database was made, and the sink the misspelt smarthost names saw nobody.
+    expect(readdirSync(dataDir)).toEqual([])
+    expect(sink.state.connections).toBe(0)
   })
 })
