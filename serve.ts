@@ -5,6 +5,7 @@ import type { SMTPServer } from 'smtp-server'
 import { ConfigError, type Config } from './config.js'
 import { AUTH_FAILURE_WINDOW_MS } from './relay/auth-throttle.js'
 import { startEngineThread } from './relay/engine.js'
+import { deliveryTarget, HEARTBEAT_EXPIRY_MS, startHeartbeat } from './relay/heartbeat.js'
 import { createSubmissionServer, submissionLimits } from './relay/submission.js'
 import { loadTls, tlsCertFile } from './relay/tls.js'
 import { bootstrap } from './accounts.js'
@@ -49,6 +50,15 @@ export async function startServer(config: Config): Promise<RunningServer> {
     throw err
   }
 
+  // Said at every start, before the engine delivers anything: without a smarthost, mail is real.
+  const mailTo = deliveryTarget(config.delivery)
+  if (config.delivery.smarthost) logger.info({ delivery: mailTo }, `mail goes to ${mailTo}`)
+  else
+    logger.warn(
+      { delivery: mailTo },
+      `mail goes to ${mailTo}: it leaves this machine. To keep it here, start with MAILROOM_SMARTHOST at a sink (\`mailroom sink\`)`,
+    )
+
   // The engine: accepted messages and spam-filter events are written by its thread (the pipeline's
   // intake), which delivers them too.
   // Counted in both threads, rendered by this one at GET /metrics.
@@ -80,6 +90,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
       .then((n) => n && logger.info({ swept: n }, 'idle MCP sessions swept'))
       .then(() => store.authFailures.sweep(rt.clock() - AUTH_FAILURE_WINDOW_MS))
       .then((n) => n && logger.info({ swept: n }, 'counts of wrong keys whose window passed swept'))
+      .then(() => store.servers.sweep(rt.clock() - HEARTBEAT_EXPIRY_MS))
+      .then((n) => n && logger.info({ swept: n }, 'heartbeats of servers gone without a word swept'))
       .then(() => store.maintain())
       .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()
@@ -106,6 +118,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
     config.http.port === 0 && config.publicUrl === 'http://localhost:0'
       ? `http://localhost:${httpPort}`
       : config.publicUrl
+  // From now on a `mailroom stdio` on this database leaves delivery to this server.
+  const heartbeat = await startHeartbeat(rt, { node: config.nodeName, url: publicUrl, delivery: mailTo })
 
   // One count of connections and AUTH failures per client across both submission ports.
   const submission = { ...rt, tls, limits: submissionLimits(config), metrics }
@@ -128,8 +142,6 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const listens = { ...config, publicUrl, smtp: { ...config.smtp, port: smtpPort, securePort: smtpsPort } }
   app = createHttpApp({ ...rt, config: listens }, { delivery, metrics })
 
-  const { smarthost } = config.delivery
-  const mailTo = smarthost ? `smarthost ${smarthost.host}:${smarthost.port}` : 'MX lookup'
   logger.info(
     {
       host: config.http.host,
@@ -193,6 +205,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
         logger.warn(
           `deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`,
         )
+      // Delivery is over: a `mailroom stdio` on this database may deliver from now on.
+      await heartbeat.stop()
       await store.close()
       // The last lines out before the process exits, through the ordinary (asynchronous) writes:
       // a stdout whose reader is gone fails them with EPIPE, after which the logger drops lines.
