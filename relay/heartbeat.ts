@@ -11,11 +11,11 @@ export const HEARTBEAT_MS = 5_000
  */
 export const HEARTBEAT_EXPIRY_MS = 30_000
 
-/** Where mail goes under these delivery settings, in words, for the log and the first-start banner. */
+/** Where mail goes under these delivery settings (`sink`: those of `serve --sink`), in words, for the log and the banner. */
 export function deliveryTarget(delivery: Pick<Config['delivery'], 'smarthost'>, sink = false): string {
   const { smarthost } = delivery
   if (sink)
-    return `the sink of this mailroom serve at ${smarthost!.host}:${smarthost!.port}, which prints each message: none leaves this machine`
+    return `the sink of mailroom serve --sink at ${smarthost!.host}:${smarthost!.port}, which prints each message: none leaves this machine`
   if (smarthost) return `the smarthost ${smarthost.host}:${smarthost.port} (MAILROOM_SMARTHOST)`
   return "the recipients' MX hosts, found by DNS: real mail"
 }
