@@ -2,6 +2,7 @@ import { isIP, isIPv4, isIPv6 } from 'node:net'
 import { hostname } from 'node:os'
 import { resolve } from 'node:path'
 import { z } from 'zod'
+import { didYouMean } from './did-you-mean.js'
 
 /** Sizes like `25mb`, `512kb` or plain bytes; at least 1kb (a smaller limit would refuse every message). */
 const Size = z
@@ -235,6 +236,15 @@ export const ConfigSchema = z.object({
     .optional(),
 })
 
+/**
+ * Read by the tests rather than by mailroom (where the PostgreSQL suites find a server, the
+ * browser tests a browser), and known all the same: a test run's environment starts mailroom.
+ */
+const TEST_SETTINGS = ['MAILROOM_TEST_DATABASE_URL', 'MAILROOM_TEST_CHROMIUM']
+
+/** Every MAILROOM_ variable there is: any other in the environment is taken for a misspelling, and stops the start. */
+export const KNOWN_SETTINGS: readonly string[] = [...Object.keys(ConfigSchema.shape), ...TEST_SETTINGS]
+
 /** The settings as the code reads them, grouped, built from the checked environment. */
 const Settings = ConfigSchema.transform((e) => ({
   dataDir: resolve(e.MAILROOM_DATA_DIR),
@@ -322,7 +332,8 @@ const SECRET_SETTINGS = new Set([
 
 /** Reads and checks the environment once; a bad value throws a ConfigError that names the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  // A variable set to nothing (`MAILROOM_X=`, or blanks) is refused rather than read as unset: the
+  refuseUnknownSettings(env)
+  // A variable set to nothing (`MAILROOM_LOG_LEVEL=`, or blanks) is refused rather than read as unset: the
   // default it would silently get is not what whoever set it meant.
   const blank = Object.keys(ConfigSchema.shape).filter((k) => env[k]?.trim() === '')
   const picked = Object.fromEntries(
@@ -352,4 +363,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       `invalid configuration: MAILROOM_MEMORY_BUDGET_PER_ACCOUNT (${memoryBudget.perAccount} bytes) must be at least MAILROOM_HTTP_BODY_LIMIT and MAILROOM_MAX_MESSAGE_SIZE (${largest} bytes), and MAILROOM_MEMORY_BUDGET (${memoryBudget.total} bytes) at least MAILROOM_MEMORY_BUDGET_PER_ACCOUNT`,
     )
   return parsed.data
+}
+
+/**
+ * A MAILROOM_ variable that is no setting is refused, naming the one it was likely meant to be:
+ * ignored, a misspelt MAILROOM_SMARTHOST would send real mail, and a misspelt port would quietly
+ * fall back to its default. The value is not repeated: it may be a secret.
+ */
+function refuseUnknownSettings(env: Record<string, string | undefined>): void {
+  const unknown = Object.keys(env).filter((k) => k.startsWith('MAILROOM_') && !KNOWN_SETTINGS.includes(k))
+  if (unknown.length === 0) return
+  const lines = unknown.map((k) => {
+    const like = didYouMean(k, KNOWN_SETTINGS)
+    return `${k}: no such setting${like ? ` (did you mean ${like}?)` : ''}`
+  })
+  throw new ConfigError(`invalid configuration: ${lines.join('; ')}; every setting is listed in docs/configuration.md`)
 }

@@ -5,7 +5,9 @@ import type { SMTPServer } from 'smtp-server'
 import { ConfigError, type Config } from './config.js'
 import { AUTH_FAILURE_WINDOW_MS } from './relay/auth-throttle.js'
 import { startEngineThread } from './relay/engine.js'
+import { deliveryTarget, HEARTBEAT_EXPIRY_MS, startHeartbeat } from './relay/heartbeat.js'
 import { createSubmissionServer, submissionLimits } from './relay/submission.js'
+import { startLocalSink } from './relay/sink.js'
 import { loadTls, tlsCertFile } from './relay/tls.js'
 import { bootstrap } from './accounts.js'
 import { createLogger, logStream } from './logger.js'
@@ -35,10 +37,21 @@ export interface RunningServer {
  * submission server over the one pipeline, and the relay engine (queue commits and the delivery
  * worker) in its own thread, with its own connection to the store.
  */
-export async function startServer(config: Config): Promise<RunningServer> {
+export async function startServer(configured: Config, options: { sink?: boolean } = {}): Promise<RunningServer> {
+  if (options.sink && configured.delivery.smarthost)
+    throw new ConfigError(
+      '--sink and MAILROOM_SMARTHOST both say where mail goes: unset MAILROOM_SMARTHOST to keep mail in the sink, or start without --sink to send it to the smarthost',
+    )
   // Kept to write the engine thread's lines through: stdout has one writer.
   const out = logStream(1)
-  const logger = createLogger(config, out)
+  const logger = createLogger(configured, out)
+  // With --sink, every message goes to a sink of this process, which prints it here (a trial).
+  const sink = options.sink
+    ? await startLocalSink({ host: '127.0.0.1', port: 0, write: (text) => out.write(text) })
+    : null
+  const config = sink
+    ? { ...configured, delivery: { ...configured.delivery, smarthost: { host: '127.0.0.1', port: sink.port } } }
+    : configured
   const store = await openStore(config)
   // Read before anything listens: a bad certificate stops the start with a message naming it.
   let tls: Awaited<ReturnType<typeof loadTls>>
@@ -48,6 +61,15 @@ export async function startServer(config: Config): Promise<RunningServer> {
     await store.close()
     throw err
   }
+
+  // Said at every start, before the engine delivers anything: without a smarthost, mail is real.
+  const mailTo = deliveryTarget(config.delivery, !!sink)
+  if (config.delivery.smarthost) logger.info({ delivery: mailTo }, `mail goes to ${mailTo}`)
+  else
+    logger.warn(
+      { delivery: mailTo },
+      `mail goes to ${mailTo}: it leaves this machine. To keep it here, start with --sink (\`mailroom serve --sink\`, what npm start runs)`,
+    )
 
   // The engine: accepted messages and spam-filter events are written by its thread (the pipeline's
   // intake), which delivers them too.
@@ -80,6 +102,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
       .then((n) => n && logger.info({ swept: n }, 'idle MCP sessions swept'))
       .then(() => store.authFailures.sweep(rt.clock() - AUTH_FAILURE_WINDOW_MS))
       .then((n) => n && logger.info({ swept: n }, 'counts of wrong keys whose window passed swept'))
+      .then(() => store.servers.sweep(rt.clock() - HEARTBEAT_EXPIRY_MS))
+      .then((n) => n && logger.info({ swept: n }, 'heartbeats of servers gone without a word swept'))
       .then(() => store.maintain())
       .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()
@@ -106,6 +130,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
     config.http.port === 0 && config.publicUrl === 'http://localhost:0'
       ? `http://localhost:${httpPort}`
       : config.publicUrl
+  // From now on a `mailroom stdio` on this database leaves delivery to this server.
+  const heartbeat = await startHeartbeat(rt, { node: config.nodeName, url: publicUrl, delivery: mailTo })
 
   // One count of connections and AUTH failures per client across both submission ports.
   const submission = { ...rt, tls, limits: submissionLimits(config), metrics }
@@ -128,8 +154,6 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const listens = { ...config, publicUrl, smtp: { ...config.smtp, port: smtpPort, securePort: smtpsPort } }
   app = createHttpApp({ ...rt, config: listens }, { delivery, metrics })
 
-  const { smarthost } = config.delivery
-  const mailTo = smarthost ? `smarthost ${smarthost.host}:${smarthost.port}` : 'MX lookup'
   logger.info(
     {
       host: config.http.host,
@@ -159,7 +183,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
           : [
               `  SMTP submission over TLS: ${config.smtp.host}:${smtpsPort} (implicit TLS; certificate ${tlsCertFile(config)})`,
             ]),
-        ...mailGoesTo(config),
+        ...mailGoesTo(config, !!sink),
         `  Try it:                   curl -H 'X-API-KEY: ${first.apiKey}' ${publicUrl}/mail`,
         '',
       ].join('\n')
@@ -193,6 +217,9 @@ export async function startServer(config: Config): Promise<RunningServer> {
         logger.warn(
           `deliveries still under way after ${SHUTDOWN_GRACE_MS / 1000} s were cut off: they are tried again at the next start, and may arrive twice`,
         )
+      // Delivery is over: a `mailroom stdio` on this database may deliver from now on.
+      await heartbeat.stop()
+      await sink?.close()
       await store.close()
       // The last lines out before the process exits, through the ordinary (asynchronous) writes:
       // a stdout whose reader is gone fails them with EPIPE, after which the logger drops lines.
@@ -214,13 +241,19 @@ function listening(server: NodeServer, listen: () => void, settings: string, add
   })
 }
 
-/** Where accepted mail goes, for the first-start banner: real mail by default, so it says how to keep it here. */
-function mailGoesTo(config: Config): string[] {
+/** Where accepted mail goes, for the first-start banner: with real mail, how to keep it here instead. */
+function mailGoesTo(config: Config, sink: boolean): string[] {
   const { smarthost } = config.delivery
-  if (smarthost)
-    return [`  Mail goes to:             the smarthost ${smarthost.host}:${smarthost.port} (MAILROOM_SMARTHOST)`]
+  const goesTo = '  Mail goes to:             '
+  const more = '                            '
+  if (sink)
+    return [
+      `${goesTo}the sink of mailroom serve --sink at ${smarthost!.host}:${smarthost!.port}, which prints each message:`,
+      `${more}none leaves this machine. Real delivery: docs/relay.md, "Sending real mail"`,
+    ]
+  if (smarthost) return [`${goesTo}${deliveryTarget(config.delivery)}`]
   return [
-    "  Mail goes to:             the recipients' MX hosts, found by DNS: real mail. To keep it on this machine,",
-    '                            run `npx mailroom sink` and start with MAILROOM_SMARTHOST=127.0.0.1:2626',
+    `${goesTo}the recipients' MX hosts, found by DNS: real mail. To keep it on this machine,`,
+    `${more}start with --sink (\`mailroom serve --sink\`, what npm start runs)`,
   ]
 }

@@ -10,9 +10,13 @@ export function addServeCommands(program: Command): void {
     .description(
       'Run the service: REST and MCP on MAILROOM_HTTP_PORT, SMTP submission on MAILROOM_SMTP_PORT (STARTTLS) and MAILROOM_SMTPS_PORT (TLS), and delivery',
     )
-    .action(async () => {
+    .option(
+      '--sink',
+      'deliver every message to a sink of its own, which prints it on stdout: nothing leaves this machine (what npm start runs, to try mailroom)',
+    )
+    .action(async (o: { sink?: boolean }) => {
       const { startServer } = await import('../serve.js')
-      const running = await startServer(loadConfig())
+      const running = await startServer(loadConfig(), { sink: o.sink })
       if (running.firstStart) process.stdout.write(`${running.firstStart}\n`)
       const stop = () => void running.stop().then(() => process.exit(0))
       process.once('SIGINT', stop)

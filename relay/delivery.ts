@@ -14,7 +14,6 @@ import {
 } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
 import { MxClient, type Attempt } from './mx-client.js'
-import { type Intake, storeIntake } from './pipeline.js'
 import { senderReports } from './reports.js'
 import { sandboxAttempt } from './sandbox.js'
 import { cut, sameReply } from './smtp-session.js'
@@ -435,16 +434,6 @@ export class DeliveryWorker {
       return []
     }
   }
-}
-
-/**
- * Delivery in this process (`mailroom stdio`): a worker over the store, started, and the intake to
- * give the relay, through which accepted messages go to the worker, so that they start at once.
- */
-export async function deliverInProcess(deps: DeliveryDeps): Promise<{ worker: DeliveryWorker; intake: Intake }> {
-  const worker = new DeliveryWorker(deps)
-  await worker.start()
-  return { worker, intake: { ...storeIntake(deps.store), enqueue: (message) => worker.accept(message) } }
 }
 
 /** Leased rows grouped by message and domain, at most MAX_RCPTS_PER_TRANSACTION per group. */

@@ -614,6 +614,20 @@ export interface McpSession {
   usedAt: number
 }
 
+/** A running `mailroom serve`, as its last heartbeat tells (see Store['servers']). */
+export interface ServerHeartbeat {
+  /** The process's own id, new at each start. */
+  id: string
+  /** Its MAILROOM_NODE_NAME. */
+  node: string
+  /** The base address its clients use. */
+  url: string
+  /** Where it delivers mail, in words: a smarthost, its sink, or the recipients' MX hosts. */
+  delivery: string
+  /** When it last said it runs. */
+  beatAt: number
+}
+
 export interface Store {
   accounts: {
     create(input: Omit<Account, 'id'>): Promise<Account>
@@ -937,6 +951,21 @@ export interface Store {
     /** Ends a session; false when there is none by that id. */
     end(id: string): Promise<boolean>
     /** Deletes the sessions last used before `before`; returns how many. */
+    sweep(before: number): Promise<number>
+  }
+  /**
+   * The `mailroom serve` processes running on this database: each renews its row while it runs,
+   * so that a `mailroom stdio` on the same database leaves delivery to them rather than deliver
+   * with settings of its own. The row of one that died stops being renewed and ages out.
+   */
+  servers: {
+    /** Records that the server runs, `now`: its row is made at the first beat, renewed by the next. */
+    beat(server: Omit<ServerHeartbeat, 'beatAt'>, now: number): Promise<void>
+    /** The servers whose last beat is at or after `since`, the most recent first. */
+    running(since: number): Promise<ServerHeartbeat[]>
+    /** Deletes the server's row: it stopped. */
+    end(id: string): Promise<void>
+    /** Deletes the rows of servers last heard of before `before` (they died); returns how many. */
     sweep(before: number): Promise<number>
   }
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */

@@ -64,9 +64,9 @@ describe('mailroom command', () => {
   const json = (...args: string[]) => jsonWith({}, ...args)
 
   /** Starts `mailroom serve` and resolves with its base URL and everything it printed so far. */
-  const serve = (overrides: Record<string, string> = {}) =>
+  const serve = (overrides: Record<string, string> = {}, ...options: string[]) =>
     new Promise<{ base: string; output: () => string }>((resolve, reject) => {
-      const child = spawn(process.execPath, [BIN, 'serve'], { env: { ...env(), ...overrides } })
+      const child = spawn(process.execPath, [BIN, 'serve', ...options], { env: { ...env(), ...overrides } })
       children.push(child)
       let out = ''
       child.stdout.on('data', (d) => {
@@ -161,7 +161,7 @@ describe('mailroom command', () => {
     expect(out).toMatch(/SMTP username: +mb1/)
     // Without a smarthost mail is real: the banner says so, and how to keep it on the machine.
     expect(out).toMatch(
-      /Mail goes to: +the recipients' MX hosts, found by DNS: real mail\. To keep it on this machine,\n +run `npx mailroom sink` and start with MAILROOM_SMARTHOST=127\.0\.0\.1:2626/,
+      /Mail goes to: +the recipients' MX hosts, found by DNS: real mail\. To keep it on this machine,\n +start with --sink \(`mailroom serve --sink`, what npm start runs\)/,
     )
     const curl = /Try it: +curl -H 'X-API-KEY: (\S+)' (\S+)/.exec(out)
     expect(curl?.[1]).toBe(key)
@@ -182,6 +182,62 @@ describe('mailroom command', () => {
     for (const c of children.splice(0)) c.kill('SIGKILL')
     const second = await serve()
     expect(second.output()).not.toContain('API key')
+    // Every start, not only the first, says that mail is real, before it delivers or listens.
+    for (const start of [first, second]) {
+      const lines = start.output().split('\n')
+      const said = lines.findIndex((l) =>
+        l.includes(
+          "mail goes to the recipients' MX hosts, found by DNS: real mail: it leaves this machine. To keep it here, start with --sink",
+        ),
+      )
+      expect(said).toBeGreaterThanOrEqual(0)
+      expect(JSON.parse(lines[said]).level).toBe(40)
+      expect(said).toBeLessThan(lines.findIndex((l) => l.includes('HTTP and SMTP listening')))
+    }
+  })
+
+  it('keeps mail on the machine with --sink, what npm start runs: it says so first, and prints each message it takes', async () => {
+    expect(JSON.parse(readFileSync(join(dirname(BIN), '..', 'package.json'), 'utf8')).scripts.start).toBe(
+      'node bin/mailroom.js serve --sink',
+    )
+    const server = await serve({}, '--sink')
+    await expect.poll(() => server.output(), { timeout: 10_000 }).toContain('Try it')
+    const out = server.output()
+    const [, port] =
+      /"msg":"mail goes to the sink of mailroom serve --sink at 127\.0\.0\.1:(\d+), which prints each message: none leaves this machine"/.exec(
+        out,
+      )!
+    expect(out).toContain(
+      `Mail goes to:             the sink of mailroom serve --sink at 127.0.0.1:${port}, which prints each message:\n                            none leaves this machine. Real delivery: docs/relay.md, "Sending real mail"`,
+    )
+    expect(out).not.toContain('real mail:')
+    const key = /API key \(shown only now\): (mr_\S+)/.exec(out)![1]
+    const sent = await fetch(`${server.base}/mail/send`, {
+      method: 'POST',
+      headers: { 'X-API-KEY': key, 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: 'to=bob@example.com&from=me@example.org&subject=Kept here&body=Hi',
+    })
+    const { text: txid } = await sent.json()
+    await expect
+      .poll(() => server.output(), { timeout: 10_000 })
+      .toMatch(/--- message 1: from <me@example\.org> to <bob@example\.com>, \d+ bytes\n[\s\S]*Subject: Kept here/)
+    const log = async () =>
+      (await (await fetch(`${server.base}/mail/log?mailid=${txid}`, { headers: { 'X-API-KEY': key } })).json())
+        .emails[0]
+    await expect.poll(log, { timeout: 10_000 }).toMatchObject({
+      delivered: 1,
+      response: expect.stringContaining('accepted by the sink as message 1'),
+    })
+  })
+
+  it('refuses --sink with MAILROOM_SMARTHOST, which says otherwise, and starts nothing', () => {
+    const r = runWith({ MAILROOM_SMARTHOST: '127.0.0.1:2626' }, 'serve', '--sink')
+    expect({ status: r.status, stderr: r.stderr }).toEqual({
+      status: 1,
+      stderr:
+        'mailroom: --sink and MAILROOM_SMARTHOST both say where mail goes: unset MAILROOM_SMARTHOST to keep mail in the sink, or start without --sink to send it to the smarthost\n',
+    })
+    expect(readdirSync(dataDir)).toEqual([])
   })
 
   it('runs a local sink that prints what mailroom delivers to it, as the README tries it', async () => {
@@ -893,5 +949,24 @@ describe('mailroom command', () => {
     })
     expect(r.status).toBe(1)
     expect(r.stderr).toContain('MAILROOM_HTTP_PORT')
+  })
+
+  it('stops serve, stdio and the admin commands at a misspelt setting, naming the one meant, before anything starts', async () => {
+    const sink = await startSink()
+    sinks.push(sink)
+    const misspelt = { MAILROOM_SMARTHOTS: `127.0.0.1:${sink.port}`, MAILROOM_HTTP_PROT: '0' }
+    for (const args of [['serve'], ['stdio'], ['account', 'create'], ['queue', 'list']]) {
+      const r = runWith(misspelt, ...args)
+      expect({ args, status: r.status, stdout: r.stdout, stderr: r.stderr }).toEqual({
+        args,
+        status: 1,
+        stdout: '',
+        stderr:
+          'mailroom: invalid configuration: MAILROOM_SMARTHOTS: no such setting (did you mean MAILROOM_SMARTHOST?); MAILROOM_HTTP_PROT: no such setting (did you mean MAILROOM_HTTP_PORT?); every setting is listed in docs/configuration.md\n',
+      })
+    }
+    // Nothing was started: no database was made, and the sink the misspelt smarthost names saw nobody.
+    expect(readdirSync(dataDir)).toEqual([])
+    expect(sink.state.connections).toBe(0)
   })
 })

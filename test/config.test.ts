@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, ConfigSchema, loadConfig } from '../config.js'
+import { ConfigError, ConfigSchema, KNOWN_SETTINGS, loadConfig } from '../config.js'
 
 describe('config', () => {
   it('has documented defaults', () => {
@@ -218,6 +218,37 @@ describe('config', () => {
   it('takes the longest delivery timeout a timer keeps', () => {
     expect(loadConfig({ MAILROOM_DELIVERY_TIMEOUT: '2147483647ms' }).delivery.timeout).toBe(2 ** 31 - 1)
     expect(loadConfig({ MAILROOM_DELIVERY_TIMEOUT: '24d' }).delivery.timeout).toBe(24 * 86_400_000)
+  })
+
+  it.each([
+    ['MAILROOM_SMARTHOTS', 'MAILROOM_SMARTHOST'],
+    ['MAILROOM_HTTP_PROT', 'MAILROOM_HTTP_PORT'],
+    ['MAILROOM_smarthost', 'MAILROOM_SMARTHOST'],
+    ['MAILROOM_DATADIR', 'MAILROOM_DATA_DIR'],
+    ['MAILROOM_SMTPS_PROT', 'MAILROOM_SMTPS_PORT'],
+  ])('refuses the unknown %s, naming %s, and not its value', (name, meant) => {
+    expect(() => loadConfig({ [name]: 's3cret-value' })).toThrow(
+      `invalid configuration: ${name}: no such setting (did you mean ${meant}?); every setting is listed in docs/configuration.md`,
+    )
+    expect(() => loadConfig({ [name]: 's3cret-value' })).not.toThrow('s3cret-value')
+  })
+
+  it('refuses an unknown MAILROOM_ variable like no setting without a suggestion, even set to nothing, and leaves other variables alone', () => {
+    expect(() => loadConfig({ MAILROOM_COLOUR: 'blue' })).toThrow(
+      'invalid configuration: MAILROOM_COLOUR: no such setting; every setting is listed in docs/configuration.md',
+    )
+    expect(() => loadConfig({ MAILROOM_SMARTHOTS: '' })).toThrow('did you mean MAILROOM_SMARTHOST?')
+    expect(loadConfig({ MAILROOMX: '1', HOME: '/root', mailroom_smarthost: 'x' }).delivery.smarthost).toBeNull()
+  })
+
+  it("knows every setting, and the tests' own variables, so that a test run's environment starts mailroom", () => {
+    expect(KNOWN_SETTINGS).toEqual([
+      ...Object.keys(ConfigSchema.shape),
+      'MAILROOM_TEST_DATABASE_URL',
+      'MAILROOM_TEST_CHROMIUM',
+    ])
+    expect(() => loadConfig(Object.fromEntries(KNOWN_SETTINGS.map((k) => [k, undefined])))).not.toThrow()
+    expect(loadConfig({ MAILROOM_TEST_DATABASE_URL: 'postgres://x@y/z', MAILROOM_TEST_CHROMIUM: '/c' })).toBeTruthy()
   })
 
   it.each(Object.keys(ConfigSchema.shape))('refuses %s set to nothing instead of taking its default', (name) => {

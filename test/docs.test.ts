@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { ConfigSchema } from '../config.js'
+import { ConfigSchema, KNOWN_SETTINGS } from '../config.js'
 
 // The README and docs/ are what a user reads first: their links lead somewhere, and the settings
 // they name are the settings there are.
@@ -17,6 +17,9 @@ const anchor = (heading: string) =>
     .toLowerCase()
     .replace(/[^\p{L}\p{N} _-]/gu, '')
     .replace(/ /g, '-')
+/** Every MAILROOM_ name in the files, as `file: name`. */
+const namedSettings = (files: string[]) =>
+  files.flatMap((file) => [...text(file).matchAll(/\bMAILROOM_[A-Z0-9_]+/g)].map((m) => `${file}: ${m[0]}`))
 const anchorsOf = (file: string) => new Set([...text(file).matchAll(/^#+ (.+)$/gm)].map((m) => anchor(m[1])))
 
 describe('documentation', () => {
@@ -34,13 +37,25 @@ describe('documentation', () => {
 
   it('docs/configuration.md lists every setting, and no page names one that does not exist', () => {
     const settings = Object.keys(ConfigSchema.shape)
-    // Read by the tests, not by mailroom: where the PostgreSQL suites find a server, and the browser tests a browser.
-    const testSettings = ['MAILROOM_TEST_DATABASE_URL', 'MAILROOM_TEST_CHROMIUM']
     const reference = text('docs/configuration.md')
     expect(settings.filter((s) => !reference.includes(`\`${s}\``))).toEqual([])
-    const named = DOCS.flatMap((file) =>
-      [...text(file).matchAll(/\bMAILROOM_[A-Z0-9_]+/g)].map((m) => `${file}: ${m[0]}`),
-    )
-    expect(named.filter((n) => ![...settings, ...testSettings].includes(n.split(': ')[1]))).toEqual([])
+    expect(namedSettings(DOCS).filter((n) => !KNOWN_SETTINGS.includes(n.split(': ')[1]))).toEqual([])
+  })
+
+  // An unknown MAILROOM_ variable stops the start (config.ts): every one the code reads or sets
+  // must be known, or the start it is meant for would be refused. The tests are left out: they
+  // misspell settings on purpose, and a child they start with a name the code does not know is
+  // refused there.
+  it('knows every MAILROOM_ variable that the code, the scripts and CI name', () => {
+    const skipped = new Set(['node_modules', 'dist', '.git', '.peers', 'data'])
+    const files = (dir: string): string[] =>
+      readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
+        const path = dir ? `${dir}/${e.name}` : e.name
+        if (e.isDirectory()) return skipped.has(e.name) ? [] : files(path)
+        return /\.(ts|tsx|js|sh|json)$|^\.ci\/run$/.test(path) && !path.endsWith('.test.ts') ? [path] : []
+      })
+    const code = files('')
+    expect(code).toEqual(expect.arrayContaining(['config.ts', 'test/system/peers.sh', '.ci/run']))
+    expect(namedSettings(code).filter((n) => !KNOWN_SETTINGS.includes(n.split(': ')[1]))).toEqual([])
   })
 })

@@ -10,6 +10,7 @@ import {
   type ServerRequest,
   type Tool as McpTool,
 } from '@modelcontextprotocol/sdk/types.js'
+import { didYouMean } from '../did-you-mean.js'
 import { asMailroomError, badInput, type MailroomError, unauthorized } from '../errors.js'
 import { PACKAGE } from '../package-info.js'
 import { SANDBOX_DOMAIN } from '../relay/sandbox.js'
@@ -112,7 +113,7 @@ function refuseUnknownArguments(tool: AnyTool, args: unknown): void {
   const unknown = Object.keys(args).filter((k) => !known.includes(k))
   if (unknown.length) {
     const names = unknown.map((k) => {
-      const like = known.find((n) => n.toLowerCase() === k.toLowerCase())
+      const like = didYouMean(k, known)
       return like ? `${k} (did you mean ${like}?)` : k
     })
     throw badInput(

@@ -4,11 +4,14 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CallToolResultSchema, ListToolsRequestSchema, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js'
 import { PACKAGE } from '../package-info.js'
-import { deliverInProcess } from '../relay/delivery.js'
+import { DeliveryWorker } from '../relay/delivery.js'
+import { deliveryTarget, HEARTBEAT_MS, runningServer } from '../relay/heartbeat.js'
+import { type Intake, storeIntake } from '../relay/pipeline.js'
 import { WebhookWorker } from '../relay/webhooks.js'
 import { createResolver } from '../relay/routes.js'
 import { createServices, type Runtime } from '../runtime.js'
 import { storeName } from '../storage/index.js'
+import type { ServerHeartbeat } from '../storage/store.js'
 import { TOOLS } from '../tools/index.js'
 import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from './mcp.js'
 
@@ -41,13 +44,11 @@ const KEY_HELP =
   "set it in the MCP client's configuration of this server to an API key of the account (`mailroom account key create --account <id>` makes one), then restart the server"
 
 /**
- * Serves the tools over stdin/stdout against the local data directory, as the key's account, and
- * delivers: a message sent while no `mailroom serve` runs would otherwise wait unseen in the
- * queue. The worker holds its leases under a name of its own (this node's, `-stdio-<pid>`), so
- * that it never takes back those of a `serve` on the same node, which may run beside it: leases
- * keep two processes from delivering one recipient. It stops when stdin ends or at SIGTERM or
- * SIGINT, once its deliveries under way are done; the leases of a process killed before that
- * expire after MAILROOM_LEASE_TIMEOUT (10 minutes by default), and another node takes them.
+ * Serves the tools over stdin/stdout against the local data directory (or database), as the key's
+ * account. Where a `mailroom serve` runs on the same store, what is accepted is only queued: that
+ * server delivers it, with its own settings. Only while none runs does this process deliver
+ * itself (a message would otherwise wait unseen in the queue), and it says so on stderr, and
+ * where mail then goes. See localDelivery.
  */
 export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): Promise<Server> {
   const owner = apiKey ? await rt.store.apiKeys.owner(apiKey) : undefined
@@ -60,19 +61,14 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
     server.onclose = () => void rt.close()
     return server
   }
-  const { config } = rt
-  const resolver = createResolver(config.delivery.dnsServers)
-  const node = `${config.nodeName}-stdio-${process.pid}`
-  const { worker: delivery, intake } = await deliverInProcess({ ...rt, resolver, node })
-  const webhooks = new WebhookWorker({ ...rt, resolver, node })
-  await webhooks.start()
-  // The tools' relay hands accepted messages to this process's worker, which starts them at once.
-  const services = createServices(rt.store, config, { logger: rt.logger, clock: rt.clock, intake })
+  const delivery = await localDelivery(rt)
+  const services = createServices(rt.store, rt.config, { logger: rt.logger, clock: rt.clock, intake: delivery.intake })
   const server = createMcpServer(services, () => ({ ...owner, origin: '127.0.0.1' }))
   await server.connect(new StdioServerTransport())
   let stopping: Promise<void> | undefined
   const stop = () =>
-    (stopping ??= Promise.all([delivery.stop(), webhooks.stop()])
+    (stopping ??= delivery
+      .stop()
       .then(() => rt.close())
       .then(
         () => process.exit(0),
@@ -85,6 +81,83 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
   process.once('SIGTERM', stop)
   process.once('SIGINT', stop)
   return server
+}
+
+/**
+ * This process's delivery, which runs only while no `mailroom serve` runs on the store (its
+ * heartbeat, relay/heartbeat.ts): looked at before each message is queued and every HEARTBEAT_MS.
+ * While one runs, a message is only queued, and nothing here delivers, reports to senders or
+ * posts webhooks. While none does, a delivery worker and a webhook worker run here, under a name
+ * of their own (this node's, `-stdio-<pid>`), so that they never take back the leases of a
+ * server on the same node; leases keep two processes from delivering one recipient. At the stop
+ * (stdin ends, SIGTERM, SIGINT) deliveries under way finish; the leases of a process killed before
+ * that expire after MAILROOM_LEASE_TIMEOUT, and another process takes them.
+ */
+async function localDelivery(rt: Runtime) {
+  const { config, logger, store } = rt
+  const resolver = createResolver(config.delivery.dnsServers)
+  const node = `${config.nodeName}-stdio-${process.pid}`
+  let workers: { delivery: DeliveryWorker; webhooks: WebhookWorker } | undefined
+  /** The server that delivers, none, or not looked at yet. */
+  let server: ServerHeartbeat | undefined | null = null
+  // Starts and stops one after the other.
+  let changing = Promise.resolve()
+  const start = async () => {
+    if (workers) return
+    const delivery = new DeliveryWorker({ ...rt, resolver, node })
+    const webhooks = new WebhookWorker({ ...rt, resolver, node })
+    workers = { delivery, webhooks }
+    await Promise.all([delivery.start(), webhooks.start()])
+  }
+  const stop = async () => {
+    const stopping = workers
+    workers = undefined
+    if (stopping) await Promise.all([stopping.delivery.stop(), stopping.webhooks.stop()])
+  }
+  const look = async () => {
+    const now = await runningServer(rt)
+    const was = server
+    server = now
+    if (was !== null && !was === !server) return
+    if (server) {
+      logger.info(
+        { server: server.url, node: server.node },
+        `mailroom serve at ${server.url} (node ${server.node}) delivers what this process accepts, to ${server.delivery}; this process only queues`,
+      )
+      changing = changing.then(stop)
+    } else {
+      const to = deliveryTarget(config.delivery)
+      const said = `no mailroom serve runs on ${storeName(config)}: this process delivers what it accepts itself, to ${to}`
+      if (config.delivery.smarthost) logger.info({ delivery: to }, said)
+      else logger.warn({ delivery: to }, said)
+      changing = changing.then(start)
+    }
+  }
+  await look()
+  await changing
+  const looking = setInterval(
+    () => void look().catch((err) => logger.error({ err }, 'looking for a running mailroom serve failed')),
+    HEARTBEAT_MS,
+  )
+  looking.unref()
+  const intake: Intake = {
+    ...storeIntake(store),
+    async enqueue(message) {
+      await look()
+      if (server) return store.mail.enqueue(message)
+      await changing
+      // Given to the worker, a message is leased as it is committed and starts at once.
+      return workers ? workers.delivery.accept(message) : store.mail.enqueue(message)
+    },
+  }
+  return {
+    intake,
+    async stop() {
+      clearInterval(looking)
+      changing = changing.then(stop)
+      await changing
+    },
+  }
 }
 
 /** The MCP endpoint of a mailroom base address (`https://host` or `https://host/mcp`). */

@@ -9,6 +9,7 @@ import { createDomainStore } from './domains.js'
 import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
+import { createServerStore } from './servers.js'
 import { createHistoryStore } from './history.js'
 import { createMailStore } from './mail.js'
 import { createOAuthStore } from './oauth.js'
@@ -368,6 +369,7 @@ function createStore(
     webhooks: createWebhookStore(pool, secret, outbox, changing),
     oauth: createOAuthStore(pool),
     mcpSessions: createMcpSessionStore(pool),
+    servers: createServerStore(pool),
     async maintain() {
       // The planner's statistics of the tables that grow; autovacuum does the same in time.
       await pool.query('ANALYZE messages, deliveries, delivery_attempts, block_events, idempotency_keys, oauth_tokens')

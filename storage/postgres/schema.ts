@@ -529,3 +529,22 @@ export const mcpSessions = pgTable(
   },
   (t) => [index('mcp_sessions_account').on(t.accountId, t.usedAt), index('mcp_sessions_used').on(t.usedAt)],
 )
+
+/**
+ * The `mailroom serve` processes on this database, each renewing its row while it runs
+ * (Store['servers']): `mailroom stdio` delivers itself only when none does.
+ */
+export const servers = pgTable(
+  'servers',
+  {
+    /** Random, new at each start of the process. */
+    id: text('id').primaryKey(),
+    node: text('node').notNull(),
+    url: text('url').notNull(),
+    /** Where it delivers, in words. */
+    delivery: text('delivery').notNull(),
+    /** Its last heartbeat. */
+    beatAt: ms('beat_at').notNull(),
+  },
+  (t) => [index('servers_beat').on(t.beatAt)],
+)

@@ -14,6 +14,7 @@ import { groupCommit } from './group-commit.js'
 import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
+import { createServerStore } from './servers.js'
 import { createOAuthStore } from './oauth.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
@@ -551,6 +552,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     webhooks: createWebhookStore(sqlite, secret, outbox, changing),
     oauth: createOAuthStore(sqlite),
     mcpSessions: createMcpSessionStore(sqlite),
+    servers: createServerStore(sqlite),
     async maintain() {
       sqlite.pragma('optimize')
     },

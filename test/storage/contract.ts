@@ -12,6 +12,7 @@ import { mcpSessionsContract } from './contract/mcp-sessions.js'
 import { oauthContract } from './contract/oauth.js'
 import { queueContract } from './contract/queue.js'
 import { sandboxContract } from './contract/sandbox.js'
+import { serversContract } from './contract/servers.js'
 import { settingsContract } from './contract/settings.js'
 import { webhooksContract } from './contract/webhooks.js'
 
@@ -72,6 +73,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     webhooksContract(f)
     oauthContract(f)
     mcpSessionsContract(f)
+    serversContract(f)
     historyContract(f)
   })
 }

@@ -2,14 +2,16 @@ import { serve, type ServerType } from '@hono/node-server'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js'
-import { spawn, spawnSync } from 'node:child_process'
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { createSocket } from 'node:dgram'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
+import { openDataDir } from '../../storage/sqlite/index.js'
 import { TOOLS } from '../../tools/index.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { startSink } from '../relay/sink.js'
@@ -69,6 +71,51 @@ describe('mailroom stdio', () => {
     await client.connect(transport)
     cleanup.push(() => client.close())
     return Object.assign(client, { stderr: () => stderr })
+  }
+
+  /** `mailroom serve` on the data directory, delivering to `smarthost`: its base URL and the process. */
+  const startServe = (dir: string, smarthost: number, node: string) =>
+    new Promise<{ base: string; child: ChildProcess; stopped: () => Promise<void> }>((resolve, reject) => {
+      const child = spawn(process.execPath, [BIN, 'serve'], {
+        env: {
+          ...process.env,
+          MAILROOM_DATA_DIR: dir,
+          MAILROOM_HTTP_PORT: '0',
+          MAILROOM_SMTP_PORT: '0',
+          MAILROOM_SMTPS_PORT: '0',
+          MAILROOM_SMARTHOST: `127.0.0.1:${smarthost}`,
+          MAILROOM_NODE_NAME: node,
+        },
+      })
+      const exited = new Promise<void>((r) => child.once('exit', () => r()))
+      cleanup.push(() => void child.kill('SIGKILL'))
+      let out = ''
+      child.stdout.on('data', (d) => {
+        out += d
+        const m = /"port":(\d+).*HTTP and SMTP listening/.exec(out)
+        if (m) resolve({ base: `http://localhost:${m[1]}`, child, stopped: () => exited })
+      })
+      child.stderr.on('data', (d) => (out += d))
+      child.once('exit', (code) => reject(new Error(`serve exited ${code}: ${out}`)))
+    })
+
+  /** A DNS server that answers nothing and counts the queries it gets. */
+  const dnsRecorder = async () => {
+    const socket = createSocket('udp4')
+    const queries: Buffer[] = []
+    socket.on('message', (m) => queries.push(m))
+    await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r))
+    cleanup.push(() => new Promise<void>((r) => socket.close(() => r())))
+    return { server: `127.0.0.1:${socket.address().port}`, queries }
+  }
+
+  const send = async (client: Client, to: string, subject: string) => {
+    const sent = await client.callTool({
+      name: 'sendMail',
+      arguments: { to, from: 'me@example.org', subject, body: 'hi' },
+    })
+    expect(sent.isError).toBeFalsy()
+    return (sent.structuredContent as { text: string }).text
   }
 
   /** The total of the account's mail log, read through a stdio server with its key. */
@@ -141,6 +188,100 @@ describe('mailroom stdio', () => {
       }
     }
   })
+
+  it('leaves delivery to a mailroom serve on the same data directory: it only queues, the server delivers and reports with its settings, and it looks nothing up', async () => {
+    const sink = await startSink()
+    cleanup.push(() => sink.close())
+    sink.state.rcptRule = (rcpt) =>
+      rcpt === 'gone@example.com' ? { code: 550, message: '5.1.1 no such user' } : undefined
+    const dns = await dnsRecorder()
+    const { dir, apiKey } = localDataDir()
+    const serve = await startServe(dir, sink.port, 'relay-1')
+    // The README's desktop configuration: a key and the data directory; no smarthost, so mail it
+    // delivered itself would be looked up in DNS, at a server that records the queries.
+    const client = await connect([], {
+      MAILROOM_DATA_DIR: dir,
+      MAILROOM_API_KEY: apiKey,
+      MAILROOM_DNS_SERVERS: dns.server,
+    })
+    await expect
+      .poll(client.stderr)
+      .toContain(
+        `mailroom serve at ${serve.base} (node relay-1) delivers what this process accepts, to the smarthost 127.0.0.1:${sink.port} (MAILROOM_SMARTHOST); this process only queues`,
+      )
+    const txid = await send(client, 'bob@example.com', 'via the server')
+    const bounced = await send(client, 'gone@example.com', 'to nobody')
+    // The message, and the report to its sender about the recipient refused, both by the server.
+    await expect
+      .poll(() => sink.messages.map((m) => m.to), { timeout: 15_000 })
+      .toEqual([['bob@example.com'], ['me@example.org']])
+    expect(sink.messages[0].raw.toString()).toContain('Subject: via the server')
+    expect(sink.messages[1].raw.toString()).toContain('gone@example.com')
+    for (const mailid of [txid, bounced]) {
+      const log = await client.callTool({ name: 'viewMailLog', arguments: { mailid } })
+      expect((log.structuredContent as { emails: { assigned: string }[] }).emails).toEqual([
+        expect.objectContaining({ assigned: 'relay-1' }),
+      ])
+    }
+    expect(dns.queries).toEqual([])
+    expect(client.stderr()).not.toContain('delivers what it accepts itself')
+  }, 120_000)
+
+  it('delivers itself while no server runs, and hands over to a server that starts and back once it stops, saying so each time', async () => {
+    const [own, servers] = [await startSink(), await startSink()]
+    cleanup.push(
+      () => own.close(),
+      () => servers.close(),
+    )
+    const { dir, apiKey } = localDataDir()
+    const client = await connect([], {
+      MAILROOM_DATA_DIR: dir,
+      MAILROOM_API_KEY: apiKey,
+      MAILROOM_SMARTHOST: `127.0.0.1:${own.port}`,
+    })
+    const itself = `no mailroom serve runs on the data directory ${dir} (MAILROOM_DATA_DIR): this process delivers what it accepts itself, to the smarthost 127.0.0.1:${own.port} (MAILROOM_SMARTHOST)`
+    await expect.poll(client.stderr).toContain(itself)
+    await send(client, 'one@example.com', 'before')
+    await expect.poll(() => own.messages.length, { timeout: 15_000 }).toBe(1)
+
+    const serve = await startServe(dir, servers.port, 'relay-1')
+    await send(client, 'two@example.com', 'during')
+    await expect.poll(() => servers.messages.map((m) => m.to), { timeout: 15_000 }).toEqual([['two@example.com']])
+    expect(client.stderr()).toContain(
+      `mailroom serve at ${serve.base} (node relay-1) delivers what this process accepts`,
+    )
+
+    // A server that stops says so in the store: the next message is this process's again.
+    serve.child.kill('SIGTERM')
+    await serve.stopped()
+    await send(client, 'three@example.com', 'after')
+    await expect
+      .poll(() => own.messages.map((m) => m.to), { timeout: 15_000 })
+      .toEqual([['one@example.com'], ['three@example.com']])
+    expect(client.stderr().split(itself)).toHaveLength(3)
+    expect(servers.messages).toHaveLength(1)
+  }, 120_000)
+
+  it('delivers itself beside the heartbeat of a server gone without a word (killed), once it is old', async () => {
+    const sink = await startSink()
+    cleanup.push(() => sink.close())
+    const { dir, apiKey } = localDataDir()
+    const store = openDataDir(dir)
+    await store.servers.beat(
+      { id: 'killed', node: 'relay-1', url: 'http://localhost:8080', delivery: 'somewhere' },
+      Date.now() - 60_000,
+    )
+    await store.close()
+    const client = await connect([], {
+      MAILROOM_DATA_DIR: dir,
+      MAILROOM_API_KEY: apiKey,
+      MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
+    })
+    await send(client, 'bob@example.com', 'no server')
+    await expect.poll(() => sink.messages.length, { timeout: 15_000 }).toBe(1)
+    expect(client.stderr()).toContain('this process delivers what it accepts itself')
+    expect(client.stderr()).not.toContain('mailroom serve at')
+  }, 120_000)
 
   it('delivers what it accepts while no mailroom serve runs, under leases of its own', async () => {
     const sink = await startSink()

@@ -1,0 +1,9 @@
+CREATE TABLE "servers" (
+	"id" text PRIMARY KEY NOT NULL,
+	"node" text NOT NULL,
+	"url" text NOT NULL,
+	"delivery" text NOT NULL,
+	"beat_at" bigint NOT NULL
+);
+--> statement-breakpoint
+CREATE INDEX "servers_beat" ON "servers" USING btree ("beat_at");
