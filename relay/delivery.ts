@@ -334,6 +334,7 @@ export class DeliveryWorker {
           address: item.recipient,
           reason: `an earlier message to it bounced: ${response}`,
           now,
+          txid,
         })
       }
       this.deps.metrics?.delivery(state, item.queuedAt, now)

@@ -206,6 +206,8 @@ export interface LogRow {
   queued: number
   mxHostname: string | null
   response: string | null
+  /** 1 for sandbox mail (relay/sandbox.ts), which is never sent; else 0. */
+  sandbox: number
 }
 
 export interface StatsQuery {
@@ -219,6 +221,7 @@ export interface StatsQuery {
 }
 
 export interface StatsResult {
+  /** Messages accepted in the billing cycle, but sandbox mail (never sent, never billed). */
   usage: number
   received: number
   sent: number
@@ -231,6 +234,16 @@ export interface BlockListEntry {
   address: string
   reason: string
   createdAt: number
+}
+
+/** A recipient on an account's suppression list (the local block list). */
+export interface Suppression {
+  address: string
+  reason: string
+  /** When it was put there (ms). */
+  createdAt: number
+  /** The transaction id of the message whose bounce put it there; null when nothing did (the operator). */
+  txid: string | null
 }
 
 export interface BlockEvent {
@@ -762,6 +775,8 @@ export interface Store {
       address: string
       reason: string
       now: number
+      /** The message whose bounce put it there. */
+      txid?: string
     }): Promise<void>
     /**
      * Removes the address from all three stores for the account: its list entries, the events it
@@ -772,6 +787,11 @@ export interface Store {
     blockedSender(accountId: number, address: string): Promise<BlockListEntry | undefined>
     /** Why a recipient is on the account's local block list (suppressed), if it is. */
     suppressed(accountId: number, address: string): Promise<BlockListEntry | undefined>
+    /** A page of the account's suppressed recipients, newest first, and how many there are. */
+    suppressions(
+      accountId: number,
+      page: { skip: number; limit: number },
+    ): Promise<{ total: number; rows: Suppression[] }>
     /**
      * Counts a message with a spam-indicative subject, atomically: when the sender has sent that
      * subject more than `threshold` times since `since`, records nothing and answers false; else

@@ -29,6 +29,13 @@ export function loadUpstream(): Document {
   return JSON.parse(readFileSync(UPSTREAM_PATH, 'utf8')) as Document
 }
 
+/** The tools beyond the contract (webhooks, a message's story, …): those the document has no operation of. */
+export function extensionsOf(names: readonly string[]): string[] {
+  const paths = (loadUpstream() as unknown as { paths: Record<string, Record<string, Operation>> }).paths
+  const operations = new Set(Object.values(paths).flatMap((item) => Object.values(item).map((op) => op.operationId)))
+  return names.filter((name) => !operations.has(name))
+}
+
 // Formats the document uses that Ajv does not know without ajv-formats (which is not a
 // dependency of ours). `date-time` follows the document's own usage: its DenyRuleRecord.created
 // and MailLogEntry examples are `2022-03-22 19:16:35`, a space and no zone, not strict RFC 3339.

@@ -17,7 +17,7 @@ export const getStats = defineTool({
   description:
     "Statistics of the account's active mail orders: `received` (messages accepted), `sent` (deliveries that " +
     'succeeded) and `volume` (top 500 recipients, senders and client IPs) in the window `time`; `usage` ' +
-    '(messages) and `cost` in the current billing cycle. Use viewMailLog for single messages.',
+    '(messages, sandbox mail not) and `cost` in the current billing cycle.',
   input: z.object({
     time: z
       .enum(STATS_WINDOWS)

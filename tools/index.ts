@@ -9,6 +9,7 @@ import { getMailOrderById } from './get-mail-order-by-id.js'
 import { getMailOrders } from './get-mail-orders.js'
 import { getMessage } from './get-message.js'
 import { getRules } from './get-rules.js'
+import { getSuppressions } from './get-suppressions.js'
 import { getStats } from './get-stats.js'
 import { getVolume } from './get-volume.js'
 import { getWebhooks } from './get-webhooks.js'
@@ -41,4 +42,5 @@ export const TOOLS: readonly AnyTool[] = [
   getMessage,
   getVolume,
   rotateOrderPassword,
+  getSuppressions,
 ]

@@ -127,6 +127,7 @@ export const MailLogEntry = z.object({
   queued: nullable(z.string()),
   mxHostname: nullable(z.string()),
   response: nullable(z.string()),
+  sandbox: z.boolean().optional(),
 })
 
 export const MailLog = z.object({

@@ -17,7 +17,8 @@ export const viewMailLog = defineTool({
     'Searches the delivery log of mail order `id` (default: the first active one), newest first; pass a ' +
     "send's `text` as `mailid` to see how it went. A row is one recipient (one message with " +
     'groupby=message): `id` is the transaction id, `delivered` 1 once delivered (0: queued, deferred or ' +
-    "failed), `code`, `response` and `mxHostname` the destination's last answer. Filters combine; all but " +
+    "failed), `code`, `response` and `mxHostname` the destination's last answer; `sandbox`: never sent. " +
+    'Filters combine; all but ' +
     'messageId match exactly. `total` counts all matches; page with skip and limit.',
   input: z.object({
     id: OrderId.optional(),
@@ -45,7 +46,8 @@ export const viewMailLog = defineTool({
     endDate: DateOrTimestamp.optional().describe(
       'Rows accepted at or before, as startDate; a date alone means its end.',
     ),
-    sort: z.enum(['time']).default('time').describe('Always time (row order).'),
+    // One value: its name says it (the tool list has no byte to spare for more).
+    sort: z.enum(['time']).default('time'),
     dir: z.enum(['asc', 'desc']).default('desc').describe('desc = newest first.'),
     groupby: z.enum(['message', 'recipient']).default('recipient').describe('One row per recipient or per message.'),
   }),
@@ -112,6 +114,7 @@ function logEntry(r: LogRow): z.input<typeof MailLogEntry> {
     queued: new Date(r.queued).toISOString(),
     mxHostname: r.mxHostname,
     response: r.response,
+    ...(r.sandbox ? { sandbox: true } : {}),
   }
 }
 

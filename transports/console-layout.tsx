@@ -149,6 +149,23 @@ export const DataTable: FC<{ id: string; columns: string[]; action?: boolean; ca
   </div>
 )
 
+/**
+ * Newer and Older buttons beside the range of a list shown (`children` before them); `prefix`
+ * starts their ids, `${prefix}range`, `${prefix}newer` and `${prefix}older`, and names the pager itself.
+ */
+export const Pager: FC<{ prefix?: string; hidden?: boolean; children?: Child }> = ({ prefix, hidden, children }) => (
+  <div class="pager" id={prefix && `${prefix}pager`} hidden={hidden}>
+    {children}
+    <span id={`${prefix ?? ''}range`} class="range" aria-live="polite" />
+    <button type="button" id={`${prefix ?? ''}newer`} class="quiet">
+      Newer
+    </button>
+    <button type="button" id={`${prefix ?? ''}older`} class="quiet">
+      Older
+    </button>
+  </div>
+)
+
 /** A value with a button that copies it (transports/console/shell.js). */
 export const Copyable: FC<{ id: string; label: string; what: string; value: string }> = ({
   id,

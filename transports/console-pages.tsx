@@ -6,6 +6,7 @@ import {
   Copyable,
   DataTable,
   Layout,
+  Pager,
   Section,
   type PageName,
   SelectField,
@@ -54,6 +55,10 @@ const Overview: FC = () => (
         <div>
           <dt>Cost</dt>
           <dd id="cost">…</dd>
+        </div>
+        <div id="sandbox-figure" hidden>
+          <dt>Sandbox messages (not billed)</dt>
+          <dd id="sandbox">…</dd>
         </div>
       </dl>
     </Section>
@@ -109,18 +114,11 @@ const Log: FC = () => (
         </button>
       </div>
     </form>
-    <div class="pager">
+    <Pager>
       <button type="button" id="refresh">
         Refresh
       </button>
-      <span id="range" aria-live="polite" />
-      <button type="button" id="newer" class="quiet">
-        Newer
-      </button>
-      <button type="button" id="older" class="quiet">
-        Older
-      </button>
-    </div>
+    </Pager>
     <DataTable
       id="log"
       columns={['Time (UTC)', 'Sender', 'Recipient', 'Subject', 'Status']}
@@ -147,10 +145,23 @@ const EventTable: FC<{ id: string; heading: string; about: string }> = ({ id, he
 
 const Blocks: FC = () => (
   <>
+    <Section id="suppressions" heading="Suppressed recipients">
+      <p>
+        Recipients mail is refused to, newest first: a hard bounce said the mailbox does not exist (the message is
+        linked), or the operator suppressed them. Delisting one lets mail reach it again.
+      </p>
+      <Pager prefix="suppressions-" hidden />
+      <DataTable
+        id="suppressions"
+        columns={['Recipient', 'Since (UTC)', 'Reason', 'Message']}
+        action
+        caption="Suppressed recipients, newest first"
+      />
+    </Section>
     <EventTable
       id="local"
-      heading="Suppressed recipients"
-      about="Mail refused to recipients on the local block list (a bounce said the mailbox does not exist), last 5 days. Delisting the recipient lets mail reach it again."
+      heading="Mail refused to suppressed recipients"
+      about="Mail refused to recipients on the local block list, last 5 days. Delisting the recipient lets mail reach it again."
     />
     <EventTable
       id="mbtrap"

@@ -1,4 +1,4 @@
-import { and, asc, eq, gte, lt, sql } from 'drizzle-orm'
+import { and, asc, count, desc, eq, gte, lt, sql } from 'drizzle-orm'
 import type { NodePgDatabase } from 'drizzle-orm/node-postgres'
 import type pg from 'pg'
 import { changed, transaction } from './pool.js'
@@ -58,16 +58,30 @@ export function createBlockStore(
     async addEvent(accountId, event) {
       await addEvent(pool, accountId, event)
     },
-    async addToList({ accountId, source, kind, address, reason, now }) {
+    async addToList({ accountId, source, kind, address, reason, now, txid }) {
       await hot.changing(() =>
         db
           .insert(l)
-          .values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now })
+          .values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now, txid })
           .onConflictDoNothing(),
       )
     },
     blockedSender: (accountId, address) => listed(accountId, address, 'sender'),
     suppressed: (accountId, address) => listed(accountId, address, 'recipient'),
+    async suppressions(accountId, { skip, limit }) {
+      const where = and(eq(l.accountId, accountId), eq(l.kind, 'recipient'))
+      const [[{ total }], rows] = await Promise.all([
+        db.select({ total: count() }).from(l).where(where),
+        db
+          .select({ address: l.address, reason: l.reason, createdAt: l.createdAt, txid: l.txid })
+          .from(l)
+          .where(where)
+          .orderBy(desc(l.createdAt), sql`${l.address} COLLATE "C"`)
+          .limit(limit)
+          .offset(skip),
+      ])
+      return { total, rows }
+    },
     async takeSubject(accountId, event, since, threshold) {
       const envFrom = event.envFrom.toLowerCase()
       // From count to insert under a lock of this sender's subject, held to the commit: concurrent

@@ -7,7 +7,8 @@ import { type LogQuery, type LogRow, type Store, logReadTimedOut } from '../stor
 const logColumns = (to: string) => `d.id AS "_id", m.txid AS id, m.env_from AS "from", ${to} AS "to", m.subject,
   m.message_id AS "messageId", m.created_at AS "createdAt", m.time, m.order_id AS "orderId", m.transtype, m.origin,
   m.interface, m.sending_zone AS "sendingZone", m.body_size AS "bodySize", d.seq, d.delivered, d.code, d.recipient,
-  d.domain, d.locked, d.lock_time AS "lockTime", d.assigned, d.queued, d.mx_hostname AS "mxHostname", d.response`
+  d.domain, d.locked, d.lock_time AS "lockTime", d.assigned, d.queued, d.mx_hostname AS "mxHostname", d.response,
+  m.sandbox::int AS sandbox`
 
 /** The message-level filters of the log, each answered by an (order_id, column, id) index. */
 const MESSAGE_FILTERS = {
@@ -95,6 +96,9 @@ function statsQueries(windowed: boolean) {
       GROUP BY ${column} ORDER BY n DESC, ${column} COLLATE "C" ASC LIMIT ${limit}`
   return {
     usage: 'SELECT COUNT(*) AS n FROM messages m WHERE m.order_id = ANY($1::int[]) AND m.time >= $2 AND m.time < $3',
+    // The same of sandbox mail, from its partial index.
+    sandbox:
+      'SELECT COUNT(*) AS n FROM messages m WHERE m.order_id = ANY($1::int[]) AND m.sandbox AND m.time >= $2 AND m.time < $3',
     received: `SELECT COUNT(*) AS n FROM ${messages} ${time}`,
     sent: `SELECT COUNT(*) AS n FROM ${recipients} AND d.delivered = 1 ${time}`,
     to: top('d.recipient', recipients),
@@ -139,14 +143,16 @@ export function createMailStore(
         (await reads.pool.query<{ k: string; n: number }>(text, [...window, q.top])).rows.map((r) => [r.k, r.n]),
       )
     const cycle = [q.orderIds, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)]
-    const [usage, received, sent, to, from, ip] = await Promise.all([
+    const [messages, sandbox, received, sent, to, from, ip] = await Promise.all([
       count(sql.usage, cycle),
+      count(sql.sandbox, cycle),
       count(sql.received, window),
       count(sql.sent, window),
       top(sql.to),
       top(sql.from),
       top(sql.ip),
     ])
-    return { usage, received, sent, volume: { to, from, ip } }
+    // Sandbox mail is never billed.
+    return { usage: messages - sandbox, received, sent, volume: { to, from, ip } }
   }
 }

@@ -143,6 +143,8 @@ export const messages = pgTable(
     index('messages_order_subject').on(t.orderId, t.subject, t.id, t.rcptCount),
     index('messages_order_header_from').on(t.orderId, t.headerFrom, t.id, t.rcptCount),
     index('messages_order_reply_to').on(t.orderId, t.replyTo, t.id, t.rcptCount),
+    // Sandbox mail of a billing cycle, to take out of its usage: counted from this index alone.
+    index('messages_sandbox_order_time').on(t.orderId, t.time).where(sql`sandbox`),
   ],
 )
 
@@ -290,8 +292,14 @@ export const blockList = pgTable(
     address: text('address').notNull(),
     reason: text('reason').notNull(),
     createdAt: ms('created_at').notNull(),
+    /** The transaction id of the message whose bounce put the recipient here; null when nothing did. */
+    txid: text('txid'),
   },
-  (t) => [primaryKey({ columns: [t.accountId, t.address, t.kind, t.source] })],
+  (t) => [
+    primaryKey({ columns: [t.accountId, t.address, t.kind, t.source] }),
+    // getSuppressions: an account's suppressed recipients, newest first, a page at a time.
+    index('block_list_account_kind_created').on(t.accountId, t.kind, t.createdAt),
+  ],
 )
 
 /** The operator's spam traps, for every account: addresses, or whole domains as `@domain`. */

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3'
-import { and, asc, eq, gte, inArray, isNull, lt, sql } from 'drizzle-orm'
+import { and, asc, count, desc, eq, gte, inArray, isNull, lt, sql } from 'drizzle-orm'
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, rmSync } from 'node:fs'
@@ -431,11 +431,11 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       async addEvent(accountId, event) {
         await recordEvent({ accountId, event })
       },
-      async addToList({ accountId, source, kind, address, reason, now }) {
+      async addToList({ accountId, source, kind, address, reason, now, txid }) {
         changing(() =>
           db
             .insert(schema.blockList)
-            .values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now })
+            .values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now, txid })
             .onConflictDoNothing()
             .run(),
         )
@@ -453,6 +453,20 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
           `recipient ${accountId} ${lower}`,
           () => hot.listed.get(accountId, lower, 'recipient') as BlockListEntry | undefined,
         )
+      },
+      async suppressions(accountId, { skip, limit }) {
+        const t = schema.blockList
+        const where = and(eq(t.accountId, accountId), eq(t.kind, 'recipient'))
+        const { total } = db.select({ total: count() }).from(t).where(where).get()!
+        const rows = db
+          .select({ address: t.address, reason: t.reason, createdAt: t.createdAt, txid: t.txid })
+          .from(t)
+          .where(where)
+          .orderBy(desc(t.createdAt), asc(t.address))
+          .limit(limit)
+          .offset(skip)
+          .all()
+        return { total, rows }
       },
       async takeSubject(accountId, event, since, threshold) {
         return recordEvent({ accountId, event: { ...event, rule: 'SUBJECT' }, under: { since, threshold } })

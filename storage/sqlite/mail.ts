@@ -22,7 +22,7 @@ const logColumns = (
 ) => `d.id AS _id, m.txid AS id, m.env_from AS "from", ${to} AS "to", m.subject, m.message_id AS messageId,
   m.created_at AS createdAt, m.time, m.order_id AS orderId, m.transtype, m.origin, m.interface, m.sending_zone AS sendingZone,
   m.body_size AS bodySize, d.seq, d.delivered, d.code, d.recipient, d.domain, d.locked, CAST(d.lock_time AS INTEGER) AS lockTime,
-  d.assigned, CAST(ROUND(unixepoch(d.queued, 'subsec') * 1000) AS INTEGER) AS queued, d.mx_hostname AS mxHostname, d.response`
+  d.assigned, CAST(ROUND(unixepoch(d.queued, 'subsec') * 1000) AS INTEGER) AS queued, d.mx_hostname AS mxHostname, d.response, m.sandbox`
 
 /** The message-level filters of the log, each answered by an (order_id, column) index. */
 const MESSAGE_FILTERS = {
@@ -264,10 +264,11 @@ export function createMailStore(
         Object.fromEntries(
           (prepare(text).all(...q.orderIds, ...since, q.top) as { k: string; n: number }[]).map((r) => [r.k, r.n]),
         )
-      // The billing cycle's usage is counted in full once, then only for the messages since.
+      // The billing cycle's messages are counted in full once, then only for the messages since;
+      // its sandbox mail, never billed, is taken out of its usage.
       const cycle = [...q.orderIds, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)]
       return {
-        usage: keptTotal({ ...sql.usage, countParams: cycle, changing: false }),
+        usage: keptTotal({ ...sql.usage, countParams: cycle, changing: false }) - countOf(sql.sandbox, cycle),
         received: countOf(sql.received, [...q.orderIds, ...since]),
         sent: countOf(sql.sent, [...q.orderIds, ...since]),
         volume: { to: top(sql.to), from: top(sql.from), ip: top(sql.ip) },
@@ -444,6 +445,8 @@ export function buildStatsQueries(orders: number, windowed: boolean) {
       // The messages after a row id from the (order_id) index, whose entries end in it.
       countAbove: `SELECT COUNT(*) AS n FROM messages m INDEXED BY messages_order WHERE m.order_id IN (${ids}) AND m.time >= ? AND m.time < ? AND m.id > ?`,
     },
+    // The cycle's sandbox mail, from an index that holds only that: one step per sandbox message.
+    sandbox: `SELECT COUNT(*) AS n FROM messages m INDEXED BY messages_sandbox_order_time WHERE m.order_id IN (${ids}) AND m.sandbox = 1 AND m.time >= ? AND m.time < ?`,
     received: windowed
       ? `SELECT COUNT(*) AS n FROM messages m WHERE m.order_id IN (${ids}) ${time}`
       : `SELECT COALESCE(SUM(messages), 0) AS n FROM order_counts WHERE order_id IN (${ids})`,

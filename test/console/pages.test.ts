@@ -39,7 +39,7 @@ describeChromium('console: overview, blocks, rules and orders', () => {
     await screenshot(page, 'blocks')
 
     const dialog = page.getByRole('dialog')
-    await page.getByRole('button', { name: 'Delist nobody@example.com' }).click()
+    await local.getByRole('button', { name: 'Delist nobody@example.com' }).click()
     expect(await dialog.locator('#confirm-text').textContent()).toBe(
       'Delist nobody@example.com? Mail to nobody@example.com will be accepted again, until it is blocked again.',
     )
@@ -49,7 +49,7 @@ describeChromium('console: overview, blocks, rules and orders', () => {
     expect((await env.api('GET', '/mail/blocks')).body.local).toHaveLength(1)
     expect(await local.count()).toBe(1)
 
-    await page.getByRole('button', { name: 'Delist nobody@example.com' }).click()
+    await local.getByRole('button', { name: 'Delist nobody@example.com' }).click()
     await dialog.getByRole('button', { name: 'Delist' }).click()
     await page.getByRole('status').filter({ hasText: 'nobody@example.com was delisted.' }).waitFor()
     await page.locator('#local tbody').filter({ hasText: 'No mail was refused to suppressed recipients.' }).waitFor()

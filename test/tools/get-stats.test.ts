@@ -163,6 +163,17 @@ describe('getStats', () => {
     expect(await stats('all')).toMatchObject({ received: 56 })
   })
 
+  it("leaves sandbox mail out of usage and cost, a sandbox key's or a sandbox order's, and counts it as received", async () => {
+    const { order: sandboxOrder } = await addOrder(env, { sandbox: true })
+    const t = at('2026-11-22T11:30:00Z')
+    for (let i = 0; i < 55; i++) await sendAt(t)
+    await sendAt(t, {}, { ...env.ctx, sandbox: true })
+    await sendAt(t, { id: sandboxOrder.id })
+    // 55 messages cost 1.02 (above): the two sandbox messages add nothing.
+    expect(await stats('billing')).toMatchObject({ usage: 55, cost: 1.02, received: 57 })
+    expect(await stats('1h', { ...env.ctx, sandbox: true })).toMatchObject({ usage: 55, cost: 1.02, received: 57 })
+  })
+
   it("prices with the account's own currency, base and per-message price", async () => {
     const priced = await createTestEnv({
       MAILROOM_CURRENCY: 'EUR',

@@ -1,8 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { rawMail } from '../../tools/raw-mail.js'
+import { sendMail } from '../../tools/send-mail.js'
 import { toEpochSeconds, viewMailLog } from '../../tools/view-mail-log.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
-import { MailLogEntry } from '../../tools/schemas.js'
+import { MailLog, MailLogEntry } from '../../tools/schemas.js'
 import { addOrder, expectRefused, expectSchemaRefusal, logRows, run, setDelivery } from './support.js'
 
 const T_A = Date.UTC(2026, 10, 20, 10, 0, 0)
@@ -108,7 +109,8 @@ describe('viewMailLog', () => {
     const [row] = (await logRows(env, { mailid: text })).rows
     expect(row).toMatchObject({ createdAt: at, time: sec(NOW), orderId: env.orderId, lockTime: at + 1234, queued: at })
     const [entry] = (await view({ mailid: text })).emails
-    expect(Object.keys(entry)).toEqual(Object.keys(MailLogEntry.shape))
+    // `sandbox` is there only for sandbox mail: real mail's entry is the contract's.
+    expect(Object.keys(entry)).toEqual(Object.keys(MailLogEntry.shape).filter((k) => k !== 'sandbox'))
     expect(entry).toMatchObject({
       created: '2026-11-22 12:00:00',
       time: sec(NOW),
@@ -118,6 +120,22 @@ describe('viewMailLog', () => {
       assigned: 'node-a',
       queued: '2026-11-22T12:00:00.789Z',
     })
+  })
+
+  it('marks sandbox mail `sandbox: true`, and real mail not at all', async () => {
+    const send = async (ctx: typeof env.ctx, to: string) =>
+      (await run(sendMail, { from: 'me@example.org', to, subject: 'which', body: 'b' }, ctx)).text
+    const sandbox = await send({ ...env.ctx, sandbox: true }, 'rehearsal@example.com')
+    const real = await send(env.ctx, 'real@example.com')
+    for (const groupby of ['recipient', 'message']) {
+      const { emails } = await view({ groupby, subject: 'which' })
+      expect(emails.map((e) => [e.id, e.sandbox])).toEqual([
+        [real, undefined],
+        [sandbox, true],
+      ])
+      expect('sandbox' in emails[0]).toBe(false)
+      expect(MailLog.parse({ total: 2, skip: 0, limit: 100, emails })).toMatchObject({ emails })
+    }
   })
 
   it('orders oldest first with dir=asc', async () => {

@@ -86,6 +86,7 @@ describe('discovery documents', () => {
       'addWebhook',
       'deleteWebhook',
       'getMessage',
+      'getSuppressions',
       'getVolume',
       'getWebhooks',
       'rotateOrderPassword',

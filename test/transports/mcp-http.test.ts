@@ -14,11 +14,12 @@ import { jsonSchemaOf } from '../../transports/json-schema.js'
 import { isObject } from '../../transports/json-schema.js'
 import { MCP_SESSION_IDLE_MS, MCP_SESSION_TOUCH_MS, MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
+import { extensionsOf } from '../openapi.js'
 import { expectNothingQueued, run } from '../tools/support.js'
 
 const byName = (name: string) => TOOLS.find((t) => t.name === name)!
 /** The tools beyond the hosted service's contract. */
-const EXTENSIONS = ['addWebhook', 'getWebhooks', 'deleteWebhook', 'getMessage', 'getVolume', 'rotateOrderPassword']
+const EXTENSIONS = extensionsOf(TOOLS.map((t) => t.name))
 
 /** Arguments that make each tool succeed for a fresh test account that sent `txid`. */
 function happyArgs(env: TestEnv, ruleId: string, txid: string, webhookId = 1): Record<string, Record<string, unknown>> {
@@ -48,6 +49,7 @@ function happyArgs(env: TestEnv, ruleId: string, txid: string, webhookId = 1): R
     getMessage: { id: txid },
     getVolume: { interval: 'hour' },
     rotateOrderPassword: { id: env.orderId },
+    getSuppressions: { limit: 10 },
   }
 }
 

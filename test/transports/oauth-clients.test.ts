@@ -34,12 +34,13 @@ describe('scopes', () => {
     ['getMessage', 'mail:read'],
     ['getVolume', 'mail:read'],
     ['rotateOrderPassword', 'mail:manage'],
+    ['getSuppressions', 'mail:read'],
   ])('%s needs %s', (name, scope) => {
     expect(scopeOf(TOOLS.find((t) => t.name === name)!)).toBe(scope)
   })
 
   it('covers every tool', () => {
-    expect(TOOLS).toHaveLength(19)
+    expect(TOOLS).toHaveLength(20)
   })
 })
 

@@ -17,6 +17,7 @@ import {
   errorMessageErrors,
   expectErrorMessage,
   expectMatchesUpstream,
+  extensionsOf,
   loadUpstream,
   upstreamErrors,
 } from '../openapi.js'
@@ -29,7 +30,7 @@ type Json = any
 
 const TXID = /^[0-9a-f]{18,19}$/
 /** The operations beyond the contract, which its document cannot check. */
-const EXTENSIONS = ['addWebhook', 'getWebhooks', 'deleteWebhook', 'getMessage', 'getVolume', 'rotateOrderPassword']
+const EXTENSIONS = extensionsOf(TOOLS.map((t) => t.name))
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0) // the test clock's start
 const SEND = { to: 'bob@example.com', from: 'alice@example.org', subject: 'Quarterly report', body: 'Hello Bob' }
 const RAW = [
@@ -227,6 +228,7 @@ describe('REST API', () => {
       { op: 'getMessage', method: 'GET', path: () => '/mail/log/0190f3a2b4c5d6e7f8' },
       { op: 'getVolume', method: 'GET', path: () => '/mail/volume' },
       { op: 'rotateOrderPassword', method: 'POST', path: (e) => `/mail/${e.orderId}/password` },
+      { op: 'getSuppressions', method: 'GET', path: () => '/mail/suppressions' },
     ]
 
     it('covers every protected operation', () => {

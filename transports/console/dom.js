@@ -79,3 +79,7 @@ export function fill(tbody, items, row, empty = 'Nothing here.') {
 export const utc = (iso) => (iso ? new Date(iso).toISOString().slice(0, 19).replace('T', ' ') : '')
 
 export const count = (n) => new Intl.NumberFormat('en').format(n)
+
+/** What marks sandbox mail wherever a message is shown: it went through everything but was never sent. */
+export const sandboxBadge = () =>
+  h('span', { class: 'badge sandbox', title: 'Sandbox mail: recorded, never sent' }, 'sandbox')

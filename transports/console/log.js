@@ -1,5 +1,5 @@
 import { api } from './api.js'
-import { $, count, fill, guard, h, valuesOf } from './dom.js'
+import { $, count, fill, guard, h, sandboxBadge, valuesOf } from './dom.js'
 import { start } from './shell.js'
 import { openStory } from './story.js'
 
@@ -28,7 +28,12 @@ function row(e) {
     h('td', {}, e.from || '<>'),
     h('td', {}, e.to),
     h('td', {}, open),
-    h('td', {}, h('span', { class: `badge ${cls}`, title: e.response ?? undefined }, text)),
+    h(
+      'td',
+      {},
+      h('span', { class: `badge ${cls}`, title: e.response ?? undefined }, text),
+      e.sandbox && [' ', sandboxBadge()],
+    ),
   )
 }
 
@@ -71,6 +76,10 @@ start(async () => {
   $('#refresh').addEventListener('click', () => guard(load))
   $('#newer').addEventListener('click', () => ((skip = Math.max(0, skip - shown.limit)), guard(load)))
   $('#older').addEventListener('click', () => ((skip += shown.limit), guard(load)))
+  // A link to one message's story (the Blocks page's, for the bounce that suppressed a recipient);
+  // read before the first search puts only the filters in the address.
+  const story = new URLSearchParams(location.search).get('story')
   await orders()
   await load()
+  if (story) await openStory(story, $('#log tbody button'))
 })

@@ -18,6 +18,10 @@ async function usage() {
   const stats = await api('GET', '/mail/stats', { query: { time: 'billing' } })
   $('#usage').textContent = count(stats.usage)
   $('#cost').textContent = money(stats.cost, stats.currency)
+  // Over the billing cycle every message accepted is received, and all but sandbox mail is usage.
+  const sandbox = stats.received - stats.usage
+  $('#sandbox').textContent = count(sandbox)
+  $('#sandbox-figure').hidden = sandbox === 0
   return stats
 }
 

@@ -1,6 +1,6 @@
 // A message's story in a dialog over the log: what it is, and per recipient every attempt.
 import { api } from './api.js'
-import { $, count, h, utc } from './dom.js'
+import { $, count, h, sandboxBadge, utc } from './dom.js'
 
 const dialog = $('#story')
 const body = $('#story-body')
@@ -19,7 +19,13 @@ export async function openStory(id, from) {
   try {
     const message = await api('GET', `/mail/log/${encodeURIComponent(id)}`)
     $('#story-title').textContent = message.subject || '(no subject)'
-    body.replaceChildren(facts(message), ...message.recipients.map(recipient))
+    const sandbox = h(
+      'p',
+      { class: 'notice' },
+      sandboxBadge(),
+      ' Sandbox mail: it went through every check and is recorded, but it was never sent.',
+    )
+    body.replaceChildren(...(message.sandbox ? [sandbox] : []), facts(message), ...message.recipients.map(recipient))
   } catch (err) {
     body.replaceChildren(h('p', { class: 'error', role: 'alert' }, err.message))
   }

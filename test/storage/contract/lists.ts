@@ -75,6 +75,48 @@ export function blocksContract(f: Fixture) {
       expect(await f.store.blocks.suppressed(f.accountId, 'b@b.example')).toBeUndefined()
     })
 
+    it('pages the suppressed recipients of an account, newest first, with the message that caused each', async () => {
+      const suppress = (address: string, at: number, txid?: string, accountId = f.accountId) =>
+        f.store.blocks.addToList({
+          accountId,
+          source: 'internal',
+          kind: 'recipient',
+          address,
+          reason: `why ${address}`,
+          now: at,
+          txid,
+        })
+      await suppress('Old@B.example', T0, 'aaaaaaaaaaaaaaaaaa')
+      await suppress('operator@b.example', T0 + 2)
+      await suppress('new@b.example', T0 + 3, 'bbbbbbbbbbbbbbbbbb')
+      await suppress('same@b.example', T0 + 3, 'cccccccccccccccccc')
+      // Listed again (another bounce): the first cause stays.
+      await suppress('old@b.example', T0 + 4, 'dddddddddddddddddd')
+      await add('sender', 'sender@b.example')
+      await suppress('theirs@b.example', T0 + 5, 'eeeeeeeeeeeeeeeeee', f.otherAccountId)
+      const all = await f.store.blocks.suppressions(f.accountId, { skip: 0, limit: 10 })
+      expect(all).toEqual({
+        total: 4,
+        rows: [
+          { address: 'new@b.example', reason: 'why new@b.example', createdAt: T0 + 3, txid: 'bbbbbbbbbbbbbbbbbb' },
+          { address: 'same@b.example', reason: 'why same@b.example', createdAt: T0 + 3, txid: 'cccccccccccccccccc' },
+          { address: 'operator@b.example', reason: 'why operator@b.example', createdAt: T0 + 2, txid: null },
+          { address: 'old@b.example', reason: 'why Old@B.example', createdAt: T0, txid: 'aaaaaaaaaaaaaaaaaa' },
+        ],
+      })
+      expect(await f.store.blocks.suppressions(f.accountId, { skip: 1, limit: 2 })).toEqual({
+        total: 4,
+        rows: all.rows.slice(1, 3),
+      })
+      expect(await f.store.blocks.suppressions(f.accountId, { skip: 4, limit: 2 })).toEqual({ total: 4, rows: [] })
+      expect(await f.store.blocks.suppressions(f.otherAccountId, { skip: 0, limit: 10 })).toEqual({
+        total: 1,
+        rows: [expect.objectContaining({ address: 'theirs@b.example', txid: 'eeeeeeeeeeeeeeeeee' })],
+      })
+      await f.store.blocks.delist(f.accountId, 'new@b.example')
+      expect((await f.store.blocks.suppressions(f.accountId, { skip: 0, limit: 10 })).total).toBe(3)
+    })
+
     it("delists an address from the account's lists and events, and counts what went", async () => {
       await add('sender', 'spam@a.example')
       await add('recipient', 'spam@a.example')

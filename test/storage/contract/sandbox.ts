@@ -47,6 +47,31 @@ export function sandboxContract(f: Fixture) {
       ])
     })
 
+    it('marks sandbox mail in the log, and leaves it out of the usage of the billing cycle', async () => {
+      const real = newMessage(f, { recipients: ['a@b.example', 'b@b.example'] })
+      const sandbox = newMessage(f, { sandbox: true, recipients: ['c@b.example'] })
+      const early = newMessage(f, { sandbox: true, time: T0 - 120_000 })
+      for (const m of [early, real, sandbox, newMessage(f, { sandbox: true, orderId: f.otherOrderId })])
+        await f.store.mail.enqueue(m)
+      const log = await f.store.mail.log({ orderId: f.orderId, skip: 0, limit: 10, dir: 'asc', groupby: 'recipient' })
+      expect(log.rows.map((r) => [r.id, r.recipient, r.sandbox])).toEqual([
+        [early.txid, 'rcpt@b.example', 1],
+        [real.txid, 'a@b.example', 0],
+        [real.txid, 'b@b.example', 0],
+        [sandbox.txid, 'c@b.example', 1],
+      ])
+      const stats = (cycleStart: number) =>
+        f.store.mail.stats({ orderIds: [f.orderId], since: null, cycleStart, cycleEnd: T0 + 60_000, top: 10 })
+      // Sandbox mail is in the statistics, but never billed.
+      expect(await stats(T0 - 60_000)).toMatchObject({ usage: 1, received: 3 })
+      expect(await stats(T0 - 180_000)).toMatchObject({ usage: 1, received: 3 })
+      expect(await stats(T0 + 60_000)).toMatchObject({ usage: 0, received: 3 })
+      // Counted again with more of it: what a kept count of the cycle must add.
+      await f.store.mail.enqueue(newMessage(f, { sandbox: true }))
+      await f.store.mail.enqueue(newMessage(f))
+      expect(await stats(T0 - 180_000)).toMatchObject({ usage: 2, received: 5 })
+    })
+
     it('queues a report about sandbox mail as sandbox mail', async () => {
       const m = newMessage(f, { sandbox: true, recipients: ['gone@b.example'] })
       const { leased } = await f.store.mail.enqueue(m, { node: 'node-a', now: T0 })
