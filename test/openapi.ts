@@ -29,6 +29,13 @@ export function loadUpstream(): Document {
   return JSON.parse(readFileSync(UPSTREAM_PATH, 'utf8')) as Document
 }
 
+/** The tools beyond the contract: those whose name is none of its document's operationIds. */
+export function extensionsOf(names: string[]): string[] {
+  const paths = Object.values(loadUpstream().paths ?? {}) as Record<string, Operation>[]
+  const contract = new Set(paths.flatMap((p) => Object.values(p).map((o) => o.operationId)))
+  return names.filter((name) => !contract.has(name))
+}
+
 // Formats the document uses that Ajv does not know without ajv-formats (which is not a
 // dependency of ours). `date-time` follows the document's own usage: its DenyRuleRecord.created
 // and MailLogEntry examples are `2022-03-22 19:16:35`, a space and no zone, not strict RFC 3339.

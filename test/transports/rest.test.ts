@@ -11,6 +11,7 @@ import { createHttpApp } from '../../transports/http.js'
 import { call, createTestEnv, serveApp, type TestEnv } from '../helpers.js'
 import { stubResolver } from '../relay/sink.js'
 import {
+  extensionsOf,
   FORMATS,
   RFC3339_DATE_TIME,
   documentedStatuses,
@@ -29,7 +30,7 @@ type Json = any
 
 const TXID = /^[0-9a-f]{18,19}$/
 /** The operations beyond the contract, which its document cannot check. */
-const EXTENSIONS = ['addWebhook', 'getWebhooks', 'deleteWebhook', 'getMessage', 'getVolume', 'rotateOrderPassword']
+const EXTENSIONS = extensionsOf(TOOLS.map((t) => t.name))
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0) // the test clock's start
 const SEND = { to: 'bob@example.com', from: 'alice@example.org', subject: 'Quarterly report', body: 'Hello Bob' }
 const RAW = [
@@ -227,6 +228,14 @@ describe('REST API', () => {
       { op: 'getMessage', method: 'GET', path: () => '/mail/log/0190f3a2b4c5d6e7f8' },
       { op: 'getVolume', method: 'GET', path: () => '/mail/volume' },
       { op: 'rotateOrderPassword', method: 'POST', path: (e) => `/mail/${e.orderId}/password` },
+      { op: 'createMailOrder', method: 'POST', path: () => '/orders', body: {} },
+      { op: 'cancelMailOrder', method: 'POST', path: (e) => `/orders/${e.orderId}/cancel` },
+      { op: 'getApiKeys', method: 'GET', path: () => '/keys' },
+      { op: 'createApiKey', method: 'POST', path: () => '/keys', body: {} },
+      { op: 'revokeApiKey', method: 'DELETE', path: () => '/keys/1' },
+      { op: 'getDomains', method: 'GET', path: () => '/domains' },
+      { op: 'checkDomain', method: 'GET', path: () => '/domains/example.org/check' },
+      { op: 'getMessageContent', method: 'GET', path: () => '/mail/log/0190f3a2b4c5d6e7f8/content' },
     ]
 
     it('covers every protected operation', () => {
