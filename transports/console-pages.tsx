@@ -2,6 +2,7 @@ import type { FC } from 'hono/jsx'
 import type { STATS_WINDOWS } from '../tools/schemas.js'
 import {
   type AssetUrl,
+  CheckField,
   Confirm,
   Copyable,
   DataTable,
@@ -12,6 +13,7 @@ import {
   type Submission,
   TextField,
 } from './console-layout.js'
+import { Domains, Keys, Reveal, Webhooks } from './console-manage.js'
 
 const INTERVALS: [string, string][] = [
   ['day', 'By day'],
@@ -43,7 +45,14 @@ const WINDOWS: [(typeof STATS_WINDOWS)[number], string][] = [
   ['all', 'All time'],
 ]
 
-const Overview: FC = () => (
+/** What the server's settings decide of the pages. */
+export interface PageSettings {
+  smtp: Submission
+  /** The operator set a price: the Overview shows the cost. */
+  priced: boolean
+}
+
+const Overview: FC<{ priced: boolean }> = ({ priced }) => (
   <>
     <Section id="usage" heading="This billing cycle">
       <dl class="figures">
@@ -51,10 +60,12 @@ const Overview: FC = () => (
           <dt>Messages</dt>
           <dd id="usage">…</dd>
         </div>
-        <div>
-          <dt>Cost</dt>
-          <dd id="cost">…</dd>
-        </div>
+        {priced && (
+          <div>
+            <dt>Cost</dt>
+            <dd id="cost">…</dd>
+          </div>
+        )}
       </dl>
     </Section>
     <Section id="volume" heading="Volume">
@@ -198,9 +209,19 @@ const Orders: FC<{ smtp: Submission }> = ({ smtp }) => (
         )}
       </dl>
     </Section>
+    <Section id="new-order" heading="Create an order">
+      <form id="add-order" class="filters">
+        <TextField label="Comment" name="comment" hint="e.g. newsletters" />
+        <TextField label="Authorized senders" name="senders" hint="a@example.com, @example.org; empty: any" />
+        <CheckField label="Sandbox order: its mail never leaves" name="sandbox" />
+        <button type="submit">Create order</button>
+      </form>
+      <Reveal id="new-order-password" />
+    </Section>
     <Section id="orders" heading="Mail orders">
       <ul id="orders" class="cards" />
     </Section>
+    <Confirm />
   </>
 )
 
@@ -216,13 +237,16 @@ const SignIn: FC = () => (
 )
 
 /** One page of the console as HTML: a shell its script fills from the API. */
-export function renderPage(page: PageName, asset: AssetUrl, smtp: Submission): string {
+export function renderPage(page: PageName, asset: AssetUrl, { smtp, priced }: PageSettings): string {
   const content = {
-    overview: <Overview />,
+    overview: <Overview priced={priced} />,
     log: <Log />,
     blocks: <Blocks />,
     rules: <Rules />,
     orders: <Orders smtp={smtp} />,
+    webhooks: <Webhooks />,
+    domains: <Domains />,
+    keys: <Keys />,
     'sign-in': <SignIn />,
   }[page]
   return `<!doctype html>${String(

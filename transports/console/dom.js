@@ -79,3 +79,22 @@ export function fill(tbody, items, row, empty = 'Nothing here.') {
 export const utc = (iso) => (iso ? new Date(iso).toISOString().slice(0, 19).replace('T', ' ') : '')
 
 export const count = (n) => new Intl.NumberFormat('en').format(n)
+
+/**
+ * Shows a secret the API returns only once (a new key, password or signing secret) in `place`,
+ * with a Copy button (shell.js) and a word that it is not shown again.
+ */
+export function reveal(place, label, value, what) {
+  const id = `${place.id}-value`
+  place.replaceChildren(
+    h('p', {}, `${label} `, h('strong', {}, 'shown only now'), ': copy it and keep it safe.'),
+    h(
+      'p',
+      {},
+      h('code', { id }, value),
+      ' ',
+      h('button', { type: 'button', class: 'quiet', 'data-copy': id, 'aria-label': `Copy ${what}` }, 'Copy'),
+    ),
+  )
+  place.querySelector('button').focus()
+}

@@ -17,7 +17,9 @@ const money = (amount, currency) => new Intl.NumberFormat('en', { style: 'curren
 async function usage() {
   const stats = await api('GET', '/mail/stats', { query: { time: 'billing' } })
   $('#usage').textContent = count(stats.usage)
-  $('#cost').textContent = money(stats.cost, stats.currency)
+  // Shown only where the operator set a price (the page has no place for it otherwise).
+  const cost = $('#cost')
+  if (cost) cost.textContent = money(stats.cost, stats.currency)
   return stats
 }
 

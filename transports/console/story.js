@@ -1,5 +1,6 @@
 // A message's story in a dialog over the log: what it is, and per recipient every attempt.
 import { api } from './api.js'
+import { contentSection } from './content.js'
 import { $, count, h, utc } from './dom.js'
 
 const dialog = $('#story')
@@ -19,7 +20,7 @@ export async function openStory(id, from) {
   try {
     const message = await api('GET', `/mail/log/${encodeURIComponent(id)}`)
     $('#story-title').textContent = message.subject || '(no subject)'
-    body.replaceChildren(facts(message), ...message.recipients.map(recipient))
+    body.replaceChildren(facts(message), ...message.recipients.map(recipient), contentSection(message.id))
   } catch (err) {
     body.replaceChildren(h('p', { class: 'error', role: 'alert' }, err.message))
   }
