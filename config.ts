@@ -120,10 +120,10 @@ export const ConfigSchema = z.object({
     .string()
     .regex(/^[A-Z]{3}$/, 'expected an ISO 4217 code such as USD')
     .default('USD'),
-  /** Base price per billing cycle of new accounts. */
-  MAILROOM_PRICE_BASE: Money.default(1.0),
-  /** Price per accepted message of new accounts. */
-  MAILROOM_PRICE_PER_MESSAGE: Money.default(0.0002),
+  /** Base price per billing cycle of new accounts; 1.00 when unset. */
+  MAILROOM_PRICE_BASE: Money.optional(),
+  /** Price per accepted message of new accounts; 0.0002 when unset. */
+  MAILROOM_PRICE_PER_MESSAGE: Money.optional(),
   /** pino log level. */
   MAILROOM_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** This node's name, recorded as `assigned` on the log rows it delivers and used in Message-IDs. */
@@ -263,7 +263,13 @@ const Settings = ConfigSchema.transform((e) => ({
   maxMessageSize: e.MAILROOM_MAX_MESSAGE_SIZE,
   logReadTimeout: e.MAILROOM_LOG_READ_TIMEOUT,
   maxRecipients: e.MAILROOM_MAX_RECIPIENTS,
-  pricing: { currency: e.MAILROOM_CURRENCY, base: e.MAILROOM_PRICE_BASE, perMessage: e.MAILROOM_PRICE_PER_MESSAGE },
+  pricing: {
+    currency: e.MAILROOM_CURRENCY,
+    base: e.MAILROOM_PRICE_BASE ?? 1.0,
+    perMessage: e.MAILROOM_PRICE_PER_MESSAGE ?? 0.0002,
+    /** Whether the operator set a price: the console shows a cost only then. */
+    priced: e.MAILROOM_PRICE_BASE !== undefined || e.MAILROOM_PRICE_PER_MESSAGE !== undefined,
+  },
   logLevel: e.MAILROOM_LOG_LEVEL,
   nodeName: e.MAILROOM_NODE_NAME,
   apiKey: e.MAILROOM_API_KEY,

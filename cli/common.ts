@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option, type Command, type OptionValues } from 'commander'
 import { loadConfig } from '../config.js'
-import { canonicalAddress, isDomain, isEmail } from '../relay/addresses.js'
+import { senderPatternOf } from '../relay/addresses.js'
 import { createLogger } from '../logger.js'
 import { openRuntime, type Runtime } from '../runtime.js'
 import type { MailOrder } from '../storage/store.js'
@@ -13,11 +13,9 @@ export const positiveInt = (name: string) => (value: string) => {
 }
 
 export const senderPattern = (value: string) => {
-  const v = value.trim().toLowerCase()
-  if (v.startsWith('@') ? !isDomain(v.slice(1)) : !isEmail(v))
-    throw new InvalidArgumentError(`"${value}" is not an address or @domain`)
-  // As every door reads an address: `"t\rap"@x` is the mailbox trap@x (RFC 5321 §4.1.2).
-  return v.startsWith('@') ? v : canonicalAddress(v)
+  const pattern = senderPatternOf(value)
+  if (pattern === undefined) throw new InvalidArgumentError(`"${value}" is not an address or @domain`)
+  return pattern
 }
 
 /** `--account <id>`, required. */

@@ -52,6 +52,17 @@ export const notAnEmail = (address: string, otherwise = 'is not a valid email ad
 
 export const isDomain = (s: string) => s.length <= 253 && DOMAIN.test(s)
 
+/**
+ * An authorized sender of a mail order as stored (`user@example.com` or `@example.com`, lower
+ * case, the address canonical: `"t\rap"@x` is trap@x, RFC 5321 §4.1.2), or undefined when the
+ * text is neither.
+ */
+export function senderPatternOf(value: string): string | undefined {
+  const v = value.trim().toLowerCase()
+  if (v.startsWith('@')) return isDomain(v.slice(1)) ? v : undefined
+  return isEmail(v) ? canonicalAddress(v) : undefined
+}
+
 /** An RFC 822 address string (bare or `Name <a@b>`, comma-separated) as mailboxes; groups are flattened. */
 export function parseAddressString(value: string): Mailbox[] {
   return addressparser(value, { flatten: true }).map((a) => ({

@@ -332,6 +332,8 @@ export interface RecipientHistory {
 
 /** A message of the log with its recipients' histories (getMessage). */
 export interface MessageHistory {
+  /** The message's row: where queue.body finds its bytes while they are kept. */
+  rowId: number
   txid: string
   orderId: number
   envFrom: string

@@ -9,7 +9,7 @@ describe('config', () => {
     expect(c.publicUrl).toBe('http://localhost:8080')
     expect(c.dataDir).toMatch(/data$/)
     expect(c.maxMessageSize).toBe(25 * 1024 * 1024)
-    expect(c.pricing).toEqual({ currency: 'USD', base: 1, perMessage: 0.0002 })
+    expect(c.pricing).toEqual({ currency: 'USD', base: 1, perMessage: 0.0002, priced: false })
   })
 
   it('reads each variable', () => {
@@ -27,7 +27,14 @@ describe('config', () => {
     expect(c.dataDir).toBe('/tmp/x')
     expect(c.http).toEqual({ host: '0.0.0.0', port: 9000, bodyLimit: 512 * 1024, maxAuthFailures: 100 })
     expect(c.publicUrl).toBe('https://mail.example.com')
-    expect(c.pricing).toEqual({ currency: 'EUR', base: 2.5, perMessage: 0.001 })
+    expect(c.pricing).toEqual({ currency: 'EUR', base: 2.5, perMessage: 0.001, priced: true })
+    // One price set is a price set; the other keeps its default.
+    expect(loadConfig({ MAILROOM_PRICE_PER_MESSAGE: '0' }).pricing).toEqual({
+      currency: 'USD',
+      base: 1,
+      perMessage: 0,
+      priced: true,
+    })
   })
 
   it('reads the relay settings', () => {

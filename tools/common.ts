@@ -42,7 +42,7 @@ export const orderFields = (order: MailOrder) => ({
  * that may send that mail itself sees it. A sandbox key, or a token granted with one, may send
  * sandbox mail only (a sandbox order's); an access token may send nothing without `mail:send`.
  */
-export function passwordWithheld(ctx: ToolContext, order: MailOrder): string | undefined {
+export function passwordWithheld(ctx: ToolContext, order: Pick<MailOrder, 'sandbox'>): string | undefined {
   if (ctx.scopes && !ctx.scopes.includes('mail:send'))
     return 'the password sends mail, and this access token was not granted the mail:send scope'
   if (ctx.sandbox && !order.sandbox)

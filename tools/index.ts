@@ -1,12 +1,19 @@
 import type { AnyTool } from './define.js'
 import { addRule } from './add-rule.js'
 import { addWebhook } from './add-webhook.js'
+import { cancelMailOrder } from './cancel-mail-order.js'
+import { checkDomain } from './check-domain.js'
+import { createApiKey } from './create-api-key.js'
+import { createMailOrder } from './create-mail-order.js'
 import { deleteRule } from './delete-rule.js'
 import { deleteWebhook } from './delete-webhook.js'
 import { delistBlock } from './delist-block.js'
+import { getApiKeys } from './get-api-keys.js'
+import { getDomains } from './get-domains.js'
 import { getMailBlocks } from './get-mail-blocks.js'
 import { getMailOrderById } from './get-mail-order-by-id.js'
 import { getMailOrders } from './get-mail-orders.js'
+import { getMessageContent } from './get-message-content.js'
 import { getMessage } from './get-message.js'
 import { getRules } from './get-rules.js'
 import { getSuppressions } from './get-suppressions.js'
@@ -15,6 +22,7 @@ import { getVolume } from './get-volume.js'
 import { getWebhooks } from './get-webhooks.js'
 import { pingServer } from './ping-server.js'
 import { rawMail } from './raw-mail.js'
+import { revokeApiKey } from './revoke-api-key.js'
 import { rotateOrderPassword } from './rotate-order-password.js'
 import { sendAdvMail } from './send-adv-mail.js'
 import { sendMail } from './send-mail.js'
@@ -43,4 +51,12 @@ export const TOOLS: readonly AnyTool[] = [
   getVolume,
   rotateOrderPassword,
   getSuppressions,
+  createMailOrder,
+  cancelMailOrder,
+  getApiKeys,
+  createApiKey,
+  revokeApiKey,
+  getDomains,
+  checkDomain,
+  getMessageContent,
 ]

@@ -9,6 +9,9 @@ export const PAGES = {
   blocks: { path: '/console/blocks', title: 'Blocks' },
   rules: { path: '/console/rules', title: 'Rules' },
   orders: { path: '/console/orders', title: 'Orders' },
+  webhooks: { path: '/console/webhooks', title: 'Webhooks' },
+  domains: { path: '/console/domains', title: 'Domains' },
+  keys: { path: '/console/keys', title: 'API keys' },
   'sign-in': { path: '/console/sign-in', title: 'Sign in' },
 } as const
 
@@ -90,6 +93,16 @@ export const TextField: FC<{ label: string; name: string; hint?: string; type?: 
       required={p.required}
       autocomplete="off"
     />
+  </div>
+)
+
+/** A checkbox with its label, unchecked. */
+export const CheckField: FC<{ label: string; name: string }> = ({ label, name }) => (
+  <div class="field checks">
+    <label for={`f-${name}`}>
+      <input id={`f-${name}`} type="checkbox" name={name} value="1" />
+      {` ${label}`}
+    </label>
   </div>
 )
 

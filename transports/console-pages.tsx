@@ -2,6 +2,7 @@ import type { FC } from 'hono/jsx'
 import type { STATS_WINDOWS } from '../tools/schemas.js'
 import {
   type AssetUrl,
+  CheckField,
   Confirm,
   Copyable,
   DataTable,
@@ -13,6 +14,7 @@ import {
   type Submission,
   TextField,
 } from './console-layout.js'
+import { Domains, Keys, Reveal, Webhooks } from './console-manage.js'
 
 const INTERVALS: [string, string][] = [
   ['day', 'By day'],
@@ -44,7 +46,14 @@ const WINDOWS: [(typeof STATS_WINDOWS)[number], string][] = [
   ['all', 'All time'],
 ]
 
-const Overview: FC = () => (
+/** What the server's settings decide of the pages. */
+export interface PageSettings {
+  smtp: Submission
+  /** The operator set a price: the Overview shows the cost. */
+  priced: boolean
+}
+
+const Overview: FC<{ priced: boolean }> = ({ priced }) => (
   <>
     <Section id="usage" heading="This billing cycle">
       <dl class="figures">
@@ -52,10 +61,12 @@ const Overview: FC = () => (
           <dt>Messages</dt>
           <dd id="usage">…</dd>
         </div>
-        <div>
-          <dt>Cost</dt>
-          <dd id="cost">…</dd>
-        </div>
+        {priced && (
+          <div>
+            <dt>Cost</dt>
+            <dd id="cost">…</dd>
+          </div>
+        )}
         <div id="sandbox-figure" hidden>
           <dt>Sandbox messages (not billed)</dt>
           <dd id="sandbox">…</dd>
@@ -209,9 +220,19 @@ const Orders: FC<{ smtp: Submission }> = ({ smtp }) => (
         )}
       </dl>
     </Section>
+    <Section id="new-order" heading="Create an order">
+      <form id="add-order" class="filters">
+        <TextField label="Comment" name="comment" hint="e.g. newsletters" />
+        <TextField label="Authorized senders" name="senders" hint="a@example.com, @example.org; empty: any" />
+        <CheckField label="Sandbox order: its mail never leaves" name="sandbox" />
+        <button type="submit">Create order</button>
+      </form>
+      <Reveal id="new-order-password" />
+    </Section>
     <Section id="orders" heading="Mail orders">
       <ul id="orders" class="cards" />
     </Section>
+    <Confirm />
   </>
 )
 
@@ -227,13 +248,16 @@ const SignIn: FC = () => (
 )
 
 /** One page of the console as HTML: a shell its script fills from the API. */
-export function renderPage(page: PageName, asset: AssetUrl, smtp: Submission): string {
+export function renderPage(page: PageName, asset: AssetUrl, { smtp, priced }: PageSettings): string {
   const content = {
-    overview: <Overview />,
+    overview: <Overview priced={priced} />,
     log: <Log />,
     blocks: <Blocks />,
     rules: <Rules />,
     orders: <Orders smtp={smtp} />,
+    webhooks: <Webhooks />,
+    domains: <Domains />,
+    keys: <Keys />,
     'sign-in': <SignIn />,
   }[page]
   return `<!doctype html>${String(

@@ -105,12 +105,12 @@ function send(c: Context, body: Prepared, cacheControl: string): Response {
 export function mountConsole(app: Hono, config: Config): void {
   const { version, files } = loadAssets()
   const asset = (name: string) => `/console/assets/${version}/${name}`
-  const smtp = submissionOf(config)
+  const settings = { smtp: submissionOf(config), priced: config.pricing.priced }
   for (const [page, { path }] of Object.entries(PAGES)) {
     // Rendered at its first request, then kept: a page is the same for everyone.
     let html: Prepared | undefined
     app.get(path, (c) => {
-      html ??= prepare(TYPES['.html'], Buffer.from(renderPage(page as PageName, asset, smtp)))
+      html ??= prepare(TYPES['.html'], Buffer.from(renderPage(page as PageName, asset, settings)))
       return send(c, html, 'no-cache')
     })
   }

@@ -99,8 +99,9 @@ export function createHistoryStore(
 
   return {
     async message(txid, accountId) {
-      const [m] = (await pool.query<Omit<MessageHistory, 'recipients'> & { id: number }>(MESSAGE, [txid, accountId]))
-        .rows
+      const [m] = (
+        await pool.query<Omit<MessageHistory, 'rowId' | 'recipients'> & { id: number }>(MESSAGE, [txid, accountId])
+      ).rows
       if (!m) return undefined
       const rows = (await pool.query<RecipientRow>(RECIPIENTS, [m.id])).rows
       const addresses = [...new Set(rows.map((r) => r.recipient.toLowerCase()))]
@@ -137,8 +138,8 @@ export function createHistoryStore(
           suppressed: r.suppressed,
         })
       }
-      const { id: _, ...fields } = m
-      return { ...fields, recipients: [...recipients.values()] }
+      const { id: rowId, ...fields } = m
+      return { ...fields, rowId, recipients: [...recipients.values()] }
     },
     async volume({ orderIds, from, to, interval }) {
       if (orderIds.length === 0) return []

@@ -89,7 +89,7 @@ export function createHistoryStore(
   // Read in one transaction: the message, its rows and their attempts as of one commit.
   const read = sqlite.transaction((txid: string, accountId: number): MessageHistory | undefined => {
     const m = message.get(txid, accountId) as
-      | (Omit<MessageHistory, 'sandbox' | 'recipients'> & {
+      | (Omit<MessageHistory, 'rowId' | 'sandbox' | 'recipients'> & {
           id: number
           sandbox: number
         })
@@ -105,6 +105,7 @@ export function createHistoryStore(
     const { id, sandbox, ...fields } = m
     return {
       ...fields,
+      rowId: id,
       sandbox: sandbox === 1,
       recipients: rows.map(({ id: row, ...r }) => ({
         ...r,

@@ -5,10 +5,16 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { describe, expect } from 'vitest'
 import { createAccount, createOrder } from '../../accounts.js'
 import type { RunningServer } from '../../serve.js'
-import { openRuntime } from '../../runtime.js'
+import { openRuntime, type Runtime } from '../../runtime.js'
 import { silentLogger, startTestServer } from '../helpers.js'
 import { startSink } from '../relay/sink.js'
 import { describeBrowser, launchChromium } from '../system/chromium.js'
+
+/** The widths the console is checked at: a laptop's, and a phone's. */
+export const VIEWPORTS = [
+  { name: '1280 px', viewport: { width: 1280, height: 800 } },
+  { name: '375 px', viewport: { width: 375, height: 740 }, isMobile: true },
+]
 
 /** Where each test leaves its screenshot. */
 export const SCREENSHOTS = join(tmpdir(), `mailroom-console-${process.pid}`)
@@ -20,16 +26,28 @@ export function describeChromium(name: string, suite: () => void): void {
 
 /** Recipients the sink refuses as unknown (a hard bounce: the address is then suppressed). */
 export const UNKNOWN = /^nobody/
+/** Recipients the sink defers: their messages wait, and their bodies are kept. */
+export const WAITING = /^later/
 
 /**
  * `mailroom serve` as built, delivering to an in-process SMTP sink, with a second account, the
  * spam traps `traps`, and Chromium. `api` calls REST as the first account (or with another key).
  */
-export async function startConsole(traps: string[] = []) {
+export async function startConsole(
+  traps: string[] = [],
+  options: { env?: Record<string, string>; setup?: (admin: Runtime) => Promise<void> } = {},
+) {
   const sink = await startSink()
   sink.state.rcptRule = (rcpt) =>
-    UNKNOWN.test(rcpt) ? { code: 550, message: `5.1.1 <${rcpt}>: Recipient address rejected: User unknown` } : undefined
-  const started = await startTestServer('mailroom-console-', { MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}` })
+    UNKNOWN.test(rcpt)
+      ? { code: 550, message: `5.1.1 <${rcpt}>: Recipient address rejected: User unknown` }
+      : WAITING.test(rcpt)
+        ? { code: 451, message: '4.3.0 try again later' }
+        : undefined
+  const started = await startTestServer('mailroom-console-', {
+    MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
+    ...options.env,
+  })
   const server: RunningServer = started.server
   const base = `http://127.0.0.1:${server.httpPort}`
   const admin = await openRuntime(started.config, { logger: silentLogger })
@@ -37,6 +55,7 @@ export async function startConsole(traps: string[] = []) {
   const otherOrder = await createOrder(admin, other.account.id, 'theirs', [])
   for (const trap of traps) await admin.store.traps.add(trap, Date.now())
   const sandboxKey = (await admin.store.apiKeys.create(1, Date.now(), { sandbox: true })).key
+  await options.setup?.(admin)
   await admin.close()
   const browser = await launchChromium()
   const api = async (method: string, path: string, body?: unknown, key = started.apiKey) => {
@@ -56,6 +75,7 @@ export async function startConsole(traps: string[] = []) {
     apiKey: started.apiKey,
     /** A sandbox key of the same account. */
     sandboxKey,
+    config: started.config,
     smtp: started.smtp,
     other: { apiKey: other.apiKey, username: `mb${otherOrder.order.id}` },
     /** Waits until every row of transaction `txid` is final (delivered or failed). */

@@ -8,7 +8,8 @@ const TRAP = 'trap@example.net'
 describeChromium('console: overview, blocks, rules and orders', () => {
   let env: ConsoleEnv
   beforeAll(async () => {
-    env = await startConsole([TRAP])
+    // The operator set a price: the Overview shows the cost.
+    env = await startConsole([TRAP], { env: { MAILROOM_PRICE_PER_MESSAGE: '0.0002' } })
   })
   afterAll(() => env?.close())
 
@@ -119,13 +120,13 @@ describeChromium('console: overview, blocks, rules and orders', () => {
     const { context, page, problems } = await open('/console/orders', {
       permissions: ['clipboard-read', 'clipboard-write'],
     })
-    await page.getByRole('button', { name: 'Show the password of mb1' }).waitFor()
+    await page.getByRole('button', { name: 'Show password of mb1' }).waitFor()
     expect(await page.locator('#smtp-host').textContent()).toBe('127.0.0.1')
     expect(await page.locator('#smtp-port').textContent()).toBe(String(env.server.smtpPort))
     expect(await page.locator('#smtp-secure-port').textContent()).toBe(String(env.server.smtpsPort))
     // The password is fetched only when asked for.
     expect(await page.content()).not.toContain(env.smtp.pass)
-    await page.getByRole('button', { name: 'Show the password of mb1' }).click()
+    await page.getByRole('button', { name: 'Show password of mb1' }).click()
     const password = page.locator('#password-1')
     await password.waitFor()
     expect(await password.textContent()).toBe(env.smtp.pass)
@@ -167,7 +168,7 @@ describeChromium('console: overview, blocks, rules and orders', () => {
 
   it("Orders with a sandbox key: a real order's password is withheld, with the reason, nothing to copy", async () => {
     const { context, page, problems } = await open('/console/orders', {}, env.sandboxKey)
-    await page.getByRole('button', { name: 'Show the password of mb1' }).click()
+    await page.getByRole('button', { name: 'Show password of mb1' }).click()
     const withheld = page.locator('#password-1')
     await withheld.waitFor()
     expect(await withheld.textContent()).toMatch(

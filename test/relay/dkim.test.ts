@@ -7,7 +7,8 @@ import { formatRelaxedLine } from 'mailauth/lib/tools.js'
 import nodemailer from 'nodemailer'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createAccount } from '../../accounts.js'
-import { addDomainKey, checkRecords, type AddedKey } from '../../cli/domains.js'
+import { addDomainKey, type AddedKey } from '../../cli/domains.js'
+import { checkRecords } from '../../relay/domain-check.js'
 import {
   dkimSignature,
   dnsRecords,

@@ -84,11 +84,19 @@ describe('discovery documents', () => {
     const extensions = mine.filter((o) => !upstreamIds.has(o.id))
     expect(extensions.map((o) => o.id).sort()).toEqual([
       'addWebhook',
+      'cancelMailOrder',
+      'checkDomain',
+      'createApiKey',
+      'createMailOrder',
       'deleteWebhook',
+      'getApiKeys',
+      'getDomains',
       'getMessage',
       'getSuppressions',
+      'getMessageContent',
       'getVolume',
       'getWebhooks',
+      'revokeApiKey',
       'rotateOrderPassword',
     ])
     for (const o of extensions) expect(UPSTREAM.paths[o.path], o.line).toBeUndefined()

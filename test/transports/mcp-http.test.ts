@@ -6,8 +6,9 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import Ajv from 'ajv'
 import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import type { ZodType } from 'zod'
+import { generateDkimKey } from '../../relay/dkim.js'
 import type { SqliteStore } from '../../storage/sqlite/index.js'
 import { TOOLS } from '../../tools/index.js'
 import { jsonSchemaOf } from '../../transports/json-schema.js'
@@ -15,6 +16,7 @@ import { isObject } from '../../transports/json-schema.js'
 import { MCP_SESSION_IDLE_MS, MCP_SESSION_TOUCH_MS, MCP_SESSIONS_PER_ACCOUNT } from '../../transports/mcp-http.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { extensionsOf } from '../openapi.js'
+import { startDnsmasq } from '../system/peers.js'
 import { expectNothingQueued, run } from '../tools/support.js'
 
 const byName = (name: string) => TOOLS.find((t) => t.name === name)!
@@ -50,6 +52,14 @@ function happyArgs(env: TestEnv, ruleId: string, txid: string, webhookId = 1): R
     getVolume: { interval: 'hour' },
     rotateOrderPassword: { id: env.orderId },
     getSuppressions: { limit: 10 },
+    createMailOrder: { comment: 'more', senders: ['@example.org'] },
+    cancelMailOrder: { id: env.orderId + 1 },
+    getApiKeys: {},
+    createApiKey: { sandbox: true },
+    revokeApiKey: { id: 2 },
+    getDomains: {},
+    checkDomain: { domain: 'inside.test' },
+    getMessageContent: { id: txid },
   }
 }
 
@@ -67,8 +77,15 @@ describe('MCP over Streamable HTTP', () => {
     return client
   }
 
+  // checkDomain's lookups go to a DNS server of .test names only.
+  let dns: Awaited<ReturnType<typeof startDnsmasq>>
+  beforeAll(async () => {
+    dns = await startDnsmasq([])
+  })
+  afterAll(() => dns?.stop())
+
   beforeEach(async () => {
-    env = await createTestEnv()
+    env = await createTestEnv({ MAILROOM_DNS_SERVERS: dns.server })
     server = serve({ fetch: env.app.fetch, hostname: '127.0.0.1', port: 0 })
     await new Promise((r) => server.once('listening', r))
     url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`)
@@ -98,7 +115,7 @@ describe('MCP over Streamable HTTP', () => {
       expect(t.inputSchema.type).toBe('object')
       expect(t.outputSchema?.type).toBe('object')
       expect(t.description!.includes('[DESTRUCTIVE]'), t.name).toBe(
-        ['delistBlock', 'deleteRule', 'deleteWebhook'].includes(t.name),
+        ['delistBlock', 'deleteRule', 'deleteWebhook', 'cancelMailOrder', 'revokeApiKey'].includes(t.name),
       )
     }
   })
@@ -116,6 +133,14 @@ describe('MCP over Streamable HTTP', () => {
       orderId: env.orderId,
       type: 'email',
       data: 'old@example.org',
+      now: env.clock(),
+    })
+    await env.services.store.domains.addKey({
+      domain: 'inside.test',
+      accountId: env.accountId,
+      selector: 'mr-a',
+      algorithm: 'ed25519',
+      ...generateDkimKey('ed25519'),
       now: env.clock(),
     })
     const client = await connect()

@@ -35,12 +35,20 @@ describe('scopes', () => {
     ['getVolume', 'mail:read'],
     ['rotateOrderPassword', 'mail:manage'],
     ['getSuppressions', 'mail:read'],
+    ['createMailOrder', 'mail:manage'],
+    ['cancelMailOrder', 'mail:manage'],
+    ['getApiKeys', 'mail:read'],
+    ['createApiKey', 'mail:manage'],
+    ['revokeApiKey', 'mail:manage'],
+    ['getDomains', 'mail:read'],
+    ['checkDomain', 'mail:read'],
+    ['getMessageContent', 'mail:read'],
   ])('%s needs %s', (name, scope) => {
     expect(scopeOf(TOOLS.find((t) => t.name === name)!)).toBe(scope)
   })
 
   it('covers every tool', () => {
-    expect(TOOLS).toHaveLength(20)
+    expect(TOOLS).toHaveLength(28)
   })
 })
 

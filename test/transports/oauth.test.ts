@@ -129,6 +129,10 @@ describe('OAuth authorization server', () => {
       'getWebhooks',
       'getMessage',
       'getVolume',
+      'getApiKeys',
+      'getDomains',
+      'checkDomain',
+      'getMessageContent',
     ])
     const res = await mcpWithToken(env.app, read.access_token, sendMail)
     expect(res.status).toBe(403)

@@ -11,13 +11,13 @@ import { createHttpApp } from '../../transports/http.js'
 import { call, createTestEnv, serveApp, type TestEnv } from '../helpers.js'
 import { stubResolver } from '../relay/sink.js'
 import {
+  extensionsOf,
   FORMATS,
   RFC3339_DATE_TIME,
   documentedStatuses,
   errorMessageErrors,
   expectErrorMessage,
   expectMatchesUpstream,
-  extensionsOf,
   loadUpstream,
   upstreamErrors,
 } from '../openapi.js'
@@ -229,6 +229,14 @@ describe('REST API', () => {
       { op: 'getVolume', method: 'GET', path: () => '/mail/volume' },
       { op: 'rotateOrderPassword', method: 'POST', path: (e) => `/mail/${e.orderId}/password` },
       { op: 'getSuppressions', method: 'GET', path: () => '/mail/suppressions' },
+      { op: 'createMailOrder', method: 'POST', path: () => '/orders', body: {} },
+      { op: 'cancelMailOrder', method: 'POST', path: (e) => `/orders/${e.orderId}/cancel` },
+      { op: 'getApiKeys', method: 'GET', path: () => '/keys' },
+      { op: 'createApiKey', method: 'POST', path: () => '/keys', body: {} },
+      { op: 'revokeApiKey', method: 'DELETE', path: () => '/keys/1' },
+      { op: 'getDomains', method: 'GET', path: () => '/domains' },
+      { op: 'checkDomain', method: 'GET', path: () => '/domains/example.org/check' },
+      { op: 'getMessageContent', method: 'GET', path: () => '/mail/log/0190f3a2b4c5d6e7f8/content' },
     ]
 
     it('covers every protected operation', () => {

@@ -83,3 +83,22 @@ export const count = (n) => new Intl.NumberFormat('en').format(n)
 /** What marks sandbox mail wherever a message is shown: it went through everything but was never sent. */
 export const sandboxBadge = () =>
   h('span', { class: 'badge sandbox', title: 'Sandbox mail: recorded, never sent' }, 'sandbox')
+
+/**
+ * Shows a secret the API returns only once (a new key, password or signing secret) in `place`,
+ * with a Copy button (shell.js) and a word that it is not shown again.
+ */
+export function reveal(place, label, value, what) {
+  const id = `${place.id}-value`
+  place.replaceChildren(
+    h('p', {}, `${label} `, h('strong', {}, 'shown only now'), ': copy it and keep it safe.'),
+    h(
+      'p',
+      {},
+      h('code', { id }, value),
+      ' ',
+      h('button', { type: 'button', class: 'quiet', 'data-copy': id, 'aria-label': `Copy ${what}` }, 'Copy'),
+    ),
+  )
+  place.querySelector('button').focus()
+}

@@ -1,5 +1,5 @@
 import { api } from './api.js'
-import { $, guard, h } from './dom.js'
+import { $, ask, guard, h, reveal, say, valuesOf } from './dom.js'
 import { start } from './shell.js'
 
 /** The password, fetched only when asked for, with a copy button; Hide puts the button back. */
@@ -9,7 +9,7 @@ function passwordField(order) {
     dd.replaceChildren(
       h(
         'button',
-        { type: 'button', class: 'quiet', 'aria-label': `Show the password of ${order.username}`, onclick: show },
+        { type: 'button', class: 'quiet', 'aria-label': `Show password of ${order.username}`, onclick: show },
         'Show password',
       ),
     )
@@ -78,12 +78,74 @@ function card(order) {
       ),
       h('div', {}, h('dt', {}, 'Password'), passwordField(order)),
     ),
+    order.status === 'active' && actions(order),
   )
 }
 
-start(async () => {
+/** Rotate and Cancel, each asked first: rotateOrderPassword and cancelMailOrder. */
+function actions(order) {
+  const name = order.username
+  async function rotate() {
+    if (!(await ask(`Replace the password of ${name}? The old one stops working at once.`, 'Replace'))) return
+    await guard(async () => {
+      const detail = await api('POST', `/mail/${order.id}/password`)
+      await load()
+      reveal($('#new-order-password'), `The new password of ${name} is`, detail.password, `the new password of ${name}`)
+    })
+  }
+  async function cancel() {
+    if (!(await ask(`Cancel ${name}? It sends no more mail, for good; its log stays.`, 'Cancel order'))) return
+    await guard(async () => {
+      await api('POST', `/orders/${order.id}/cancel`)
+      say(`${name} was canceled.`)
+      await load()
+    })
+  }
+  return h(
+    'div',
+    { class: 'actions' },
+    h(
+      'button',
+      { type: 'button', class: 'quiet', onclick: rotate, 'aria-label': `Replace password of ${name}` },
+      'Replace password',
+    ),
+    h(
+      'button',
+      { type: 'button', class: 'quiet', onclick: cancel, 'aria-label': `Cancel order ${name}` },
+      'Cancel order',
+    ),
+  )
+}
+
+async function load() {
   const orders = await api('GET', '/mail')
   $('#orders').replaceChildren(
     ...(orders.length ? orders.map(card) : [h('li', {}, 'This account has no mail orders.')]),
   )
+}
+
+start(async () => {
+  const form = $('#add-order')
+  form.addEventListener('submit', (event) => {
+    event.preventDefault()
+    guard(async () => {
+      const { comment, senders } = valuesOf(form)
+      const order = await api('POST', '/orders', {
+        body: {
+          ...(comment ? { comment } : {}),
+          senders: senders.split(/[\s,]+/).filter(Boolean),
+          sandbox: form.elements.sandbox.checked,
+        },
+      })
+      form.reset()
+      await load()
+      reveal(
+        $('#new-order-password'),
+        `${order.username} was created. Its SMTP password is`,
+        order.password,
+        `the password of ${order.username}`,
+      )
+    })
+  })
+  await load()
 })

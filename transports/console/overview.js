@@ -17,7 +17,9 @@ const money = (amount, currency) => new Intl.NumberFormat('en', { style: 'curren
 async function usage() {
   const stats = await api('GET', '/mail/stats', { query: { time: 'billing' } })
   $('#usage').textContent = count(stats.usage)
-  $('#cost').textContent = money(stats.cost, stats.currency)
+  // Shown only where the operator set a price (the page has no place for it otherwise).
+  const cost = $('#cost')
+  if (cost) cost.textContent = money(stats.cost, stats.currency)
   // Over the billing cycle every message accepted is received, and all but sandbox mail is usage.
   const sandbox = stats.received - stats.usage
   $('#sandbox').textContent = count(sandbox)

@@ -1,5 +1,6 @@
 // A message's story in a dialog over the log: what it is, and per recipient every attempt.
 import { api } from './api.js'
+import { contentSection } from './content.js'
 import { $, count, h, sandboxBadge, utc } from './dom.js'
 
 const dialog = $('#story')
@@ -25,7 +26,12 @@ export async function openStory(id, from) {
       sandboxBadge(),
       ' Sandbox mail: it went through every check and is recorded, but it was never sent.',
     )
-    body.replaceChildren(...(message.sandbox ? [sandbox] : []), facts(message), ...message.recipients.map(recipient))
+    body.replaceChildren(
+      ...(message.sandbox ? [sandbox] : []),
+      facts(message),
+      ...message.recipients.map(recipient),
+      contentSection(message.id),
+    )
   } catch (err) {
     body.replaceChildren(h('p', { class: 'error', role: 'alert' }, err.message))
   }

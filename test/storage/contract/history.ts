@@ -25,7 +25,9 @@ export function historyContract(f: Fixture) {
         transtype: 'ESMTPSA',
       })
       await f.store.mail.enqueue(m)
-      expect(await f.store.mail.message(m.txid, f.accountId)).toEqual({
+      const story = await f.store.mail.message(m.txid, f.accountId)
+      expect(story).toEqual({
+        rowId: expect.any(Number),
         txid: m.txid,
         orderId: f.orderId,
         envFrom: m.envFrom,
@@ -48,6 +50,8 @@ export function historyContract(f: Fixture) {
           history: [],
         })),
       })
+      // Its bytes, found by its row while a recipient still needs them.
+      expect(await f.store.queue.body(story!.rowId)).toEqual(Buffer.concat(m.raw))
       expect(await f.store.mail.message(m.txid, f.otherAccountId)).toBeUndefined()
       expect(await f.store.mail.message('f'.repeat(18), f.accountId)).toBeUndefined()
     })
@@ -97,6 +101,8 @@ export function historyContract(f: Fixture) {
         },
         expect.objectContaining({ recipient: 'now@b.example', state: 'delivered', attempts: 1 }),
       ])
+      // Every recipient final: its bytes are no longer kept.
+      expect(await f.store.queue.body(story!.rowId)).toBeUndefined()
       expect(await volume()).toEqual([counts(T0, { accepted: 2, deferred: 1, delivered: 2 })])
     })
 

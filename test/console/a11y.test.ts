@@ -1,0 +1,80 @@
+import type { Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { PAGES } from '../../transports/console-layout.js'
+import { expectAccessible } from './axe.js'
+import { type ConsoleEnv, describeChromium, newPage, signIn, startConsole, VIEWPORTS } from './browser.js'
+import { DOMAIN, startDomainDns } from './domains.js'
+
+// Every page of the console, filled with data, and its dialogs, checked with axe-core.
+describeChromium('console: accessibility (axe-core)', () => {
+  let env: ConsoleEnv
+  let dns: Awaited<ReturnType<typeof startDomainDns>>
+  let txid: string
+  beforeAll(async () => {
+    dns = await startDomainDns()
+    env = await startConsole(['trap@example.net'], { env: dns.env, setup: dns.setup })
+    await env.api('POST', '/mail/rules', { type: 'domain', data: 'spam.example' })
+    await env.api('POST', '/webhooks', { url: 'https://hooks.example.com/mail', events: ['message.failed'] })
+    const sent = await env.api('POST', '/mail/send', {
+      from: 'me@example.org',
+      to: 'later@example.com',
+      subject: 'Waiting',
+      body: '<p>Hello <b>there</b></p>',
+    })
+    txid = sent.body.text
+  })
+  afterAll(async () => {
+    await env?.close()
+    dns?.stop()
+  })
+
+  const settled = (page: Page) => page.waitForLoadState('networkidle')
+
+  describe.each(VIEWPORTS)('at $name', ({ viewport, isMobile }) => {
+    let session: Awaited<ReturnType<typeof newPage>>
+    let page: Page
+    beforeAll(async () => {
+      session = await newPage(env, { viewport, isMobile })
+      page = session.page
+      await page.goto(`${env.base}/console/sign-in`)
+      await expectAccessible(page, 'sign-in')
+      await signIn(page, env.base, env.apiKey)
+    })
+    afterAll(async () => {
+      expect(session.problems()).toEqual([])
+      await session.context.close()
+    })
+
+    it.each(Object.entries(PAGES).filter(([name]) => name !== 'sign-in'))('%s', async (name, { path }) => {
+      await page.goto(`${env.base}${path}`)
+      await settled(page)
+      await expectAccessible(page, name)
+    })
+
+    it("a message's story with its content", async () => {
+      await page.goto(`${env.base}/console/log?mailid=${txid}`)
+      await page.getByRole('button', { name: 'Waiting' }).click()
+      await page.getByRole('button', { name: 'Show content' }).click()
+      await page.locator('iframe.html').waitFor()
+      await expectAccessible(page, 'story with content')
+    })
+
+    it('a new key shown once, and a confirm dialog', async () => {
+      await page.goto(`${env.base}/console/keys`)
+      await page.getByRole('button', { name: 'Create key' }).click()
+      await page.locator('#new-key code').waitFor()
+      await expectAccessible(page, 'a new key shown')
+      await page.getByRole('button', { name: 'Revoke key 1' }).click()
+      await page.getByRole('dialog').waitFor()
+      await expectAccessible(page, 'confirm dialog')
+      await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click()
+    })
+
+    it("a domain's checked records", async () => {
+      await page.goto(`${env.base}/console/domains`)
+      await page.getByRole('button', { name: `Check the records of ${DOMAIN}` }).click()
+      await page.locator('.check .badge').first().waitFor()
+      await expectAccessible(page, 'domain checked')
+    })
+  })
+})
