@@ -9,7 +9,7 @@ import type { Services } from '../tools/define.js'
 import { isObject } from './json-schema.js'
 import { jsonText, parseJson, readBody, reserveBody } from './request-body.js'
 import { createMcpServer, toolCaller, type CallerOf } from './mcp.js'
-import { bearerToken, type Authenticate, type Door, type Identity } from './auth.js'
+import { apiKeyOf, oauthTokenOf, type Authenticate, type Door, type Identity } from './auth.js'
 import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
 import { TOOLS } from '../tools/index.js'
 import type { AnyTool } from '../tools/define.js'
@@ -103,7 +103,7 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     } catch (err) {
       // An MCP client knows the endpoint, not the header its key goes in, nor (without the
       // WWW-Authenticate challenge) where to authorize.
-      if (err instanceof MailroomError && err.code === 401 && !bearerToken(c))
+      if (err instanceof MailroomError && err.code === 401 && !oauthTokenOf(c))
         throw new MailroomError(401, unauthorized(NO_CREDENTIALS).message, { headers: err.headers })
       throw err
     }
@@ -111,7 +111,7 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     // Each request's own key or token decides, in a session too: a session is bound to an account,
     // not a key (an OAuth client refreshes its token, a new one each hour, within one session).
     const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes }
-    const credential = c.req.header('x-api-key') ?? bearerToken(c)!
+    const credential = apiKeyOf(c) ?? oauthTokenOf(c)!
     const authInfo = { token: credential, clientId: `account-${accountId}`, scopes: scopes ?? [], extra: caller }
 
     // A POST's body is read here, once the key is known, under the server's own body limit
@@ -179,7 +179,8 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
 const NO_STREAM =
   'Method not allowed: mailroom sends nothing unasked, so it opens no stream; each request is answered in its POST response'
 
-const NO_CREDENTIALS = 'send it in the X-API-KEY header, or authorize with OAuth (see WWW-Authenticate)'
+const NO_CREDENTIALS =
+  'send it in the X-API-KEY header (or as Authorization: Bearer mr_…), or authorize with OAuth (see WWW-Authenticate)'
 const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]))
 
 /** The first call of a message (or batch) to a tool that `scopes` do not allow, if any: the tool and the message's id. */
