@@ -11,6 +11,7 @@ import { jsonText, parseJson, readBody, reserveBody } from './request-body.js'
 import { createMcpServer, toolCaller, type CallerOf } from './mcp.js'
 import { apiKeyOf, oauthTokenOf, type Authenticate, type Door, type Identity } from './auth.js'
 import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
+import { parseToolset, serves, type Toolset } from './toolsets.js'
 import { TOOLS } from '../tools/index.js'
 import type { AnyTool } from '../tools/define.js'
 
@@ -32,6 +33,7 @@ const callerOf: CallerOf = (extra) => ({
   origin: (extra.authInfo?.extra?.origin as string | undefined) ?? '',
   sandbox: extra.authInfo?.extra?.sandbox === true,
   scopes: extra.authInfo?.extra?.scopes as string[] | undefined,
+  toolset: extra.authInfo?.extra?.toolset as Toolset | undefined,
 })
 
 const rpcError = (c: Context, status: 400 | 404 | 405, message: string) => {
@@ -110,7 +112,10 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     const { accountId, sandbox, scopes } = identity
     // Each request's own key or token decides, in a session too: a session is bound to an account,
     // not a key (an OAuth client refreshes its token, a new one each hour, within one session).
-    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes }
+    // The tools the client asked for (`?tools=send,log`): an MCP client keeps the URL it was given
+    // for every request of its session.
+    const toolset = parseToolset(c.req.query('tools') ?? '')
+    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes, toolset }
     const credential = apiKeyOf(c) ?? oauthTokenOf(c)!
     const authInfo = { token: credential, clientId: `account-${accountId}`, scopes: scopes ?? [], extra: caller }
 
@@ -133,7 +138,7 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
         )
       }
     }
-    const outside = scopes && toolsOutside(body, scopes)
+    const outside = scopes && toolsOutside(body, scopes, toolset)
     if (outside) return insufficientScope(c, outside, scopes, door)
     // mailroom sends nothing a client did not ask for (a fixed tool list, no notifications, no
     // requests to the client): it opens no stream. MCP 2025-06-18, Streamable HTTP, "Listening for
@@ -183,12 +188,19 @@ const NO_CREDENTIALS =
   'send it in the X-API-KEY header (or as Authorization: Bearer mr_…), or authorize with OAuth (see WWW-Authenticate)'
 const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]))
 
-/** The first call of a message (or batch) to a tool that `scopes` do not allow, if any: the tool and the message's id. */
-function toolsOutside(body: unknown, scopes: readonly string[]): { tool: AnyTool; id: unknown } | undefined {
+/**
+ * The first call of a message (or batch) to a tool that `scopes` do not allow, if any: the tool and
+ * the message's id. A tool outside the connection's toolset is refused as an unknown one instead.
+ */
+function toolsOutside(
+  body: unknown,
+  scopes: readonly string[],
+  toolset: Toolset | undefined,
+): { tool: AnyTool; id: unknown } | undefined {
   for (const m of Array.isArray(body) ? body : [body]) {
     if (!isObject(m) || m.method !== 'tools/call' || !isObject(m.params) || typeof m.params.name !== 'string') continue
     const tool = BY_NAME.get(m.params.name)
-    if (tool && !mayCall(tool, scopes)) return { tool, id: m.id ?? null }
+    if (tool && serves(toolset, tool.name) && !mayCall(tool, scopes)) return { tool, id: m.id ?? null }
   }
 }
 

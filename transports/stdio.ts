@@ -11,6 +11,7 @@ import { createServices, type Runtime } from '../runtime.js'
 import { storeName } from '../storage/index.js'
 import { TOOLS } from '../tools/index.js'
 import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from './mcp.js'
+import type { Toolset } from './toolsets.js'
 
 // stdout carries JSON-RPC only: every log line goes to stderr (see createLogger).
 
@@ -49,7 +50,7 @@ const KEY_HELP =
  * SIGINT, once its deliveries under way are done; the leases of a process killed before that
  * expire after MAILROOM_LEASE_TIMEOUT (10 minutes by default), and another node takes them.
  */
-export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): Promise<Server> {
+export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined, toolset?: Toolset): Promise<Server> {
   const owner = apiKey ? await rt.store.apiKeys.owner(apiKey) : undefined
   if (owner === undefined) {
     const reason = apiKey
@@ -68,7 +69,7 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
   await webhooks.start()
   // The tools' relay hands accepted messages to this process's worker, which starts them at once.
   const services = createServices(rt.store, config, { logger: rt.logger, clock: rt.clock, intake })
-  const server = createMcpServer(services, () => ({ ...owner, origin: '127.0.0.1' }))
+  const server = createMcpServer(services, () => ({ ...owner, origin: '127.0.0.1', toolset }))
   await server.connect(new StdioServerTransport())
   let stopping: Promise<void> | undefined
   const stop = () =>
@@ -96,12 +97,13 @@ export function mcpUrl(url: string): URL {
 
 /**
  * Serves over stdin/stdout as a client of a remote mailroom: the tool list and every call are
- * passed through to its /mcp endpoint with the API key.
+ * passed through to its /mcp endpoint with the API key (and the toolset, which the remote applies).
  */
-export async function serveStdioRemote(url: string, apiKey: string | undefined): Promise<Server> {
+export async function serveStdioRemote(url: string, apiKey: string | undefined, toolset?: Toolset): Promise<Server> {
   if (!apiKey) return refuseEveryCall(`MAILROOM_API_KEY is not set, and a remote mailroom needs one: ${KEY_HELP}`)
   const client = new Client({ name: `${PACKAGE.name}-stdio`, version: PACKAGE.version })
   const endpoint = mcpUrl(url)
+  if (toolset) endpoint.searchParams.set('tools', toolset.asked)
   try {
     await client.connect(
       new StreamableHTTPClientTransport(endpoint, { requestInit: { headers: { 'X-API-KEY': apiKey } } }),

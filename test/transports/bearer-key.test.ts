@@ -3,7 +3,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { SqliteStore } from '../../storage/sqlite/index.js'
 import { TOOLS } from '../../tools/index.js'
-import { createTestEnv, serveApp, type TestEnv } from '../helpers.js'
+import { createServedTestEnv, mcpPost, type TestEnv } from '../helpers.js'
 import { expectNothingQueued } from '../tools/support.js'
 import { BASE, mcpWithToken, overHttp, tokensFor } from './oauth-flow.js'
 
@@ -14,24 +14,18 @@ const toolsList = { jsonrpc: '2.0', id: 1, method: 'tools/list' }
 // Most mail APIs take their key as `Authorization: Bearer …`: an API key there is the key it is in
 // X-API-KEY, at both doors, and an OAuth access token there is still a token.
 describe('an API key as a bearer token', () => {
-  let env: TestEnv
-  let base: string
-  let close: () => Promise<void>
+  let env: TestEnv & { base: string }
   const clients: Client[] = []
   beforeEach(async () => {
-    env = await createTestEnv({ MAILROOM_PUBLIC_URL: BASE, MAILROOM_HTTP_MAX_AUTH_FAILURES: '3' })
-    const served = await serveApp(env.app)
-    base = `http://127.0.0.1:${served.port}`
-    close = served.close
+    env = await createServedTestEnv({ MAILROOM_PUBLIC_URL: BASE, MAILROOM_HTTP_MAX_AUTH_FAILURES: '3' })
   })
   afterEach(async () => {
     for (const c of clients.splice(0)) await c.close().catch(() => {})
-    await close()
     await env.close()
   })
 
   const rest = (path: string, headers: Record<string, string>, body?: object) =>
-    fetch(`${base}${path}`, {
+    fetch(`${env.base}${path}`, {
       method: body ? 'POST' : 'GET',
       headers: { ...headers, ...(body ? { 'Content-Type': 'application/json' } : {}) },
       body: body && JSON.stringify(body),
@@ -67,7 +61,7 @@ describe('an API key as a bearer token', () => {
 
   it('MCP: the SDK client with the key as a bearer token lists and calls every tool as the account', async () => {
     const client = new Client({ name: 'agent', version: '1' })
-    const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
+    const transport = new StreamableHTTPClientTransport(new URL(`${env.base}/mcp`), {
       requestInit: { headers: bearer(env.apiKey) },
     })
     await client.connect(transport)
@@ -80,17 +74,9 @@ describe('an API key as a bearer token', () => {
   })
 
   it('MCP: refuses a wrong key there exactly as in X-API-KEY; an OAuth token there still works', async () => {
-    const http = overHttp(base)
+    const http = overHttp(env.base)
     const asBearer = await mcpWithToken(http, WRONG, toolsList)
-    const inHeader = await fetch(`${base}/mcp`, {
-      method: 'POST',
-      headers: {
-        'X-API-KEY': WRONG,
-        'Content-Type': 'application/json',
-        Accept: 'application/json, text/event-stream',
-      },
-      body: JSON.stringify(toolsList),
-    })
+    const inHeader = await mcpPost(`${env.base}/mcp`, { 'X-API-KEY': WRONG }, toolsList)
     expect(asBearer.status).toBe(401)
     const refusal = await asBearer.json()
     expect(refusal).toEqual(await inHeader.json())
