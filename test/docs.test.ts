@@ -43,4 +43,33 @@ describe('documentation', () => {
     )
     expect(named.filter((n) => ![...settings, ...testSettings].includes(n.split(': ')[1]))).toEqual([])
   })
+
+  it('README.md and docs/api.md say what the contract and the hosted service are where they first name them', () => {
+    for (const file of ['README.md', 'docs/api.md']) {
+      const prose = text(file).replace(/\s+/g, ' ')
+      const first = prose.search(/\bthe contract\b|\bhosted service\b/i)
+      expect(first, file).toBeGreaterThan(0)
+      expect(prose.slice(first, first + 400), file).toMatch(
+        /the REST API of a hosted mail delivery and management service .*public OpenAPI document/,
+      )
+    }
+  })
+
+  it('gives the submission ports for production: 587 for STARTTLS, 465 for implicit TLS, wherever they are named', () => {
+    const said = DOCS.flatMap((file) =>
+      text(file)
+        .split('\n')
+        .flatMap((line) => {
+          const setting = /`(MAILROOM_SMTPS?_PORT)`/.exec(line)?.[1]
+          const port = /(\d+) in production/.exec(line)?.[1]
+          return setting && port ? [`${file}: ${setting} ${port}`] : []
+        }),
+    )
+    expect(said).toEqual(
+      ['README.md', 'docs/configuration.md'].flatMap((file) => [
+        `${file}: MAILROOM_SMTP_PORT 587`,
+        `${file}: MAILROOM_SMTPS_PORT 465`,
+      ]),
+    )
+  })
 })
