@@ -7,7 +7,12 @@ import { ConfigSchema } from '../config.js'
 // The README and docs/ are what a user reads first: their links lead somewhere, and the settings
 // they name are the settings there are.
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
-const DOCS = ['README.md', 'bench/README.md', ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`)]
+const DOCS = [
+  'README.md',
+  'CHANGELOG.md',
+  'bench/README.md',
+  ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`),
+]
 const text = (file: string) => readFileSync(join(ROOT, file), 'utf8')
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
