@@ -1,7 +1,16 @@
-import type { Command } from 'commander'
+import { InvalidArgumentError, type Command } from 'commander'
 import { loadConfig } from '../config.js'
 import { createLogger } from '../logger.js'
 import { openRuntime } from '../runtime.js'
+import { parseToolset, TOOLSETS } from '../transports/toolsets.js'
+
+const toolsetOption = (value: string) => {
+  try {
+    return parseToolset(value, '--tools')
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message)
+  }
+}
 
 /** `serve` and `stdio`: the commands that run mailroom rather than administer it. */
 export function addServeCommands(program: Command): void {
@@ -27,17 +36,23 @@ export function addServeCommands(program: Command): void {
     .command('stdio')
     .description('Serve the tools over MCP on stdin/stdout for a desktop assistant, as the account of MAILROOM_API_KEY')
     .option('--url <url>', 'act as a client of a remote mailroom at this address instead of the local data directory')
+    .option(
+      '--tools <list>',
+      `serve only these toolsets or tools, comma-separated (toolsets: ${Object.keys(TOOLSETS).join(', ')})`,
+      toolsetOption,
+    )
     .action(async (o) => {
       const config = loadConfig()
       // The doors are loaded only by the commands that open them: admin commands start fast.
       const { serveStdioLocal, serveStdioRemote } = await import('../transports/stdio.js')
       if (o.url) {
-        await serveStdioRemote(o.url, config.apiKey)
+        await serveStdioRemote(o.url, config.apiKey, o.tools)
         return
       }
       await serveStdioLocal(
         await openRuntime(config, { logger: createLogger(config, 2), existing: true }),
         config.apiKey,
+        o.tools,
       )
     })
 }

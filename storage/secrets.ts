@@ -103,6 +103,9 @@ export function hashApiKey(key: string): string {
   return hash('sha256', key, 'hex')
 }
 
+/** Whether a credential is written as an API key (`mr_…`), not an OAuth token (`mra_…`, `mrr_…`). */
+export const isApiKey = (credential: string): boolean => credential.startsWith(API_KEY_PREFIX)
+
 export function apiKeyPrefix(key: string): string {
   return key.slice(0, API_KEY_PREFIX.length + 6)
 }

@@ -7,7 +7,12 @@ import { ConfigSchema, KNOWN_SETTINGS } from '../config.js'
 // The README and docs/ are what a user reads first: their links lead somewhere, and the settings
 // they name are the settings there are.
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
-const DOCS = ['README.md', 'bench/README.md', ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`)]
+const DOCS = [
+  'README.md',
+  'CHANGELOG.md',
+  'bench/README.md',
+  ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`),
+]
 const text = (file: string) => readFileSync(join(ROOT, file), 'utf8')
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
@@ -57,5 +62,34 @@ describe('documentation', () => {
     const code = files('')
     expect(code).toEqual(expect.arrayContaining(['config.ts', 'test/system/peers.sh', '.ci/run']))
     expect(namedSettings(code).filter((n) => !KNOWN_SETTINGS.includes(n.split(': ')[1]))).toEqual([])
+  })
+
+  it('README.md and docs/api.md say what the contract and the hosted service are where they first name them', () => {
+    for (const file of ['README.md', 'docs/api.md']) {
+      const prose = text(file).replace(/\s+/g, ' ')
+      const first = prose.search(/\bthe contract\b|\bhosted service\b/i)
+      expect(first, file).toBeGreaterThan(0)
+      expect(prose.slice(first, first + 400), file).toMatch(
+        /the REST API of a hosted mail delivery and management service .*public OpenAPI document/,
+      )
+    }
+  })
+
+  it('gives the submission ports for production: 587 for STARTTLS, 465 for implicit TLS, wherever they are named', () => {
+    const said = DOCS.flatMap((file) =>
+      text(file)
+        .split('\n')
+        .flatMap((line) => {
+          const setting = /`(MAILROOM_SMTPS?_PORT)`/.exec(line)?.[1]
+          const port = /(\d+) in production/.exec(line)?.[1]
+          return setting && port ? [`${file}: ${setting} ${port}`] : []
+        }),
+    )
+    expect(said).toEqual(
+      ['README.md', 'docs/configuration.md'].flatMap((file) => [
+        `${file}: MAILROOM_SMTP_PORT 587`,
+        `${file}: MAILROOM_SMTPS_PORT 465`,
+      ]),
+    )
   })
 })

@@ -143,3 +143,22 @@ export async function serveApp(app: Pick<TestEnv['app'], 'fetch'>): Promise<{ po
   const { port } = server.address() as AddressInfo
   return { port, close: () => new Promise<void>((r) => server.close(() => r())) }
 }
+
+/** A test env with its app served on 127.0.0.1 (serveApp): `base` is its address; `close` ends both. */
+export async function createServedTestEnv(env: Record<string, string> = {}): Promise<TestEnv & { base: string }> {
+  const test = await createTestEnv(env)
+  const served = await serveApp(test.app)
+  const close = async () => {
+    await served.close()
+    await test.close()
+  }
+  return { ...test, base: `http://127.0.0.1:${served.port}`, close }
+}
+
+/** A JSON-RPC message POSTed to `url` (an MCP endpoint) over HTTP, session-less, with `headers` (a key or token). */
+export const mcpPost = (url: string, headers: Record<string, string>, message: object) =>
+  fetch(url, {
+    method: 'POST',
+    headers: { ...headers, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...message }),
+  })

@@ -21,16 +21,15 @@ export const addRule = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Creates a deny rule: mail it matches is refused before it is queued. `type` says what `data` is: `email` ' +
-    "a sender address, `domain` a sender domain, `startswith` a prefix of senders' local part (letters, " +
-    'digits, + _ . -), `destination` a recipient address; case is ignored. `user` is the mail order (default: ' +
-    'the first active one). Returns `text` = the rule id (the `ruleId` of deleteRule), also for an existing ' +
-    'rule.',
+    'Creates a deny rule: mail it matches is refused before it is queued. `data` is, by `type`: `email` a ' +
+    "sender address, `domain` a sender domain, `startswith` a prefix of senders' local part (letters, digits, " +
+    "+ _ . -), `destination` a recipient address; any case. Returns `text`: the rule id (deleteRule's " +
+    '`ruleId`), also for an existing rule.',
   input: z.object({
     type: RuleType.describe('What data is.'),
     // An address is at most 254 characters (RFC 5321 §4.5.3.1.3 with its angle brackets), a domain 253.
     data: z.string().trim().min(1).max(254).describe('The value to match.'),
-    user: Username.optional().describe('SMTP username of an active mail order, mb<id>.'),
+    user: Username.optional().describe('Mail order, mb<id>; default: the first active one.'),
     username: Username.optional().describe('Alias of user.'),
   }),
   output: GenericResponse,

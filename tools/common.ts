@@ -104,7 +104,9 @@ export function singleAddress(field: string, value: Parameters<typeof toMailboxe
 export const ok = (text: string) => ({ status: 'ok', text })
 
 /** What the send tools say of the mail they send (docs/api.md#the-sandbox has the rest). */
-export const SENDS_REAL_MAIL = 'Sends real mail (none with a sandbox key or order), once per idempotency key.'
+/** What every send's description ends with: what it sends, and what it returns. */
+export const SENDS_AND_RETURNS =
+  "Sends real mail (none with a sandbox key or order), once per idempotency key. Returns `text`: the transaction id (viewMailLog's `mailid`)."
 
 export const utcDate = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 

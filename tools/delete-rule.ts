@@ -11,10 +11,10 @@ export const deleteRule = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   description:
-    "[DESTRUCTIVE] Deletes one deny rule of the account's active mail orders; mail it refused is accepted " +
-    'again. `ruleId` is a rule\'s `id` from getRules or the `text` addRule returned. Returns `text` "record ' +
-    'deleted"; 404 when no such rule belongs to the account.',
-  input: z.object({ ruleId: z.number().int().min(1).describe('The rule to delete.') }),
+    "[DESTRUCTIVE] Deletes a deny rule of the account's active mail orders; mail it refused is accepted " +
+    'again. `ruleId`: an `id` of getRules, or the `text` addRule returned. Returns `text` "record deleted"; ' +
+    '404 if there is no such rule.',
+  input: z.object({ ruleId: z.number().int().min(1) }),
   output: GenericResponse,
   handler: async ({ ruleId }, ctx) => {
     const deleted = await ctx.store.rules.delete(

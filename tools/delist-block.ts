@@ -11,9 +11,9 @@ export const delistBlock = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   description:
-    '[DESTRUCTIVE] Removes an address from every block list of this account, as a sender and as a recipient. ' +
-    'Use it when getMailBlocks shows an address that should send or receive again; the filter blocks it again ' +
-    'if it offends again. Returns `text` "record deleted"; 404 when it was on no list.',
+    '[DESTRUCTIVE] Removes an address from every block list of the account, as sender and as recipient. Use ' +
+    'it when getMailBlocks shows one that should send or receive again; the filter blocks it again if it ' +
+    'offends again. Returns `text` "record deleted"; 404 if it was on no list.',
   input: z.object({ email: Email.describe('The address to delist, e.g. a `from` of getMailBlocks.') }),
   output: GenericResponse,
   handler: async ({ email }, ctx) => {

@@ -23,10 +23,9 @@ export const getMailBlocks = defineTool({
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Lists what the spam filter stopped for this account, newest first: `local` (mail to recipients on the ' +
-    'local block list) and `mbtrap` (mail to trap addresses) of the last 5 days, and `subject` (senders that ' +
-    'repeated a spam-like subject more than 4 times in 3 days). Use it when sends are refused as blocked; ' +
-    "delistBlock takes an entry's `from`.",
+    'Lists what the spam filter stopped, newest first: `local` (mail to recipients on the local block list) ' +
+    'and `mbtrap` (mail to trap addresses) of the last 5 days, `subject` (senders that repeated a spam-like ' +
+    "subject over 4 times in 3 days). Use it when sends are refused as blocked; delistBlock takes an entry's `from`.",
   input: z.object({}),
   output: MailBlocks,
   handler: async (_input, ctx) => {

@@ -10,10 +10,9 @@ export const getMailOrderById = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Returns the mail order `id` (from getMailOrders) with its SMTP `password` (or passwordWithheld), for a ' +
-    'mail program sending through SMTP submission, logging in as `username` (mb<id>). 404 when `id` is not ' +
-    "one of the account's orders.",
-  input: z.object({ id: z.number().int().min(1).describe('The mail order to read.') }),
+    'Returns mail order `id` with its SMTP `password` (or `passwordWithheld`), for a mail program that logs ' +
+    "in to SMTP submission as `username`. 404 if it is not the account's order.",
+  input: z.object({ id: z.number().int().min(1) }),
   output: MailOrderDetail,
   handler: async ({ id }, ctx) => {
     const order = await resolveOrder(ctx, id, { allowCanceled: true })

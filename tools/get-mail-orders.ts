@@ -11,10 +11,9 @@ export const getMailOrders = defineTool({
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    "Lists the account's mail orders (sending credentials), active and canceled: `id`, `status` (only active " +
-    "orders send), `username` (mb<id>, the SMTP login), `comment` and `sandbox`. An order's id is the `id` argument of " +
-    'sendMail, sendAdvMail, rawMail and viewMailLog (default: the first active order). getMailOrderById adds ' +
-    'the SMTP password.',
+    "Lists the account's mail orders (sending credentials), active and canceled: `id` (the `id` argument of " +
+    'the sends and viewMailLog), `status` (only active ones send), `username` (mb<id>, the SMTP login), ' +
+    '`comment`, `sandbox`. getMailOrderById adds the SMTP password.',
   input: z.object({}),
   output: z.array(MailOrder),
   handler: async (_input, ctx) => (await ctx.store.orders.list(accountOf(ctx))).map(orderFields),

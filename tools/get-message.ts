@@ -18,10 +18,9 @@ export const getMessage = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    "Returns one message of the account by transaction id (the `text` a send returned, the log's `id`): " +
-    'envelope, headers, size, door, and per recipient its status and timeline (accepted, then every delivery ' +
-    'attempt with its MX host, address, TLS and reply; suppressed when a bounce put the address on the ' +
-    'suppression list). 404 when the account has no such message.',
+    "One message of the account by transaction id (a send's `text`, the log's `id`): envelope, headers, " +
+    'size, door, and per recipient its status and timeline (accepted, each delivery attempt with MX host, ' +
+    'address, TLS and reply; suppressed when a bounce put the address on the suppression list). 404 if none.',
   input: z.object({
     id: z
       .string()

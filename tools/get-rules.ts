@@ -11,10 +11,9 @@ export const getRules = defineTool({
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    "Lists the deny rules of the account's active mail orders: `id` (the `ruleId` of deleteRule), `user` (the " +
-    'order), `type`, `data` and `created`. A rule refuses mail before it is queued: `email` from one sender, ' +
-    '`domain` from any sender at the domain, `startswith` from senders whose local part starts with `data`, ' +
-    '`destination` to one recipient. addRule creates rules.',
+    "Lists the deny rules of the account's active mail orders: `id` (deleteRule's `ruleId`), `user` (the " +
+    'order), `type`, `data`, `created`. A rule refuses the mail it matches before it is queued; addRule ' +
+    'says how each type matches.',
   input: z.object({}),
   output: z.array(DenyRuleRecord),
   handler: async (_input, ctx) => {

@@ -15,9 +15,9 @@ export const getStats = defineTool({
   errors: [400],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    "Statistics of the account's active mail orders: `received` (messages accepted), `sent` (deliveries that " +
-    'succeeded) and `volume` (top 500 recipients, senders and client IPs) in the window `time`; `usage` ' +
-    '(messages, sandbox mail not) and `cost` in the current billing cycle.',
+    "Statistics of the account's active mail orders: in the window `time`, `received` (messages accepted), " +
+    '`sent` (delivered) and `volume` (top 500 recipients, senders and client IPs); `usage` (messages, sandbox mail not) and ' +
+    '`cost` of the current billing cycle.',
   input: z.object({
     time: z
       .enum(STATS_WINDOWS)

@@ -12,8 +12,8 @@ export const pingServer = defineTool({
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Checks that mailroom answers; over REST (GET /ping) it needs no API key. Returns `message` "Server is up ' +
-    'and running". Use it to test the connection, or when other calls fail unexpectedly.',
+    'Checks that mailroom answers. Returns `message` "Server is up and running". Use it to test the connection, ' +
+    'or when other calls fail unexpectedly.',
   input: z.object({}),
   output: z.string().describe('"Server is up and running"'),
   handler: async () => PING_TEXT,

@@ -3,7 +3,7 @@ import { badInput } from '../errors.js'
 import { isEmail, notAnEmail } from '../relay/addresses.js'
 import { missingHeaders, readHeaders } from '../relay/message.js'
 import { defineTool } from './define.js'
-import { ok, resolveOrder, SENDS_REAL_MAIL } from './common.js'
+import { ok, resolveOrder, SENDS_AND_RETURNS } from './common.js'
 import { GenericResponse, OrderId } from './schemas.js'
 
 export const rawMail = defineTool({
@@ -19,10 +19,9 @@ export const rawMail = defineTool({
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
-    'Sends a complete RFC 822 message you built, byte for byte, so an existing DKIM-Signature stays valid: ' +
-    'the sender is its From, the recipients its To, Cc and Bcc (a Bcc header is delivered as written); only a ' +
-    'missing Date or Message-ID is added. `id` is the mail order that sends (default: the first active one). ' +
-    `${SENDS_REAL_MAIL} Returns \`text\` = the transaction id, the \`mailid\` of viewMailLog.`,
+    'Sends an RFC 822 message you built, byte for byte (a DKIM-Signature stays valid): the sender is its ' +
+    'From, the recipients its To, Cc and Bcc (a Bcc header is delivered as written); only a missing Date or ' +
+    `Message-ID is added. ${SENDS_AND_RETURNS}`,
   input: z.object({
     raw_email: z.string().min(1).describe('The whole RFC 822 message: headers, a blank line, the body.'),
     id: OrderId.optional(),

@@ -13,7 +13,7 @@ export const rotateOrderPassword = defineTool({
   description:
     'Gives the mail order `id` a new SMTP password and returns the order with it. The old password stops ' +
     'working at once. Refused (403) where getMailOrderById withholds the password.',
-  input: z.object({ id: z.number().int().min(1).describe('The mail order whose password to replace.') }),
+  input: z.object({ id: z.number().int().min(1) }),
   output: MailOrderDetail,
   handler: async ({ id }, ctx) => {
     const order = await resolveOrder(ctx, id, { allowCanceled: true })

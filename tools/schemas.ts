@@ -10,7 +10,7 @@ export const GenericResponse = z.object({
   text: z.string().describe('The transaction id of a send, the id of a new rule, or a confirmation.'),
 })
 
-export const OrderId = z.number().int().min(1).describe('Mail order id, from getMailOrders.')
+export const OrderId = z.number().int().min(1).describe('Mail order id (getMailOrders); default: the first active one.')
 
 /** A mail order as its SMTP username names it. */
 export const Username = z.string().regex(/^mb\d+$/, 'must be an SMTP username like mb123')
@@ -60,7 +60,7 @@ export const HeaderText = z.string().max(MAX_HEADER_TEXT)
 
 export const EmailAddressName = z
   .object({
-    email: Email.describe('The email address.'),
+    email: Email,
     name: HeaderText.optional().describe('Display name.'),
   })
   .meta({ title: 'EmailAddressName' })
@@ -81,7 +81,7 @@ export const EmailAddressesTypes = z
 
 export const MailAttachment = z.object({
   filename: HeaderText.optional().describe('Name shown to recipients; default "attachment".'),
-  data: z.base64().describe('File content, base64-encoded.'),
+  data: z.base64(),
 })
 
 /** An epoch-seconds integer or a natural-language date (UTC). */

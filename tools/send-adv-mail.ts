@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { badInput } from '../errors.js'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
-import { ok, resolveOrder, SENDS_REAL_MAIL, sendComposed, singleAddress } from './common.js'
+import { ok, resolveOrder, SENDS_AND_RETURNS, sendComposed, singleAddress } from './common.js'
 import {
   EmailAddressesTypes,
   EmailAddressTypes,
@@ -19,19 +19,16 @@ export const sendAdvMail = defineTool({
   errors: [400, 404, 409, 422],
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
-  description:
-    'Sends an email with display names, Cc, Bcc, a Reply-To or attachments. `id` is the mail order that sends ' +
-    `(default: the first active one). ${SENDS_REAL_MAIL} Returns \`text\` = the transaction id, the \`mailid\` of ` +
-    'viewMailLog.',
+  description: `Sends an email with display names, Cc, Bcc, a Reply-To or attachments. ${SENDS_AND_RETURNS}`,
   input: z.object({
     from: EmailAddressTypes.describe('Sender, authorized for the mail order.'),
-    to: EmailAddressesTypes.describe('Recipients, shown in To.'),
-    subject: HeaderText.describe('Subject line.'),
+    to: EmailAddressesTypes,
+    subject: HeaderText,
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
-    replyto: EmailAddressesTypes.optional().describe('Reply-To addresses.'),
+    replyto: EmailAddressesTypes.optional(),
     cc: EmailAddressesTypes.optional().describe('Recipients shown in Cc.'),
     bcc: EmailAddressesTypes.optional().describe('Recipients shown in no header.'),
-    attachments: z.array(MailAttachment).optional().describe('Files to attach.'),
+    attachments: z.array(MailAttachment).optional(),
     id: OrderId.optional(),
   }),
   output: GenericResponse,

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
-import { ok, resolveOrder, SENDS_REAL_MAIL, sendComposed, singleAddress } from './common.js'
+import { ok, resolveOrder, SENDS_AND_RETURNS, sendComposed, singleAddress } from './common.js'
 import { emailOf, GenericResponse, HeaderText, OrderId } from './schemas.js'
 
 const ADV = 'sendAdvMail (POST /mail/advsend)'
@@ -23,16 +23,15 @@ export const sendMail = defineTool({
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
-    'Sends an email from one bare address to one or more bare addresses; `from` is also the Reply-To. Use ' +
-    'sendAdvMail for display names, comma-separated lists, Cc, Bcc, a Reply-To or attachments, and rawMail ' +
-    'for a message you built. `id` is the mail order that sends (default: the first active one). ' +
-    `${SENDS_REAL_MAIL} Returns \`text\` = the transaction id, the \`mailid\` of viewMailLog.`,
+    'Sends an email from one bare address to one or more bare addresses; `from` is also the Reply-To. For ' +
+    'names, Cc, Bcc, a Reply-To or attachments use sendAdvMail; for a message you built, rawMail. ' +
+    `${SENDS_AND_RETURNS}`,
   input: z.object({
     to: z.union([Recipient, z.array(Recipient).min(1)]).describe('Recipient address, or an array of addresses.'),
     from: bareEmail('one bare address', 'for a display name use').describe(
       'Sender address, authorized for the mail order.',
     ),
-    subject: HeaderText.describe('Subject line.'),
+    subject: HeaderText,
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     id: OrderId.optional(),
   }),

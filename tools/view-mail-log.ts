@@ -14,12 +14,10 @@ export const viewMailLog = defineTool({
   errors: [400, 404],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
-    'Searches the delivery log of mail order `id` (default: the first active one), newest first; pass a ' +
-    "send's `text` as `mailid` to see how it went. A row is one recipient (one message with " +
-    'groupby=message): `id` is the transaction id, `delivered` 1 once delivered (0: queued, deferred or ' +
-    "failed), `code`, `response` and `mxHostname` the destination's last answer; `sandbox`: never sent. " +
-    'Filters combine; all but ' +
-    'messageId match exactly. `total` counts all matches; page with skip and limit.',
+    "Searches the delivery log, newest first; pass a send's `text` as `mailid` to see how it went. A row is " +
+    'one recipient (one message with groupby=message): `id` is the transaction id, `delivered` 1 once ' +
+    "delivered (0: queued, deferred or failed), `code`, `response` and `mxHostname` the destination's last " +
+    'answer; `sandbox`: never sent. Filters combine, all exact but messageId. `total` counts all matches; page with skip and limit.',
   input: z.object({
     id: OrderId.optional(),
     origin: z
@@ -30,7 +28,7 @@ export const viewMailLog = defineTool({
     mx: z.string().max(255).optional().describe('MX host delivery was tried at.'),
     from: Email.optional().describe('Envelope sender.'),
     to: Email.optional().describe('Envelope recipient.'),
-    subject: HeaderText.optional().describe('Subject, exact.'),
+    subject: HeaderText.optional(),
     mailid: z.string().min(18).max(19).optional().describe("Transaction id (a send's `text`)."),
     messageId: HeaderText.regex(/^[^\x00-\x1f\x7f]*$/, 'must not contain control characters')
       .optional()
@@ -38,18 +36,17 @@ export const viewMailLog = defineTool({
     replyto: Email.optional().describe('Reply-To header address.'),
     headerfrom: Email.optional().describe('From header address.'),
     delivered: z.literal([0, 1]).optional().describe('1: delivered; 0: not (yet).'),
-    skip: z.number().int().min(0).max(2_147_483_647).default(0).describe('Rows to skip (an int32).'),
-    limit: z.number().int().min(1).max(10000).default(100).describe('Rows per page.'),
+    skip: z.number().int().min(0).max(2_147_483_647).default(0),
+    limit: z.number().int().min(1).max(10000).default(100),
     startDate: DateOrTimestamp.optional().describe(
       'Rows accepted at or after: Unix seconds or a date such as 2024-01-15 or "yesterday" (UTC).',
     ),
     endDate: DateOrTimestamp.optional().describe(
       'Rows accepted at or before, as startDate; a date alone means its end.',
     ),
-    // One value: its name says it (the tool list has no byte to spare for more).
     sort: z.enum(['time']).default('time'),
-    dir: z.enum(['asc', 'desc']).default('desc').describe('desc = newest first.'),
-    groupby: z.enum(['message', 'recipient']).default('recipient').describe('One row per recipient or per message.'),
+    dir: z.enum(['asc', 'desc']).default('desc'),
+    groupby: z.enum(['message', 'recipient']).default('recipient'),
   }),
   output: MailLog,
   handler: async (input, ctx) => {

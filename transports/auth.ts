@@ -1,7 +1,7 @@
 import type { Context } from 'hono'
 import { MailroomError, unauthorized } from '../errors.js'
 import { AUTH_FAILURE_WINDOW_MS, authFailureCount } from '../relay/auth-throttle.js'
-import { hashApiKey } from '../storage/secrets.js'
+import { hashApiKey, isApiKey } from '../storage/secrets.js'
 import type { KeyOwner } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 
@@ -19,7 +19,7 @@ export interface Door {
   metadataUrl: string
 }
 
-/** The identity of a request (X-API-KEY, else an OAuth bearer token), or a 401 (or a 429, see createAuth). */
+/** The identity of a request (X-API-KEY, else a bearer API key or OAuth token), or a 401 (or a 429, see createAuth). */
 export type Authenticate = (c: Context, door: Door) => Promise<Identity>
 /** The owner of an API key a person typed (the OAuth authorization page), or a 401 (or a 429), counted as a request's key. */
 export type SignIn = (c: Context, key: string) => Promise<KeyOwner>
@@ -30,12 +30,27 @@ export function bearerToken(c: Context): string | undefined {
   return match?.[1]
 }
 
+/**
+ * The API key of a request: its X-API-KEY, else an `mr_…` key sent as a bearer token, as most
+ * mail APIs take theirs (`Authorization: Bearer …`). Any other bearer token is an OAuth token.
+ */
+export function apiKeyOf(c: Context): string | undefined {
+  const key = c.req.header('x-api-key')
+  if (key) return key
+  const bearer = bearerToken(c)
+  return bearer && isApiKey(bearer) ? bearer : undefined
+}
+
+/** The OAuth access token of a request: a bearer token that is not an API key, and no X-API-KEY beside it. */
+export const oauthTokenOf = (c: Context): string | undefined => (apiKeyOf(c) ? undefined : bearerToken(c))
+
 /** RFC 6750 §3: the challenge of a 401, naming where to discover how to authorize (RFC 9728 §5.1). */
 const challenge = (door: Door, error?: string) =>
   `Bearer resource_metadata="${door.metadataUrl}"${error ? `, error="${error}"` : ''}`
 
 /**
- * Checks X-API-KEY (or else an OAuth access token) for REST and MCP alike. Wrong keys and unknown
+ * Checks the API key (X-API-KEY, or a bearer `mr_…`), or else an OAuth access token, for REST and
+ * MCP alike: a key is one key whichever header carries it. Wrong keys and unknown
  * tokens are counted per client address (the socket's, or a trusted proxy's X-Forwarded-For, see
  * clientAddress; an IPv6 /64 as one) in the store, so that every node shares one count; past
  * MAILROOM_HTTP_MAX_AUTH_FAILURES in the window, every request from there that needs a key is a
@@ -84,8 +99,8 @@ export function createAuth(services: Services): { authenticate: Authenticate; si
   const authenticate: Authenticate = async (c, door) => {
     const ip = c.get('clientIp')
     await throttled(ip)
-    const key = c.req.header('x-api-key')
-    const token = key ? undefined : bearerToken(c)
+    const key = apiKeyOf(c)
+    const token = oauthTokenOf(c)
     if (token) return tokenIdentity(c, token, door)
     const owner = key ? await store.apiKeys.owner(key.trim()) : undefined
     if (owner !== undefined) return owner

@@ -32,11 +32,23 @@ export function mcpInputSchema(tool: AnyTool): JsonSchema {
  * is wrapped), for clients that check or type structured content. Clients hand a model the name,
  * description and input schema of a tool, so what a result means is said in the description, once;
  * which fields are always there, and that no other comes, are the contract's, and the REST tests
- * hold every result to it.
+ * hold every result to it. The rows of a list (log rows, a recipient's timeline) are typed as
+ * objects only: their fields, a third of the whole tool list, are said in the description, and
+ * every client reads every tool's schemas on each `tools/list`.
  */
 export function mcpOutputSchema(tool: AnyTool): JsonSchema {
-  const schema = compactSchema(shapeOf(jsonSchemaOf(tool.output, 'output')) as JsonSchema)
+  const schema = compactSchema(rowsAsObjects(shapeOf(jsonSchemaOf(tool.output, 'output'))) as JsonSchema)
   return schema.type === 'object' ? schema : { type: 'object', properties: { [resultKey(tool)]: schema } }
+}
+
+/** The schema with the items of each list that holds objects written as `{type: "object"}`. */
+function rowsAsObjects(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(rowsAsObjects)
+  if (!isObject(node)) return node
+  const rows = isObject(node.items) && node.items.type === 'object'
+  return Object.fromEntries(
+    Object.entries(node).map(([k, v]) => [k, k === 'items' && rows ? { type: 'object' } : rowsAsObjects(v)]),
+  )
 }
 
 /** A schema without its descriptions, patterns, `required` lists and closed objects. */

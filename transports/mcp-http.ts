@@ -9,8 +9,9 @@ import type { Services } from '../tools/define.js'
 import { isObject } from './json-schema.js'
 import { jsonText, parseJson, readBody, reserveBody } from './request-body.js'
 import { createMcpServer, toolCaller, type CallerOf } from './mcp.js'
-import { bearerToken, type Authenticate, type Door, type Identity } from './auth.js'
+import { apiKeyOf, oauthTokenOf, type Authenticate, type Door, type Identity } from './auth.js'
 import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
+import { parseToolset, serves, type Toolset } from './toolsets.js'
 import { TOOLS } from '../tools/index.js'
 import type { AnyTool } from '../tools/define.js'
 
@@ -32,6 +33,7 @@ const callerOf: CallerOf = (extra) => ({
   origin: (extra.authInfo?.extra?.origin as string | undefined) ?? '',
   sandbox: extra.authInfo?.extra?.sandbox === true,
   scopes: extra.authInfo?.extra?.scopes as string[] | undefined,
+  toolset: extra.authInfo?.extra?.toolset as Toolset | undefined,
 })
 
 const rpcError = (c: Context, status: 400 | 404 | 405, message: string) => {
@@ -103,15 +105,18 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     } catch (err) {
       // An MCP client knows the endpoint, not the header its key goes in, nor (without the
       // WWW-Authenticate challenge) where to authorize.
-      if (err instanceof MailroomError && err.code === 401 && !bearerToken(c))
+      if (err instanceof MailroomError && err.code === 401 && !oauthTokenOf(c))
         throw new MailroomError(401, unauthorized(NO_CREDENTIALS).message, { headers: err.headers })
       throw err
     }
     const { accountId, sandbox, scopes } = identity
     // Each request's own key or token decides, in a session too: a session is bound to an account,
     // not a key (an OAuth client refreshes its token, a new one each hour, within one session).
-    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes }
-    const credential = c.req.header('x-api-key') ?? bearerToken(c)!
+    // The tools the client asked for (`?tools=send,log`): an MCP client keeps the URL it was given
+    // for every request of its session.
+    const toolset = parseToolset(c.req.query('tools') ?? '')
+    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes, toolset }
+    const credential = apiKeyOf(c) ?? oauthTokenOf(c)!
     const authInfo = { token: credential, clientId: `account-${accountId}`, scopes: scopes ?? [], extra: caller }
 
     // A POST's body is read here, once the key is known, under the server's own body limit
@@ -133,7 +138,7 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
         )
       }
     }
-    const outside = scopes && toolsOutside(body, scopes)
+    const outside = scopes && toolsOutside(body, scopes, toolset)
     if (outside) return insufficientScope(c, outside, scopes, door)
     // mailroom sends nothing a client did not ask for (a fixed tool list, no notifications, no
     // requests to the client): it opens no stream. MCP 2025-06-18, Streamable HTTP, "Listening for
@@ -179,15 +184,23 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
 const NO_STREAM =
   'Method not allowed: mailroom sends nothing unasked, so it opens no stream; each request is answered in its POST response'
 
-const NO_CREDENTIALS = 'send it in the X-API-KEY header, or authorize with OAuth (see WWW-Authenticate)'
+const NO_CREDENTIALS =
+  'send it in the X-API-KEY header (or as Authorization: Bearer mr_…), or authorize with OAuth (see WWW-Authenticate)'
 const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]))
 
-/** The first call of a message (or batch) to a tool that `scopes` do not allow, if any: the tool and the message's id. */
-function toolsOutside(body: unknown, scopes: readonly string[]): { tool: AnyTool; id: unknown } | undefined {
+/**
+ * The first call of a message (or batch) to a tool that `scopes` do not allow, if any: the tool and
+ * the message's id. A tool outside the connection's toolset is refused as an unknown one instead.
+ */
+function toolsOutside(
+  body: unknown,
+  scopes: readonly string[],
+  toolset: Toolset | undefined,
+): { tool: AnyTool; id: unknown } | undefined {
   for (const m of Array.isArray(body) ? body : [body]) {
     if (!isObject(m) || m.method !== 'tools/call' || !isObject(m.params) || typeof m.params.name !== 'string') continue
     const tool = BY_NAME.get(m.params.name)
-    if (tool && !mayCall(tool, scopes)) return { tool, id: m.id ?? null }
+    if (tool && serves(toolset, tool.name) && !mayCall(tool, scopes)) return { tool, id: m.id ?? null }
   }
 }
 

@@ -20,6 +20,7 @@ import { TOOLS } from '../tools/index.js'
 import { isObject, mcpInputSchema, mcpOutputSchema, structuredResult } from './json-schema.js'
 import { parseInput } from './input.js'
 import { mayCall, outOfScope } from './scopes.js'
+import { notServed, serves, type Toolset } from './toolsets.js'
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18'
 
@@ -36,10 +37,17 @@ export const MCP_INSTRUCTIONS =
   'deferred once, then delivered: rehearse every outcome there.'
 
 /**
- * Who is calling: resolved per request (HTTP: from its X-API-KEY or OAuth token) or fixed (local
+ * Who is calling: resolved per request (HTTP: from its API key or OAuth token) or fixed (local
  * stdio). `scopes`: an OAuth token's, which limit the tools it sees and calls; none for a key.
+ * `toolset`: the tools the connection asked for (transports/toolsets.ts); none for every tool.
  */
-export type Caller = { accountId: number | null; origin: string; sandbox?: boolean; scopes?: string[] }
+export type Caller = {
+  accountId: number | null
+  origin: string
+  sandbox?: boolean
+  scopes?: string[]
+  toolset?: Toolset
+}
 export type CallerOf = (extra: { authInfo?: { extra?: Record<string, unknown> } }) => Caller
 
 /** The MCP description of a tool: title, description, flat input schema, object output schema, its hints. */
@@ -141,8 +149,9 @@ export function createMcpServer(services: Services, callerOf: CallerOf, tools: r
   const listed = mcpToolsOf(tools)
   const call = toolCaller(services, tools)
   server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
-    const { scopes } = callerOf(extra)
-    return { tools: scopes ? listed.filter((_tool, i) => mayCall(tools[i], scopes)) : listed }
+    const { scopes, toolset } = callerOf(extra)
+    if (!scopes && !toolset) return { tools: listed }
+    return { tools: listed.filter((_tool, i) => mayCall(tools[i], scopes) && serves(toolset, tools[i].name)) }
   })
   answerToolCalls(server, (params, extra) => call(params.name, params.arguments, callerOf(extra)))
   return server
@@ -181,6 +190,7 @@ export function toolCaller(
   const byName = new Map(tools.map((t) => [t.name, t]))
   return async (name, args, caller) => {
     const tool = typeof name === 'string' ? byName.get(name) : undefined
+    if (tool && !serves(caller.toolset, tool.name)) return errorResult(notServed(caller.toolset!, tool.name))
     if (tool && !tool.public && caller.accountId === null) return errorResult(unauthorized())
     if (tool && !mayCall(tool, caller.scopes)) return errorResult(outOfScope(tool))
     return callTool(tool, name, args, { ...services, ...caller })

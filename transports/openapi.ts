@@ -9,7 +9,7 @@ export const API_VERSION = '1.5.0'
 
 const ERROR_RESPONSES: Record<number, string> = {
   400: 'Invalid input: the message names the field and what is wrong.',
-  401: 'The X-API-KEY header is missing or the key is invalid.',
+  401: 'The API key (X-API-KEY, or a bearer token) is missing or invalid.',
   403: 'Not allowed to this caller (a sandbox key, or an access token without the scope it needs).',
   404: 'No such record, or it belongs to another account.',
   409: 'A request with the same Idempotency-Key is still being processed; retry after Retry-After seconds.',
@@ -110,11 +110,18 @@ export function openApiDocument(config: Pick<Config, 'publicUrl'>, tools: readon
         `Server ${PACKAGE.name} ${PACKAGE.version}.`,
     },
     servers: [{ url: config.publicUrl }],
-    security: [{ apiKeyAuth: [] }],
+    security: [{ apiKeyAuth: [] }, { bearerAuth: [] }],
     paths,
     components: {
       securitySchemes: {
         apiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'The API key of the account.' },
+        bearerAuth: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            'The API key of the account (`mr_…`) as a bearer token, the same key as in X-API-KEY; or an OAuth ' +
+            'access token (`mra_…`), which may call the operations of its scopes only.',
+        },
       },
       schemas: { ErrorMessage: errorMessage },
       responses: Object.fromEntries(

@@ -14,6 +14,7 @@ import { storeName } from '../storage/index.js'
 import type { ServerHeartbeat } from '../storage/store.js'
 import { TOOLS } from '../tools/index.js'
 import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from './mcp.js'
+import type { Toolset } from './toolsets.js'
 
 // stdout carries JSON-RPC only: every log line goes to stderr (see createLogger).
 
@@ -50,7 +51,7 @@ const KEY_HELP =
  * itself (a message would otherwise wait unseen in the queue), and it says so on stderr, and
  * where mail then goes. See localDelivery.
  */
-export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): Promise<Server> {
+export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined, toolset?: Toolset): Promise<Server> {
   const owner = apiKey ? await rt.store.apiKeys.owner(apiKey) : undefined
   if (owner === undefined) {
     const reason = apiKey
@@ -63,7 +64,7 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined): 
   }
   const delivery = await localDelivery(rt)
   const services = createServices(rt.store, rt.config, { logger: rt.logger, clock: rt.clock, intake: delivery.intake })
-  const server = createMcpServer(services, () => ({ ...owner, origin: '127.0.0.1' }))
+  const server = createMcpServer(services, () => ({ ...owner, origin: '127.0.0.1', toolset }))
   await server.connect(new StdioServerTransport())
   let stopping: Promise<void> | undefined
   const stop = () =>
@@ -169,12 +170,13 @@ export function mcpUrl(url: string): URL {
 
 /**
  * Serves over stdin/stdout as a client of a remote mailroom: the tool list and every call are
- * passed through to its /mcp endpoint with the API key.
+ * passed through to its /mcp endpoint with the API key (and the toolset, which the remote applies).
  */
-export async function serveStdioRemote(url: string, apiKey: string | undefined): Promise<Server> {
+export async function serveStdioRemote(url: string, apiKey: string | undefined, toolset?: Toolset): Promise<Server> {
   if (!apiKey) return refuseEveryCall(`MAILROOM_API_KEY is not set, and a remote mailroom needs one: ${KEY_HELP}`)
   const client = new Client({ name: `${PACKAGE.name}-stdio`, version: PACKAGE.version })
   const endpoint = mcpUrl(url)
+  if (toolset) endpoint.searchParams.set('tools', toolset.asked)
   try {
     await client.connect(
       new StreamableHTTPClientTransport(endpoint, { requestInit: { headers: { 'X-API-KEY': apiKey } } }),

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3'
 import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -1127,6 +1128,24 @@ describe('SMTP submission: senders and deny rules', () => {
     expect(await raw.cmd('RCPT TO:<bob@localhost>')).toBe('553 5.1.3 bob@localhost is not a valid address')
     expect(await raw.cmd('DATA')).toMatch(/^503 /)
     expect(t.stored()).toEqual(NOTHING)
+  })
+
+  // smtp-server answers these before mailroom's handlers see the address; docs/relay.md says so.
+  it('refuses an envelope address that is not <local@domain> with 501, as docs/relay.md says', async () => {
+    const t = await start()
+    const { raw } = await t.rawSession()
+    const relayDoc = readFileSync(new URL('../../docs/relay.md', import.meta.url), 'utf8').replace(/\s+/g, ' ')
+    for (const command of ['MAIL FROM:<alice>', 'MAIL FROM:alice@example.org', 'MAIL FROM:<a@b@example.org>']) {
+      expect(await raw.cmd(command), command).toBe('501 Error: Bad sender address syntax')
+    }
+    expect(await raw.cmd('MAIL FROM:<alice@example.org>')).toMatch(/^250 /)
+    for (const command of ['RCPT TO:<bob>', 'RCPT TO:bob@example.net', 'RCPT TO:<>']) {
+      expect(await raw.cmd(command), command).toBe('501 Error: Bad recipient address syntax')
+    }
+    expect(await raw.cmd('DATA')).toMatch(/^503 /)
+    expect(t.stored()).toEqual(NOTHING)
+    expect(relayDoc).toContain('`501 Error: Bad sender address syntax` at MAIL FROM')
+    expect(relayDoc).toContain('`501 Error: Bad recipient address syntax` at RCPT TO')
   })
 })
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
-import { describe, it } from 'vitest'
+import { describeWith } from '../system/peers.js'
 
 /** The server the PostgreSQL tests use: a URL on which the user may create databases. */
 export const TEST_DATABASE_URL = process.env.MAILROOM_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -57,18 +57,11 @@ const shown = (url: string) => {
  */
 export async function describePostgres(name: string, suite: () => void): Promise<void> {
   const reason = await unavailable()
-  if (reason === undefined) return suite()
   const where = `${shown(TEST_DATABASE_URL)} (MAILROOM_TEST_DATABASE_URL)`
-  if (process.env.CI === 'true') {
-    describe(name, () => {
-      it('has a PostgreSQL server to run against', () => {
-        throw new Error(`no PostgreSQL server at ${where}: ${reason}`)
-      })
-    })
-    return
-  }
-  console.warn(`SKIPPED ${name}: no PostgreSQL server at ${where}: ${reason}`)
-  describe.skip(name, () => {
-    it('needs a PostgreSQL server', () => {})
-  })
+  describeWith(
+    name,
+    'has a PostgreSQL server to run against',
+    reason && `no PostgreSQL server at ${where}: ${reason}`,
+    suite,
+  )
 }

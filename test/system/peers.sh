@@ -6,7 +6,8 @@
 # store's contract suite at MAILROOM_TEST_DATABASE_URL: where none answers there, a throwaway
 # cluster of Debian's postgresql on the URL's port, in .peers/pgdata-PORT, trusting every
 # connection from 127.0.0.1 (its log in .peers/pg-PORT.log). And Debian's chromium, the browser the
-# console's tests drive (test/console/). Run by `npm test` before vitest.
+# console's tests drive (test/console/), and systemd-analyze, which checks docs/mailroom.service
+# (Debian's systemd package: nothing of it is started). Run by `npm test` before vitest.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PEERS=.peers
@@ -32,7 +33,8 @@ have_swaks() { command -v swaks >/dev/null 2>&1; }
 have_sink() { [ -x "$SINK" ]; }
 have_dnsmasq() { [ -x /usr/sbin/dnsmasq ]; }
 have_chromium() { [ -x /usr/bin/chromium ]; }
-have_tools() { have_swaks && have_sink && have_dnsmasq && have_chromium; }
+have_systemd_analyze() { command -v systemd-analyze >/dev/null 2>&1; }
+have_tools() { have_swaks && have_sink && have_dnsmasq && have_chromium && have_systemd_analyze; }
 pg_answers() {
   if command -v pg_isready >/dev/null 2>&1; then
     pg_isready -q -h "$PG_HOST" -p "$PG_PORT"
@@ -56,7 +58,7 @@ have_tools && pg_answers && exit 0
 
 if ! can_install; then
   have_tools ||
-    echo "test/system/peers.sh: swaks, Postfix's smtp-sink, dnsmasq and chromium are needed; install swaks, dnsmasq-base and chromium, and unpack the postfix package into $PEERS/postfix (needs root and apt-get); without chromium the console's tests are SKIPPED (with CI=true they fail)" >&2
+    echo "test/system/peers.sh: swaks, Postfix's smtp-sink, dnsmasq, chromium and systemd-analyze are needed; install swaks, dnsmasq-base, chromium and systemd, and unpack the postfix package into $PEERS/postfix (needs root and apt-get); without chromium the console's tests are SKIPPED, without systemd-analyze the systemd unit's (with CI=true they fail)" >&2
   pg_answers || skip_postgres "starting one needs root and apt-get"
   exit 0
 fi
@@ -74,6 +76,7 @@ if ! have_tools; then
   have_swaks || apt_install swaks
   have_dnsmasq || apt_install dnsmasq-base
   have_chromium || apt_install chromium
+  have_systemd_analyze || apt_install systemd
   if ! have_sink; then
     apt_update
     tmp=$(mktemp -d)
@@ -83,7 +86,7 @@ if ! have_tools; then
     dpkg -x "$tmp"/postfix_*.deb "$PEERS/postfix"
     rm -rf "$tmp"
   fi
-  echo "test/system/peers.sh: swaks $(command -v swaks), smtp-sink $SINK, dnsmasq /usr/sbin/dnsmasq, chromium /usr/bin/chromium"
+  echo "test/system/peers.sh: swaks $(command -v swaks), smtp-sink $SINK, dnsmasq /usr/sbin/dnsmasq, chromium /usr/bin/chromium, systemd-analyze $(command -v systemd-analyze)"
 fi
 
 pg_answers && exit 0

@@ -301,6 +301,13 @@ describe('MCP over Streamable HTTP', () => {
     }
   })
 
+  // Every client reads the whole list at the start of a session, and most hand all of it to their
+  // model with each request: as tools are added, the list must grow slower than the tools.
+  it('lists the tools in under 1 KB each on average', async () => {
+    const { tools } = await (await connect()).listTools()
+    expect(Buffer.byteLength(JSON.stringify({ tools })) / tools.length).toBeLessThan(1024)
+  })
+
   it('lists self-contained schemas: every $ref points into the schema that holds it', async () => {
     const client = await connect()
     const { tools } = await client.listTools()

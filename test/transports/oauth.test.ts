@@ -78,7 +78,9 @@ describe('OAuth authorization server', () => {
     expect(res.headers.get('www-authenticate')).toBe(
       `Bearer resource_metadata="${BASE}/.well-known/oauth-protected-resource/mcp"`,
     )
-    expect((await res.json()).message).toMatch(/X-API-KEY header, or authorize with OAuth/)
+    expect((await res.json()).message).toMatch(
+      /X-API-KEY header \(or as Authorization: Bearer mr_…\), or authorize with OAuth/,
+    )
   })
 
   it('authorizes a client: the page names client, account and scopes; the tokens call MCP as the account', async () => {

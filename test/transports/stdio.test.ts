@@ -15,6 +15,7 @@ import { openDataDir } from '../../storage/sqlite/index.js'
 import { TOOLS } from '../../tools/index.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { startSink } from '../relay/sink.js'
+import { expectNothingQueued } from '../tools/support.js'
 
 // `mailroom stdio` as a desktop assistant starts it: the package's bin (built by `npm test`).
 const BIN = fileURLToPath(new URL('../../bin/mailroom.js', import.meta.url))
@@ -282,6 +283,52 @@ describe('mailroom stdio', () => {
     expect(client.stderr()).toContain('this process delivers what it accepts itself')
     expect(client.stderr()).not.toContain('mailroom serve at')
   }, 120_000)
+  /** Lists the tools of a client started with `--tools log,getMailOrders`, and refuses a send as an unknown tool. */
+  const servesLogAndOrders = async (client: Client) => {
+    const { tools } = await client.listTools()
+    expect(tools.map((t) => t.name)).toEqual(['pingServer', 'getMailOrders', 'viewMailLog', 'getMessage'])
+    const send = { to: 'b@example.com', from: 'a@example.org', subject: 's', body: 'b' }
+    const refused = await client.callTool({ name: 'sendMail', arguments: send })
+    expect(refused.isError).toBe(true)
+    expect(JSON.parse((refused.content as { text: string }[])[0].text)).toEqual({
+      code: 400,
+      message: expect.stringMatching(
+        /^name: no tool named sendMail in the tools this connection asked for \(log,getMailOrders\); it is in the send toolset/,
+      ),
+    })
+    const log = await client.callTool({ name: 'viewMailLog', arguments: {} })
+    expect((log.structuredContent as { total: number }).total).toBe(0)
+  }
+
+  it('serves only the toolsets and tools of --tools', async () => {
+    const { dir, apiKey } = localDataDir()
+    await servesLogAndOrders(
+      await connect(['--tools', 'log,getMailOrders'], { MAILROOM_DATA_DIR: dir, MAILROOM_API_KEY: apiKey }),
+    )
+  })
+
+  it('passes --tools on to a remote mailroom (--url), which applies it', async () => {
+    const { env, url } = await remoteMailroom()
+    await servesLogAndOrders(
+      await connect(['--url', url, '--tools', 'log,getMailOrders'], { MAILROOM_API_KEY: env.apiKey }),
+    )
+    expectNothingQueued(env)
+  })
+
+  it('refuses a --tools that names neither a toolset nor a tool at start, in one line', () => {
+    const bad = spawnSync(process.execPath, [BIN, 'stdio', '--tools', 'send,everything'], {
+      env: { ...process.env, MAILROOM_DATA_DIR: '/nonexistent', MAILROOM_API_KEY: 'mr_x' },
+      encoding: 'utf8',
+      input: '',
+    })
+    expect(bad.status).toBe(1)
+    expect(bad.stdout).toBe('')
+    expect(bad.stderr).toBe(
+      "mailroom: error: option '--tools <list>' argument 'send,everything' is invalid. --tools: no toolset or tool " +
+        'named everything; the toolsets are send, log, stats, orders, rules, blocks, webhooks, or name tools ' +
+        '(sendMail, …) (see mailroom stdio --help)\n',
+    )
+  })
 
   it('delivers what it accepts while no mailroom serve runs, under leases of its own', async () => {
     const sink = await startSink()
