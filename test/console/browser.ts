@@ -5,6 +5,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { describe, expect } from 'vitest'
 import { createAccount, createOrder } from '../../accounts.js'
 import type { RunningServer } from '../../serve.js'
+import { PAGES } from '../../transports/console-layout.js'
 import { openRuntime, type Runtime } from '../../runtime.js'
 import { silentLogger, startTestServer } from '../helpers.js'
 import { startSink } from '../relay/sink.js'
@@ -15,6 +16,12 @@ export const VIEWPORTS = [
   { name: '1280 px', viewport: { width: 1280, height: 800 } },
   { name: '375 px', viewport: { width: 375, height: 740 }, isMobile: true },
 ]
+
+/**
+ * How long a test that visits every page may take: a few seconds a page on a busy machine. The
+ * console's pages grow in number; a tour's time grows with them.
+ */
+export const TOUR_MS = 10_000 + Object.keys(PAGES).length * 6_000
 
 /** Where each test leaves its screenshot. */
 export const SCREENSHOTS = join(tmpdir(), `mailroom-console-${process.pid}`)

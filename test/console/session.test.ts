@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { PAGES } from '../../transports/console-layout.js'
-import { type ConsoleEnv, describeChromium, newPage, screenshot, signIn, startConsole } from './browser.js'
+import { type ConsoleEnv, describeChromium, newPage, screenshot, signIn, startConsole, TOUR_MS } from './browser.js'
 
 // Signing in and out of the console in Chromium, what it keeps where, and whose data it shows.
 describeChromium('console: signing in, the key, and accounts', () => {
@@ -69,105 +69,117 @@ describeChromium('console: signing in, the key, and accounts', () => {
     await context.close()
   })
 
-  it('shows nothing of another account: each key sees its own log, rules, blocks and orders', async () => {
-    const mine = await env.api('POST', '/mail/send', {
-      from: 'me@example.org',
-      to: 'mine@example.com',
-      subject: 'mine only',
-      body: 'x',
-    })
-    const theirs = await env.api(
-      'POST',
-      '/mail/send',
-      { from: 'them@example.net', to: 'theirs@example.com', subject: 'theirs only', body: 'x' },
-      env.other.apiKey,
-    )
-    expect([mine.status, theirs.status]).toEqual([200, 200])
-    await env.api('POST', '/mail/rules', { type: 'domain', data: 'mine.example' })
-    await env.api('POST', '/mail/rules', { type: 'domain', data: 'theirs.example' }, env.other.apiKey)
-
-    for (const [key, own, foreign] of [
-      [
-        env.apiKey,
-        ['mine only', 'mine.example', 'mb1'],
-        ['theirs only', 'theirs.example', env.other.username, 'them@example.net'],
-      ],
-      [
+  it(
+    'shows nothing of another account: each key sees its own log, rules, blocks and orders',
+    async () => {
+      const mine = await env.api('POST', '/mail/send', {
+        from: 'me@example.org',
+        to: 'mine@example.com',
+        subject: 'mine only',
+        body: 'x',
+      })
+      const theirs = await env.api(
+        'POST',
+        '/mail/send',
+        { from: 'them@example.net', to: 'theirs@example.com', subject: 'theirs only', body: 'x' },
         env.other.apiKey,
-        ['theirs only', 'theirs.example', env.other.username],
-        ['mine only', 'mine.example', 'mb1', 'me@example.org'],
-      ],
-    ] as const) {
-      const { context, page, problems } = await newPage(env)
+      )
+      expect([mine.status, theirs.status]).toEqual([200, 200])
+      await env.api('POST', '/mail/rules', { type: 'domain', data: 'mine.example' })
+      await env.api('POST', '/mail/rules', { type: 'domain', data: 'theirs.example' }, env.other.apiKey)
+
+      for (const [key, own, foreign] of [
+        [
+          env.apiKey,
+          ['mine only', 'mine.example', 'mb1'],
+          ['theirs only', 'theirs.example', env.other.username, 'them@example.net'],
+        ],
+        [
+          env.other.apiKey,
+          ['theirs only', 'theirs.example', env.other.username],
+          ['mine only', 'mine.example', 'mb1', 'me@example.org'],
+        ],
+      ] as const) {
+        const { context, page, problems } = await newPage(env)
+        await page.goto(`${env.base}/console/sign-in`)
+        await signIn(page, env.base, key)
+        let seen = ''
+        for (const [name, { path }] of Object.entries(PAGES)) {
+          if (name === 'sign-in') continue
+          await page.goto(`${env.base}${path}`)
+          await page.waitForLoadState('networkidle')
+          seen += await page.locator('main').textContent()
+        }
+        for (const text of own) expect(seen).toContain(text)
+        for (const text of foreign) expect(seen).not.toContain(text)
+        // Not even when asked for by its transaction id.
+        const foreignTxid = key === env.apiKey ? theirs.body.text : mine.body.text
+        await page.goto(`${env.base}/console/log?mailid=${foreignTxid}`)
+        await page.locator('#log tbody').filter({ hasText: 'No messages match.' }).waitFor()
+        await screenshot(page, `own-data-${key === env.apiKey ? 'first' : 'other'}`)
+        expect(problems()).toEqual([])
+        await context.close()
+      }
+    },
+    2 * TOUR_MS,
+  )
+
+  it(
+    'is readable and usable at a phone width of 375 px',
+    async () => {
+      const sent = await env.api('POST', '/mail/send', {
+        from: 'someone.with.a.long.name@example.org',
+        to: 'a.recipient.with.a.long.address@subdomain.example.com',
+        subject: 'A subject long enough to wrap on a phone, as real subjects often are',
+        body: 'x',
+      })
+      await env.settled(sent.body.text)
+      const { context, page, problems } = await newPage(env, { viewport: { width: 375, height: 740 }, isMobile: true })
       await page.goto(`${env.base}/console/sign-in`)
-      await signIn(page, env.base, key)
-      let seen = ''
-      for (const [name, { path }] of Object.entries(PAGES)) {
-        if (name === 'sign-in') continue
+      await signIn(page, env.base, env.apiKey)
+      for (const { path } of Object.values(PAGES).filter((p) => p.path !== '/console/sign-in')) {
         await page.goto(`${env.base}${path}`)
         await page.waitForLoadState('networkidle')
-        seen += await page.locator('main').textContent()
+        // Nothing wider than the screen: wide tables scroll inside their own box.
+        expect(await page.evaluate(() => document.documentElement.scrollWidth), path).toBeLessThanOrEqual(375)
+        expect(await page.getByRole('navigation', { name: 'Console' }).isVisible()).toBe(true)
       }
-      for (const text of own) expect(seen).toContain(text)
-      for (const text of foreign) expect(seen).not.toContain(text)
-      // Not even when asked for by its transaction id.
-      const foreignTxid = key === env.apiKey ? theirs.body.text : mine.body.text
-      await page.goto(`${env.base}/console/log?mailid=${foreignTxid}`)
-      await page.locator('#log tbody').filter({ hasText: 'No messages match.' }).waitFor()
-      await screenshot(page, `own-data-${key === env.apiKey ? 'first' : 'other'}`)
+      await page.goto(`${env.base}/console/log`)
+      await page
+        .getByRole('button', { name: /^A subject long enough/ })
+        .first()
+        .click()
+      await page.getByRole('dialog').getByText('delivered', { exact: true }).first().waitFor()
+      await screenshot(page, 'phone-story', false)
+      await page.keyboard.press('Escape')
+      await screenshot(page, 'phone-log')
       expect(problems()).toEqual([])
       await context.close()
-    }
-  })
+    },
+    TOUR_MS,
+  )
 
-  it('is readable and usable at a phone width of 375 px', async () => {
-    const sent = await env.api('POST', '/mail/send', {
-      from: 'someone.with.a.long.name@example.org',
-      to: 'a.recipient.with.a.long.address@subdomain.example.com',
-      subject: 'A subject long enough to wrap on a phone, as real subjects often are',
-      body: 'x',
-    })
-    await env.settled(sent.body.text)
-    const { context, page, problems } = await newPage(env, { viewport: { width: 375, height: 740 }, isMobile: true })
-    await page.goto(`${env.base}/console/sign-in`)
-    await signIn(page, env.base, env.apiKey)
-    for (const { path } of Object.values(PAGES).filter((p) => p.path !== '/console/sign-in')) {
-      await page.goto(`${env.base}${path}`)
-      await page.waitForLoadState('networkidle')
-      // Nothing wider than the screen: wide tables scroll inside their own box.
-      expect(await page.evaluate(() => document.documentElement.scrollWidth), path).toBeLessThanOrEqual(375)
-      expect(await page.getByRole('navigation', { name: 'Console' }).isVisible()).toBe(true)
-    }
-    await page.goto(`${env.base}/console/log`)
-    await page
-      .getByRole('button', { name: /^A subject long enough/ })
-      .first()
-      .click()
-    await page.getByRole('dialog').getByText('delivered', { exact: true }).first().waitFor()
-    await screenshot(page, 'phone-story', false)
-    await page.keyboard.press('Escape')
-    await screenshot(page, 'phone-log')
-    expect(problems()).toEqual([])
-    await context.close()
-  })
-
-  it('loads every page in under 200 KB on the wire', async () => {
-    const { context, page } = await newPage(env)
-    let bytes = 0
-    const counted: Promise<void>[] = []
-    page.on('requestfinished', (r) => {
-      counted.push(r.sizes().then((s) => void (bytes += s.responseBodySize + s.responseHeadersSize)))
-    })
-    await page.goto(`${env.base}/console/sign-in`)
-    await signIn(page, env.base, env.apiKey)
-    for (const { path } of Object.values(PAGES)) {
-      await page.goto(`${env.base}${path}`)
-      await page.waitForLoadState('networkidle')
-    }
-    await Promise.all(counted)
-    console.info(`console: every page, its assets and its API calls: ${bytes} bytes on the wire`)
-    expect(bytes).toBeLessThan(200 * 1024)
-    await screenshot(page, 'last-page-of-the-tour')
-    await context.close()
-  })
+  it(
+    'loads every page in under 200 KB on the wire',
+    async () => {
+      const { context, page } = await newPage(env)
+      let bytes = 0
+      const counted: Promise<void>[] = []
+      page.on('requestfinished', (r) => {
+        counted.push(r.sizes().then((s) => void (bytes += s.responseBodySize + s.responseHeadersSize)))
+      })
+      await page.goto(`${env.base}/console/sign-in`)
+      await signIn(page, env.base, env.apiKey)
+      for (const { path } of Object.values(PAGES)) {
+        await page.goto(`${env.base}${path}`)
+        await page.waitForLoadState('networkidle')
+      }
+      await Promise.all(counted)
+      console.info(`console: every page, its assets and its API calls: ${bytes} bytes on the wire`)
+      expect(bytes).toBeLessThan(200 * 1024)
+      await screenshot(page, 'last-page-of-the-tour')
+      await context.close()
+    },
+    TOUR_MS,
+  )
 })
