@@ -2,7 +2,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander'
 import { Resolver } from 'node:dns/promises'
 import type { Config } from '../config.js'
 import { isDomain } from '../relay/addresses.js'
-import { dnsRecords, generateDkimKey, type DnsRecord } from '../relay/dkim.js'
+import type { DnsRecord } from '../relay/dkim.js'
 import type { Services } from '../tools/define.js'
 import type { DkimAlgorithm, DkimKey } from '../storage/store.js'
 import { accountAction, accountOption, adminAction } from './common.js'
@@ -58,6 +58,7 @@ export async function addDomainKey(
         : `${input.domain} is a sending domain of another account (${keys[0].accountId})`,
     )
   const selector = input.selector ?? newSelector(keys, now)
+  const { dnsRecords, generateDkimKey } = await import('../relay/dkim.js')
   const key = await store.domains.addKey({ ...input, selector, ...generateDkimKey(input.algorithm), now })
   return {
     domain: key.domain,
@@ -238,6 +239,7 @@ export function addDomainCommands(program: Command): void {
       .argument('<domain>', 'the sending domain', domainName),
     async (rt, _o, name: string) => {
       const keys = await keysOf(rt, name)
+      const { dnsRecords } = await import('../relay/dkim.js')
       const [dkim, ...others] = dnsRecords(keys[0], rt.config.nodeName)
       const expected = [dkim, ...keys.slice(1).map((k) => dnsRecords(k, rt.config.nodeName)[0]), ...others]
       const records = await checkRecords(expected, txtLookup(rt.config.delivery.dnsServers))

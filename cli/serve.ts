@@ -1,7 +1,4 @@
 import type { Command } from 'commander'
-import { loadConfig } from '../config.js'
-import { createLogger } from '../logger.js'
-import { openRuntime } from '../runtime.js'
 
 /** `serve` and `stdio`: the commands that run mailroom rather than administer it. */
 export function addServeCommands(program: Command): void {
@@ -11,7 +8,8 @@ export function addServeCommands(program: Command): void {
       'Run the service: REST and MCP on MAILROOM_HTTP_PORT, SMTP submission on MAILROOM_SMTP_PORT (STARTTLS) and MAILROOM_SMTPS_PORT (TLS), and delivery',
     )
     .action(async () => {
-      const { startServer } = await import('../serve.js')
+      // Each command loads what it runs when it runs: `mailroom --help` and the admin commands start fast.
+      const [{ loadConfig }, { startServer }] = await Promise.all([import('../config.js'), import('../serve.js')])
       const running = await startServer(loadConfig())
       if (running.firstStart) process.stdout.write(`${running.firstStart}\n`)
       const stop = () => void running.stop().then(() => process.exit(0))
@@ -24,9 +22,14 @@ export function addServeCommands(program: Command): void {
     .description('Serve the tools over MCP on stdin/stdout for a desktop assistant, as the account of MAILROOM_API_KEY')
     .option('--url <url>', 'act as a client of a remote mailroom at this address instead of the local data directory')
     .action(async (o) => {
+      const [{ loadConfig }, { createLogger }, { openRuntime }, { serveStdioLocal, serveStdioRemote }] =
+        await Promise.all([
+          import('../config.js'),
+          import('../logger.js'),
+          import('../runtime.js'),
+          import('../transports/stdio.js'),
+        ])
       const config = loadConfig()
-      // The doors are loaded only by the commands that open them: admin commands start fast.
-      const { serveStdioLocal, serveStdioRemote } = await import('../transports/stdio.js')
       if (o.url) {
         await serveStdioRemote(o.url, config.apiKey)
         return

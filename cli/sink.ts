@@ -1,6 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander'
 import type { AddressInfo } from 'node:net'
-import { SMTPServer } from 'smtp-server'
 
 /** Bytes of each message printed; the rest is counted, not shown. */
 const SHOWN = 64 * 1024
@@ -25,6 +24,7 @@ export function addSinkCommand(program: Command): void {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--json', 'print one JSON line per message (envelope, size, the message as text) instead')
     .action(async (o: { port: number; host: string; json?: boolean }) => {
+      const { SMTPServer } = await import('smtp-server')
       let count = 0
       const server = new SMTPServer({
         // Nothing to log in to, nothing to encrypt: it only ever listens where the operator says.
