@@ -221,6 +221,6 @@ function mailGoesTo(config: Config): string[] {
     return [`  Mail goes to:             the smarthost ${smarthost.host}:${smarthost.port} (MAILROOM_SMARTHOST)`]
   return [
     "  Mail goes to:             the recipients' MX hosts, found by DNS: real mail. To keep it on this machine,",
-    '                            run `npx mailroom sink` and start with MAILROOM_SMARTHOST=127.0.0.1:2626',
+    '                            run `mailroom sink` and start with MAILROOM_SMARTHOST=127.0.0.1:2626',
   ]
 }

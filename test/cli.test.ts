@@ -160,7 +160,7 @@ describe('mailroom command', () => {
     expect(out).toMatch(/SMTP username: +mb1/)
     // Without a smarthost mail is real: the banner says so, and how to keep it on the machine.
     expect(out).toMatch(
-      /Mail goes to: +the recipients' MX hosts, found by DNS: real mail\. To keep it on this machine,\n +run `npx mailroom sink` and start with MAILROOM_SMARTHOST=127\.0\.0\.1:2626/,
+      /Mail goes to: +the recipients' MX hosts, found by DNS: real mail\. To keep it on this machine,\n +run `mailroom sink` and start with MAILROOM_SMARTHOST=127\.0\.0\.1:2626/,
     )
     const curl = /Try it: +curl -H 'X-API-KEY: (\S+)' (\S+)/.exec(out)
     expect(curl?.[1]).toBe(key)
