@@ -1,8 +1,11 @@
 import type { Account, MailOrder } from './storage/store.js'
 import type { Services } from './tools/define.js'
 
+/** What making an account or an order takes: the admin commands have no more. */
+type Maker = Pick<Services, 'store' | 'config' | 'clock'>
+
 /** A new account's fields: the configured prices, and cycles from the day it was made. */
-function newAccount(services: Services, name: string): Omit<Account, 'id'> {
+function newAccount(services: Maker, name: string): Omit<Account, 'id'> {
   const now = services.clock()
   const { pricing } = services.config
   return {
@@ -17,7 +20,7 @@ function newAccount(services: Services, name: string): Omit<Account, 'id'> {
 }
 
 /** A new account with one API key; the key is returned in full only here. */
-export async function createAccount(services: Services, name: string): Promise<{ account: Account; apiKey: string }> {
+export async function createAccount(services: Maker, name: string): Promise<{ account: Account; apiKey: string }> {
   const account = await services.store.accounts.create(newAccount(services, name))
   const { key } = await services.store.apiKeys.create(account.id, account.createdAt)
   return { account, apiKey: key }
@@ -25,7 +28,7 @@ export async function createAccount(services: Services, name: string): Promise<{
 
 /** A new active mail order; with `sandbox`, everything sent with it is sandbox mail (relay/sandbox.ts). */
 export async function createOrder(
-  services: Services,
+  services: Maker,
   accountId: number,
   comment: string | null,
   senders: string[],

@@ -11,6 +11,7 @@ import { openDataDir } from '../storage/sqlite/index.js'
 import { createTestDatabase } from '../test/storage/postgres.js'
 import { runHostileLoad } from '../test/system/hostile.js'
 import { freePort, startMailroom, startSmtpSink, waitFor } from '../test/system/peers.js'
+import { measureCliStart } from './cli-start.js'
 import { seedLog } from './seed.js'
 
 // npm run bench: the running product measured the way users load it. Every figure is judged only
@@ -46,6 +47,8 @@ const DURATION = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 /** A run ends on its own within this time, finished or not (a whole run takes 2 to 6 minutes). */
 const DEADLINE_SECONDS = Number(process.env.BENCH_DEADLINE_SECONDS ?? 600)
+/** Rounds of #9's calls, each kind once a round. */
+const CLI_ROUNDS = Number(process.env.BENCH_CLI_ROUNDS ?? 15)
 
 /** Registers `stop` to run when the run ends, and returns it to run sooner: either way it runs once. */
 function stopAtEnd(stop: () => unknown): () => Promise<unknown> {
@@ -738,6 +741,22 @@ function cleanUp(): Promise<void> {
   return cleaning
 }
 
+/** #9: `mailroom --help`, `queue list` and stdio's `initialize` against the start of `node -e 0`. */
+async function cliFigures() {
+  const t = await measureCliStart(tempDir('cli'), CLI_ROUNDS)
+  const legs = [
+    ['mailroom --help', t.help, 3],
+    ['mailroom queue list, on a data directory', t.queue, 10],
+    ["mailroom stdio, until its answer to MCP's initialize", t.initialize, 20],
+  ] as const
+  for (const [figure, value, bar] of legs)
+    record(
+      { n: 9, figure, value, unit: 'ms', baseline: 'node -e 0', baselineValue: t.node, bar: `≤ ${bar}×` },
+      'lower',
+      bar,
+    )
+}
+
 async function main() {
   const figures = {
     http: httpFigures,
@@ -746,6 +765,7 @@ async function main() {
     rss: memoryFigure,
     dkim: dkimFigures,
     postgres: postgresFigures,
+    cli: cliFigures,
     hostile: hostileFigure,
   }
   const only = process.argv[2]

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// The package's command: the compiled CLI (built by `npm install` through the prepare script).
+// The package's command: the compiled CLI (built once, by `npm install` through the prepare script).
+import module from 'node:module'
 
 // Checked before the CLI is loaded: on an older Node its dependencies fail with errors that do not
 // say why. 22.19 is the newest floor of the dependencies' `engines` (package.json's own).
@@ -9,7 +10,12 @@ if (major < 22 || (major === 22 && minor < 19)) {
   process.exit(1)
 }
 
-// Before the CLI's modules are resolved: see esm-resolve.ts.
+// Node keeps the compiled code of the modules a command loads, so that the next start of the
+// command skips compiling them again.
+module.enableCompileCache?.()
+
+// Before the CLI's modules are resolved: see esm-resolve.ts. Imported only now, so that the cache
+// above already applies to them.
 await import('../dist/esm-resolve.js')
 const { main } = await import('../dist/cli/index.js')
 main(process.argv).catch((err) => {

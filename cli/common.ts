@@ -1,11 +1,16 @@
 import { InvalidArgumentError, Option, type Command, type OptionValues } from 'commander'
-import { loadConfig } from '../config.js'
 import { senderPatternOf } from '../relay/addresses.js'
-import { createLogger } from '../logger.js'
-import { openRuntime, type Runtime } from '../runtime.js'
 import type { MailOrder } from '../storage/store.js'
+import type { Services } from '../tools/define.js'
 
-/** What the admin commands share: argument parsers, the data directory's runtime, printing. */
+/**
+ * What the admin commands share: argument parsers, the data directory's store, printing. A
+ * command's modules are loaded by its action, not here: `mailroom --help` loads commander and the
+ * command definitions only, and an admin command the configuration and the store only.
+ */
+
+/** What an admin command works with: the data directory's store, the configuration, the clock. */
+export type Admin = Pick<Services, 'store' | 'config' | 'clock'>
 
 export const positiveInt = (name: string) => (value: string) => {
   if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError(`${name} must be a positive integer`)
@@ -27,29 +32,27 @@ export const accountOption = () =>
  * creates something of its own (`create`: an account, a trap) may start a new data directory;
  * any other refuses one without a database instead of answering from a new, empty one.
  */
-export async function withRuntime<T>(
+export async function withStore<T>(
   json: boolean,
-  action: (rt: Runtime) => Promise<T>,
+  action: (rt: Admin) => Promise<T>,
   text: (result: T) => string,
   options: { create?: boolean } = {},
 ): Promise<void> {
+  const [{ loadConfig }, { openStore }] = await Promise.all([import('../config.js'), import('../storage/index.js')])
   const config = loadConfig()
-  // Admin commands keep stdout for their own output.
-  const rt = await openRuntime(config, {
-    logger: createLogger({ logLevel: json ? 'silent' : 'warn' }, 2),
-    existing: !options.create,
-  })
+  const store = await openStore(config, { existing: !options.create })
   try {
-    const result = await action(rt)
+    const result = await action({ store, config, clock: Date.now })
+    // Admin commands keep stdout for their own output.
     process.stdout.write(json ? `${JSON.stringify(result)}\n` : `${text(result)}\n`)
   } finally {
-    await rt.close()
+    await store.close()
   }
 }
 
 // Commander hands an action its arguments, already parsed, in the order they were declared.
 // biome-ignore lint/suspicious/noExplicitAny: each command declares its own arguments
-type Action<T> = (rt: Runtime, options: OptionValues, ...args: any[]) => Promise<T>
+type Action<T> = (rt: Admin, options: OptionValues, ...args: any[]) => Promise<T>
 
 /**
  * Makes `command` an admin command: it takes `--json`, and runs `action` on the data directory
@@ -64,7 +67,7 @@ export function adminAction<T>(
   return command.option('--json', 'print JSON for scripts').action((...params: unknown[]) => {
     const self = params[params.length - 1] as Command
     const o = self.opts()
-    return withRuntime(!!o.json, (rt) => action(rt, o, ...self.processedArgs), text, options)
+    return withStore(!!o.json, (rt) => action(rt, o, ...self.processedArgs), text, options)
   })
 }
 
@@ -81,7 +84,7 @@ export function accountAction<T>(command: Command, action: Action<T>, text: (res
   )
 }
 
-export async function ownedOrder(rt: Runtime, id: number): Promise<MailOrder> {
+export async function ownedOrder(rt: Admin, id: number): Promise<MailOrder> {
   const order = await rt.store.orders.get(id)
   if (!order) throw new Error(`no mail order ${id}`)
   return order

@@ -1,8 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import type { Config } from '../config.js'
 import { isDomain } from '../relay/addresses.js'
-import { dnsRecords, generateDkimKey, type DnsRecord } from '../relay/dkim.js'
-import { checkRecords, domainRecords, txtLookup } from '../relay/domain-check.js'
+import type { DnsRecord } from '../relay/dkim.js'
 import type { Services } from '../tools/define.js'
 import type { DkimAlgorithm, DkimKey } from '../storage/store.js'
 import { accountAction, accountOption, adminAction } from './common.js'
@@ -58,6 +57,7 @@ export async function addDomainKey(
         : `${input.domain} is a sending domain of another account (${keys[0].accountId})`,
     )
   const selector = input.selector ?? newSelector(keys, now)
+  const { dnsRecords, generateDkimKey } = await import('../relay/dkim.js')
   const key = await store.domains.addKey({ ...input, selector, ...generateDkimKey(input.algorithm), now })
   return {
     domain: key.domain,
@@ -172,6 +172,7 @@ export function addDomainCommands(program: Command): void {
       .argument('<domain>', 'the sending domain', domainName),
     async (rt, _o, name: string) => {
       const keys = await keysOf(rt, name)
+      const { checkRecords, domainRecords, txtLookup } = await import('../relay/domain-check.js')
       const expected = domainRecords(keys, rt.config.nodeName)
       const records = await checkRecords(expected, txtLookup(rt.config.delivery.dnsServers))
       return { domain: name, ok: records.every((r) => r.matches), records }

@@ -1,7 +1,6 @@
 import type { Command } from 'commander'
-import type { Runtime } from '../runtime.js'
 import type { QueueChange, WaitingRecipient } from '../storage/store.js'
-import { accountAction, accountOption, adminAction } from './common.js'
+import { type Admin, accountAction, accountOption, adminAction } from './common.js'
 
 /** The response of a recipient the operator canceled, in its log row. */
 const CANCELED_RESPONSE = 'canceled by the operator'
@@ -47,7 +46,7 @@ function changed(txid: string | undefined, change: QueueChange | undefined): Que
 const inFlightNote = (n: number) =>
   n ? `; ${n} in flight left to the worker that holds ${n === 1 ? 'it' : 'them'}` : ''
 const of = (txid: string | null) => (txid ? ` of ${txid}` : '')
-const lease = (rt: Runtime) => ({ now: rt.clock(), leaseMs: rt.config.delivery.leaseTimeout })
+const lease = (rt: Admin) => ({ now: rt.clock(), leaseMs: rt.config.delivery.leaseTimeout })
 
 /** `queue list|retry|cancel`: the recipients still to deliver, for the operator. */
 export function addQueueCommands(program: Command): void {

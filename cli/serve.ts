@@ -1,7 +1,4 @@
 import { InvalidArgumentError, type Command } from 'commander'
-import { loadConfig } from '../config.js'
-import { createLogger } from '../logger.js'
-import { openRuntime } from '../runtime.js'
 import { parseToolset, TOOLSETS } from '../transports/toolsets.js'
 
 const toolsetOption = (value: string) => {
@@ -24,7 +21,8 @@ export function addServeCommands(program: Command): void {
       'deliver every message to a sink of its own, which prints it on stdout: nothing leaves this machine (what npm start runs, to try mailroom)',
     )
     .action(async (o: { sink?: boolean }) => {
-      const { startServer } = await import('../serve.js')
+      // Each command loads what it runs when it runs: `mailroom --help` and the admin commands start fast.
+      const [{ loadConfig }, { startServer }] = await Promise.all([import('../config.js'), import('../serve.js')])
       const running = await startServer(loadConfig(), { sink: o.sink })
       if (running.firstStart) process.stdout.write(`${running.firstStart}\n`)
       const stop = () => void running.stop().then(() => process.exit(0))
@@ -42,9 +40,14 @@ export function addServeCommands(program: Command): void {
       toolsetOption,
     )
     .action(async (o) => {
+      const [{ loadConfig }, { createLogger }, { openRuntime }, { serveStdioLocal, serveStdioRemote }] =
+        await Promise.all([
+          import('../config.js'),
+          import('../logger.js'),
+          import('../runtime.js'),
+          import('../transports/stdio.js'),
+        ])
       const config = loadConfig()
-      // The doors are loaded only by the commands that open them: admin commands start fast.
-      const { serveStdioLocal, serveStdioRemote } = await import('../transports/stdio.js')
       if (o.url) {
         await serveStdioRemote(o.url, config.apiKey, o.tools)
         return

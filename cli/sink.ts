@@ -1,5 +1,4 @@
 import { InvalidArgumentError, type Command } from 'commander'
-import { startLocalSink } from '../relay/sink.js'
 
 const port = (value: string) => {
   if (!/^\d+$/.test(value) || Number(value) > 65535)
@@ -21,6 +20,7 @@ export function addSinkCommand(program: Command): void {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--json', 'print one JSON line per message (envelope, size, the message as text) instead')
     .action(async (o: { port: number; host: string; json?: boolean }) => {
+      const { startLocalSink } = await import('../relay/sink.js')
       const sink = await startLocalSink({ ...o, write: (text) => process.stdout.write(text) })
       process.stderr.write(
         `mailroom sink: listening on ${o.host}:${sink.port}; start mailroom with MAILROOM_SMARTHOST=${o.host}:${sink.port} (Ctrl-C stops)\n`,

@@ -1,13 +1,8 @@
 import { type Command, InvalidArgumentError } from 'commander'
 import { MailroomError } from '../errors.js'
-import type { Runtime } from '../runtime.js'
 import { WEBHOOK_EVENT_TYPES } from '../storage/store.js'
-import { addWebhook } from '../tools/add-webhook.js'
-import { deleteWebhook } from '../tools/delete-webhook.js'
 import type { AnyTool } from '../tools/define.js'
-import { getWebhooks } from '../tools/get-webhooks.js'
-import { parseInput } from '../transports/input.js'
-import { accountAction, accountOption, positiveInt } from './common.js'
+import { type Admin, accountAction, accountOption, positiveInt } from './common.js'
 
 const eventType = (value: string, previous: string[]) => {
   const types = value.split(',').map((t) => t.trim())
@@ -18,9 +13,21 @@ const eventType = (value: string, previous: string[]) => {
 }
 
 /** Runs a webhook tool as the account: the same checks and answers as over REST and MCP. */
-async function asAccount<T>(rt: Runtime, accountId: number, tool: AnyTool, input: unknown): Promise<T> {
+async function asAccount<T>(rt: Admin, accountId: number, load: () => Promise<AnyTool>, input: unknown): Promise<T> {
+  // The tools and the services they run with are loaded by the command that runs one.
+  const [tool, { createServices }, { createLogger }, { parseInput }] = await Promise.all([
+    load(),
+    import('../runtime.js'),
+    import('../logger.js'),
+    import('../transports/input.js'),
+  ])
+  // Admin commands keep stdout for their own output.
+  const services = createServices(rt.store, rt.config, {
+    logger: createLogger({ logLevel: 'warn' }, 2),
+    clock: rt.clock,
+  })
   try {
-    return await tool.handler(parseInput(tool, input), { ...rt, accountId, origin: '127.0.0.1' })
+    return await tool.handler(parseInput(tool, input), { ...services, accountId, origin: '127.0.0.1' })
   } catch (err) {
     throw err instanceof MailroomError ? new Error(err.message) : err
   }
@@ -43,11 +50,16 @@ export function addWebhookCommands(program: Command): void {
       )
       .option('--description <text>', 'a note shown in listings'),
     (rt, o, url: string) =>
-      asAccount<{ id: number; secret: string }>(rt, o.account, addWebhook, {
-        url,
-        events: o.event,
-        description: o.description,
-      }),
+      asAccount<{ id: number; secret: string }>(
+        rt,
+        o.account,
+        () => import('../tools/add-webhook.js').then((m) => m.addWebhook),
+        {
+          url,
+          events: o.event,
+          description: o.description,
+        },
+      ),
     (r) => `webhook ${r.id} added\nsigning secret (shown only now): ${r.secret}`,
   )
   accountAction(
@@ -56,7 +68,7 @@ export function addWebhookCommands(program: Command): void {
       asAccount<{ id: number; url: string; events: string[]; status: string; lastError: string | null }[]>(
         rt,
         o.account,
-        getWebhooks,
+        () => import('../tools/get-webhooks.js').then((m) => m.getWebhooks),
         {},
       ),
     (rows) =>
@@ -71,7 +83,7 @@ export function addWebhookCommands(program: Command): void {
       .addOption(accountOption())
       .argument('<id>', 'webhook id', positiveInt('id')),
     async (rt, o, id: number) => {
-      await asAccount(rt, o.account, deleteWebhook, { id })
+      await asAccount(rt, o.account, () => import('../tools/delete-webhook.js').then((m) => m.deleteWebhook), { id })
       return { id, deleted: true }
     },
     (r) => `webhook ${r.id} deleted`,

@@ -122,7 +122,7 @@ export async function postWebhook(
       headers: {
         'content-type': 'application/json',
         'content-length': body.length,
-        'user-agent': `${PACKAGE.name}/${PACKAGE.version}`,
+        'user-agent': `${PACKAGE.product}/${PACKAGE.version}`,
         'webhook-id': event.eventId,
         'webhook-timestamp': String(timestamp),
         'webhook-signature': signWebhook(event.secret, event.eventId, timestamp, event.payload),

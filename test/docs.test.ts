@@ -40,6 +40,33 @@ describe('documentation', () => {
     expect(broken).toEqual([])
   })
 
+  // `npx mailroom` in the project folder installs the folder into npm's npx cache (a whole build
+  // the first time, seconds every time), and anywhere else fetches the registry's `mailroom`, which
+  // is somebody else's package. npx may run our package by its own name, or a dependency.
+  it('no page runs `mailroom` through npx or npm exec', () => {
+    const pkg = JSON.parse(text('package.json'))
+    const ours = [pkg.name, ...Object.keys(pkg.dependencies), ...Object.keys(pkg.devDependencies)]
+    // What a reader copies: code blocks and code spans.
+    const code = (file: string) =>
+      [...text(file).matchAll(/```[a-z]*\n([\s\S]*?)```|`([^`\n]+)`/g)].map((m) => m[1] ?? m[2]).join('\n')
+    const runs = DOCS.flatMap((file) => [
+      ...[...code(file).matchAll(/\b(?:npx|npm exec|npm x)((?: +[^\s`#]+)+)/g)].map((m) => ({
+        file,
+        words: m[1].trim().split(/ +/),
+      })),
+      // A desktop assistant's configuration: "command": "npx", "args": [...].
+      ...[...code(file).matchAll(/"command": *"npx",\s*"args": *(\[[^\]]*\])/g)].map((m) => ({
+        file,
+        words: JSON.parse(m[1]) as string[],
+      })),
+    ])
+    expect(runs.length).toBeGreaterThan(0)
+    const wrong = runs.filter(
+      ({ words }) => words.includes('mailroom') || !ours.includes(words.find((w) => !w.startsWith('-')) ?? ''),
+    )
+    expect(wrong.map(({ file, words }) => `${file}: npx ${words.join(' ')}`)).toEqual([])
+  })
+
   it('docs/configuration.md lists every setting, and no page names one that does not exist', () => {
     const settings = Object.keys(ConfigSchema.shape)
     const reference = text('docs/configuration.md')

@@ -135,10 +135,20 @@ describe('drift', () => {
     const parsed = RegistryServerJson.safeParse(SERVER_JSON)
     expect(parsed.error?.issues ?? []).toEqual([])
     expect(SERVER_JSON.version).toBe(PACKAGE.version)
+    const packageJson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'))
     // The registry verifies an npm package by its mcpName, which must be the server's name.
-    expect(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).mcpName).toBe(SERVER_JSON.name)
+    expect(packageJson.mcpName).toBe(SERVER_JSON.name)
     const pkg = SERVER_JSON.packages[0]
-    expect(pkg).toMatchObject({ identifier: PACKAGE.name, version: PACKAGE.version, transport: { type: 'stdio' } })
+    // MCP clients run the package server.json names: this one, published under our scope. The
+    // unscoped `mailroom` on npm is somebody else's package; `mailroom` is only the command.
+    expect(pkg).toMatchObject({
+      identifier: packageJson.name,
+      version: packageJson.version,
+      transport: { type: 'stdio' },
+    })
+    expect(packageJson.name).toMatch(/^@[a-z0-9-]+\/mailroom$/)
+    expect(packageJson.bin).toEqual({ mailroom: 'bin/mailroom.js' })
+    expect(PACKAGE).toMatchObject({ name: packageJson.name, product: 'mailroom' })
     // The command it runs and the settings it names exist.
     expect(buildCli().commands.map((c) => c.name())).toContain(pkg.packageArguments[0].value)
     const stdio = buildCli().commands.find((c) => c.name() === 'stdio')!

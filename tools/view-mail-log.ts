@@ -1,4 +1,5 @@
-import * as chrono from 'chrono-node'
+// English only: the package's root loads its sixteen locales (266 modules) for the same parse.
+import * as chrono from 'chrono-node/en'
 import { isIP } from 'node:net'
 import { z } from 'zod'
 import { badInput } from '../errors.js'

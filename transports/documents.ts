@@ -18,7 +18,7 @@ export function serverCard(config: Pick<Config, 'publicUrl'>) {
   return {
     version: SERVER_CARD_VERSION,
     protocolVersion: MCP_PROTOCOL_VERSION,
-    serverInfo: { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
+    serverInfo: { name: PACKAGE.product, title: 'mailroom', version: PACKAGE.version },
     description: PACKAGE.description,
     documentationUrl: `${config.publicUrl}/docs`,
     transport: { type: 'streamable-http', endpoint: `${config.publicUrl}/mcp` },

@@ -137,7 +137,7 @@ function refuseUnknownArguments(tool: AnyTool, args: unknown): void {
  */
 export function createMcpServer(services: Services, callerOf: CallerOf, tools: readonly AnyTool[] = TOOLS): Server {
   const server = new Server(
-    { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
+    { name: PACKAGE.product, title: 'mailroom', version: PACKAGE.version },
     // One schema validator for every server: building one (an Ajv instance) per session-less
     // request cost more than the tool call itself.
     {

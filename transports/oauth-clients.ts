@@ -198,7 +198,7 @@ function get(url: URL, address: string, signal: AbortSignal): Promise<string> {
       method: 'GET',
       lookup: pinnedLookup(address),
       signal,
-      headers: { accept: 'application/json', 'user-agent': `${PACKAGE.name}/${PACKAGE.version}` },
+      headers: { accept: 'application/json', 'user-agent': `${PACKAGE.product}/${PACKAGE.version}` },
     })
     req.on('error', reject)
     req.on('response', (res) => {

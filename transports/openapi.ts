@@ -107,7 +107,7 @@ export function openApiDocument(config: Pick<Config, 'publicUrl'>, tools: readon
       version: API_VERSION,
       description:
         `${PACKAGE.description}. Every operation is also an MCP tool of the same name at ${config.publicUrl}/mcp. ` +
-        `Server ${PACKAGE.name} ${PACKAGE.version}.`,
+        `Server ${PACKAGE.product} ${PACKAGE.version}.`,
     },
     servers: [{ url: config.publicUrl }],
     security: [{ apiKeyAuth: [] }, { bearerAuth: [] }],

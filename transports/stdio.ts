@@ -21,7 +21,7 @@ import type { Toolset } from './toolsets.js'
 /** An MCP server for stdio with the given instructions, its tools and calls yet to be answered. */
 const stdioServer = (instructions: string) =>
   new Server(
-    { name: PACKAGE.name, title: 'mailroom', version: PACKAGE.version },
+    { name: PACKAGE.product, title: 'mailroom', version: PACKAGE.version },
     { capabilities: { tools: { listChanged: false } }, instructions },
   )
 
@@ -174,7 +174,7 @@ export function mcpUrl(url: string): URL {
  */
 export async function serveStdioRemote(url: string, apiKey: string | undefined, toolset?: Toolset): Promise<Server> {
   if (!apiKey) return refuseEveryCall(`MAILROOM_API_KEY is not set, and a remote mailroom needs one: ${KEY_HELP}`)
-  const client = new Client({ name: `${PACKAGE.name}-stdio`, version: PACKAGE.version })
+  const client = new Client({ name: `${PACKAGE.product}-stdio`, version: PACKAGE.version })
   const endpoint = mcpUrl(url)
   if (toolset) endpoint.searchParams.set('tools', toolset.asked)
   try {

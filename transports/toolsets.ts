@@ -9,11 +9,13 @@ import { badInput, type MailroomError } from '../errors.js'
  */
 export const TOOLSETS: Readonly<Record<string, readonly string[]>> = {
   send: ['sendMail', 'sendAdvMail', 'rawMail'],
-  log: ['viewMailLog', 'getMessage'],
+  log: ['viewMailLog', 'getMessage', 'getMessageContent'],
   stats: ['getStats', 'getVolume'],
-  orders: ['getMailOrders', 'getMailOrderById', 'rotateOrderPassword'],
+  orders: ['getMailOrders', 'getMailOrderById', 'rotateOrderPassword', 'createMailOrder', 'cancelMailOrder'],
   rules: ['getRules', 'addRule', 'deleteRule'],
-  blocks: ['getMailBlocks', 'delistBlock'],
+  blocks: ['getMailBlocks', 'delistBlock', 'getSuppressions'],
+  keys: ['getApiKeys', 'createApiKey', 'revokeApiKey'],
+  domains: ['getDomains', 'checkDomain'],
   webhooks: ['addWebhook', 'getWebhooks', 'deleteWebhook'],
 }
 export const ALWAYS_SERVED = ['pingServer']

@@ -84,6 +84,8 @@ describe('webhooks, end to end', () => {
       expect(verifier.verify(r.body, r.headers as Record<string, string>)).toEqual(r.event)
       expect(r.headers['webhook-id']).toMatch(/^msg_/)
       expect(r.headers['content-type']).toBe('application/json')
+      // The product and its version (RFC 9110 §10.1.5), not the package's scoped name.
+      expect(r.headers['user-agent']).toMatch(/^mailroom\/\d+\.\d+\.\d+$/)
       expect(new Date(r.event.timestamp).toISOString()).toBe(r.event.timestamp)
     }
     // A tampered body or another secret is refused by the verifier.
