@@ -2,7 +2,7 @@ import { serve } from '@hono/node-server'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync } from 'node:fs'
+import fs, { mkdtempSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -10,6 +10,7 @@ import { pino } from 'pino'
 import { loadConfig, type Config } from '../config.js'
 import { createAccount, createOrder } from '../accounts.js'
 import { createServices } from '../runtime.js'
+import type * as cliSources from '../cli/index.js'
 import type * as serveSources from '../serve.js'
 import { openDataDir, openSqliteStore } from '../storage/sqlite/index.js'
 import type { Services, ToolContext } from '../tools/define.js'
@@ -19,7 +20,10 @@ export const silentLogger = pino({ level: 'silent' })
 
 // `mailroom serve` as built, in its production layout: its relay engine runs in a worker thread,
 // which loads JavaScript only, so the server is not started from the sources.
-const { startServer } = (await import(new URL('../dist/serve.js', import.meta.url).href)) as typeof serveSources
+export const { startServer } = (await import(new URL('../dist/serve.js', import.meta.url).href)) as typeof serveSources
+
+// The `mailroom` command as built: what bin/mailroom.js runs.
+const { main } = (await import(new URL('../dist/cli/index.js', import.meta.url).href)) as typeof cliSources
 
 /** A controllable clock for tests. */
 export function testClock(start = Date.UTC(2026, 10, 22, 12, 0, 0)) {
@@ -162,3 +166,83 @@ export const mcpPost = (url: string, headers: Record<string, string>, message: o
     headers: { ...headers, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...message }),
   })
+
+/** What a `mailroom` command printed, and its exit status. */
+export interface CliResult {
+  status: number
+  stdout: string
+  stderr: string
+}
+
+class Exit extends Error {
+  constructor(readonly code: number) {
+    super(`process.exit(${code})`)
+  }
+}
+
+let cliRunning: Promise<unknown> = Promise.resolve()
+
+/**
+ * The `mailroom` command in this process, as bin/mailroom.js runs it: its `main()` on `args`, with
+ * `env` over this process's environment (undefined unsets), what it writes to stdout and stderr
+ * (its log lines too) captured, and the exit status its process would have. For the commands that
+ * do their work and end (the admin commands, --help); `serve`, `stdio` and `sink` run as processes
+ * of their own. Starting node for each command took most of the CLI tests' time. Commands run one
+ * at a time: each borrows the process's environment and output while it runs.
+ */
+export function runCli(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
+  const result = cliRunning.then(() => runCliNow(args, env))
+  cliRunning = result.catch(() => {})
+  return result
+}
+
+async function runCliNow(args: string[], env: Record<string, string | undefined>): Promise<CliResult> {
+  const out = { 1: '', 2: '' }
+  const text = (chunk: string | Uint8Array) => (typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString())
+  const saved = { env: { ...process.env }, exit: process.exit, writeSync: fs.writeSync }
+  const streams = [
+    [process.stdout, 1],
+    [process.stderr, 2],
+  ] as const
+  const writes = streams.map(([stream]) => stream.write)
+  for (const [key, value] of Object.entries(env)) {
+    if (value === undefined) delete process.env[key]
+    else process.env[key] = value
+  }
+  for (const [stream, fd] of streams)
+    stream.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+      out[fd] += text(chunk)
+      const done = rest.find((r) => typeof r === 'function') as (() => void) | undefined
+      done?.()
+      return true
+    }) as typeof stream.write
+  // The log's lines: pino writes them to the file descriptor itself.
+  fs.writeSync = ((fd: number, data: string | Uint8Array, ...rest: never[]) => {
+    if (fd !== 1 && fd !== 2) return saved.writeSync(fd, data as never, ...rest)
+    out[fd] += text(data)
+    return typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength
+  }) as typeof fs.writeSync
+  process.exit = ((code?: number) => {
+    throw new Exit(code ?? 0)
+  }) as typeof process.exit
+  let status = 0
+  try {
+    await main([process.execPath, 'mailroom', ...args])
+  } catch (err) {
+    if (err instanceof Exit) status = err.code
+    else {
+      // As bin/mailroom.js ends on an error.
+      out[2] += `mailroom: ${err instanceof Error ? err.message : String(err)}\n`
+      status = 1
+    }
+  } finally {
+    streams.forEach(([stream], i) => {
+      stream.write = writes[i]
+    })
+    fs.writeSync = saved.writeSync
+    process.exit = saved.exit
+    for (const key of Object.keys(process.env)) if (!(key in saved.env)) delete process.env[key]
+    Object.assign(process.env, saved.env)
+  }
+  return { status, stdout: out[1], stderr: out[2] }
+}

@@ -118,17 +118,25 @@ export const page = (title: string, body: string, head = '') =>
   `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
   `<title>${title}</title>${head}</head><body>${body}</body></html>`
 
+/** `make()`'s value, made at the first call. */
+function once<T>(make: () => T): () => T {
+  let value: { v: T } | undefined
+  return () => (value ??= { v: make() }).v
+}
+
 /** `/`, `/docs` (from the local swagger-ui-dist package, no CDN), the OpenAPI documents and the well-known documents. */
 export function mountDocuments(app: Hono, config: Config): void {
-  const openapi = openApiDocument(config)
-  const yaml = stringify(openapi, { aliasDuplicateObjects: false })
-  const card = serverCard(config)
+  // Built at the first request that asks, then kept: generating them from every tool's schemas
+  // takes longer than the rest of the app's setup, which every start and every test pays.
+  const openapi = once(() => openApiDocument(config))
+  const yaml = once(() => stringify(openapi(), { aliasDuplicateObjects: false }))
+  const card = once(() => serverCard(config))
   const catalogLink = `<${config.publicUrl}/.well-known/api-catalog>; rel="api-catalog"`
 
-  app.get('/spec/openapi.json', (c) => c.json(openapi))
-  app.get('/spec/openapi.yaml', (c) => c.body(yaml, 200, { 'Content-Type': 'application/yaml; charset=utf-8' }))
-  app.get('/.well-known/mcp/server.json', (c) => c.json(card))
-  app.get('/.well-known/mcp/server-card.json', (c) => c.json(card))
+  app.get('/spec/openapi.json', (c) => c.json(openapi()))
+  app.get('/spec/openapi.yaml', (c) => c.body(yaml(), 200, { 'Content-Type': 'application/yaml; charset=utf-8' }))
+  app.get('/.well-known/mcp/server.json', (c) => c.json(card()))
+  app.get('/.well-known/mcp/server-card.json', (c) => c.json(card()))
   app.get('/.well-known/oauth-protected-resource', (c) => c.json(protectedResource(config, config.publicUrl)))
   app.get('/.well-known/oauth-protected-resource/mcp', (c) =>
     c.json(protectedResource(config, `${config.publicUrl}/mcp`)),

@@ -209,7 +209,18 @@ type JsonSchema = {
  * number into numbers (`id=66`, `limit=10`, `startDate=1700000000`) before the schema sees them;
  * a field that also takes text (a date) is converted only when it is all digits.
  */
-export function coercerFor(input: z.ZodObject): (raw: Record<string, unknown>) => Record<string, unknown> {
+export function coercerFor(input: z.ZodObject): Coercer {
+  let coercer = COERCERS.get(input)
+  if (!coercer) COERCERS.set(input, (coercer = makeCoercer(input)))
+  return coercer
+}
+
+type Coercer = (raw: Record<string, unknown>) => Record<string, unknown>
+
+/** One coercer per schema, whichever app asks: converting a schema to JSON Schema is slow next to the rest of an app's setup. */
+const COERCERS = new WeakMap<z.ZodObject, Coercer>()
+
+function makeCoercer(input: z.ZodObject): Coercer {
   const schema = z.toJSONSchema(input, { io: 'input', unrepresentable: 'any' }) as JsonSchema
   const defs = schema.$defs ?? {}
   const typesOf = (s: JsonSchema): string[] => {

@@ -1,15 +1,11 @@
-import { spawnSync } from 'node:child_process'
 import { rmSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import nodemailer from 'nodemailer'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SANDBOX_DOMAIN, sandboxAttempt } from '../../relay/sandbox.js'
 import type { QueueItem } from '../../storage/store.js'
 import type { RunningServer } from '../../serve.js'
-import { mcpClient, startTestServer } from '../helpers.js'
+import { mcpClient, runCli, startTestServer } from '../helpers.js'
 import { startSink } from './sink.js'
-
-const BIN = fileURLToPath(new URL('../../bin/mailroom.js', import.meta.url))
 
 type LogRow = {
   id: string
@@ -63,13 +59,9 @@ describe('the sandbox', () => {
   let sandboxKey: string
   let sandboxOrder: { id: number; username: string; password: string; sandbox: boolean }
 
-  /** The `mailroom` command on the server's data directory, as an operator runs it. */
-  const mailroom = (...args: string[]) => {
-    const r = spawnSync(process.execPath, [BIN, ...args], {
-      env: { ...process.env, MAILROOM_DATA_DIR: dataDir },
-      encoding: 'utf8',
-      timeout: 30_000,
-    })
+  /** The `mailroom` command on the server's data directory, as an operator runs it (in this process: runCli). */
+  const mailroom = async (...args: string[]) => {
+    const r = await runCli(args, { MAILROOM_DATA_DIR: dataDir })
     expect(r.stderr).toBe('')
     expect(r.status).toBe(0)
     return r.stdout
@@ -83,10 +75,10 @@ describe('the sandbox', () => {
     })
     ;({ server, dataDir, apiKey } = started)
     base = `http://127.0.0.1:${server.httpPort}`
-    const key = JSON.parse(mailroom('account', 'key', 'create', '--account', '1', '--sandbox', '--json'))
+    const key = JSON.parse(await mailroom('account', 'key', 'create', '--account', '1', '--sandbox', '--json'))
     expect(key).toMatchObject({ account: 1, sandbox: true })
     sandboxKey = key.apiKey
-    sandboxOrder = JSON.parse(mailroom('order', 'create', '--account', '1', '--sandbox', '--json'))
+    sandboxOrder = JSON.parse(await mailroom('order', 'create', '--account', '1', '--sandbox', '--json'))
     expect(sandboxOrder).toMatchObject({ status: 'active', sandbox: true })
   })
   afterAll(async () => {
@@ -126,18 +118,20 @@ describe('the sandbox', () => {
   }
 
   it('lists the sandbox key and the sandbox order as such', async () => {
-    const keys = JSON.parse(mailroom('account', 'key', 'list', '--account', '1', '--json'))
+    const keys = JSON.parse(await mailroom('account', 'key', 'list', '--account', '1', '--json'))
     expect(keys.map((k: { sandbox: boolean; revoked: boolean }) => [k.sandbox, k.revoked])).toEqual([
       [false, false],
       [true, false],
     ])
-    expect(mailroom('account', 'key', 'list', '--account', '1').trim().split('\n')[1]).toMatch(/\tactive\tsandbox$/)
-    const orders = JSON.parse(mailroom('order', 'list', '--account', '1', '--json'))
+    expect((await mailroom('account', 'key', 'list', '--account', '1')).trim().split('\n')[1]).toMatch(
+      /\tactive\tsandbox$/,
+    )
+    const orders = JSON.parse(await mailroom('order', 'list', '--account', '1', '--json'))
     expect(orders.map((o: { id: number; sandbox: boolean }) => [o.id, o.sandbox])).toEqual([
       [1, false],
       [sandboxOrder.id, true],
     ])
-    expect(mailroom('order', 'list', '--account', '1')).toContain(`${sandboxOrder.username}\tactive (sandbox)\t`)
+    expect(await mailroom('order', 'list', '--account', '1')).toContain(`${sandboxOrder.username}\tactive (sandbox)\t`)
     // The API shows it where it shows an order; a real order is as the contract has it.
     const listed = await (await fetch(`${base}/mail`, { headers: headers(apiKey) })).json()
     expect(listed).toEqual([
