@@ -33,8 +33,8 @@ export function mcpInputSchema(tool: AnyTool): JsonSchema {
  * description and input schema of a tool, so what a result means is said in the description, once;
  * which fields are always there, and that no other comes, are the contract's, and the REST tests
  * hold every result to it. The rows of a list (log rows, a recipient's timeline) are typed as
- * objects only: their fields, a third of the whole tool list, are said in the description, and
- * every client reads every tool's schemas on each `tools/list`.
+ * objects only, their fields said in the description: typed one by one they took 2.5 KB of the
+ * list, which every client reads whole, for every tool, however few it calls.
  */
 export function mcpOutputSchema(tool: AnyTool): JsonSchema {
   const schema = compactSchema(rowsAsObjects(shapeOf(jsonSchemaOf(tool.output, 'output'))) as JsonSchema)
