@@ -10,13 +10,16 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 const BIN = fileURLToPath(new URL('../bin/mailroom.js', import.meta.url))
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
-const HOOKS = `export async function load(url, context, next) {
-  if (url.startsWith('file:')) process.stderr.write('loaded ' + url + '\\n')
-  return next(url, context)
-}`
-const REGISTER = `import { register } from 'node:module'
-register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(HOOKS)}))`
-const WITH_HOOKS = ['--import', `data:text/javascript,${encodeURIComponent(REGISTER)}`, BIN]
+// In-thread hooks (module.registerHooks), whose writes reach stderr before the process ends: those
+// of module.register run on a thread of their own, and a command that exits at once (--help) loses them.
+const HOOKS = `import { registerHooks } from 'node:module'
+registerHooks({
+  load(url, context, next) {
+    if (url.startsWith('file:')) process.stderr.write('loaded ' + url + '\\n')
+    return next(url, context)
+  },
+})`
+const WITH_HOOKS = ['--import', `data:text/javascript,${encodeURIComponent(HOOKS)}`, BIN]
 
 /** The packages and the project's own modules (under dist/) a run loaded, from its stderr. */
 function loadedBy(stderr: string): { packages: Set<string>; own: Set<string> } {
@@ -56,10 +59,12 @@ describe('mailroom command: what a command loads', () => {
     expect([...own].filter((f) => !f.startsWith('dist/cli/')).sort()).toEqual([
       'dist/accounts.js',
       'dist/errors.js',
+      'dist/esm-resolve.js',
       'dist/package-info.js',
       'dist/relay/addresses.js',
       'dist/storage/secrets.js',
       'dist/storage/store.js',
+      'dist/transports/toolsets.js',
     ])
   })
 
@@ -71,7 +76,12 @@ describe('mailroom command: what a command loads', () => {
     expect(packages).toContain('better-sqlite3')
     expect(own).toContain('dist/storage/sqlite/index.js')
     expect(SERVER_PACKAGES.filter((p) => packages.has(p))).toEqual([])
-    expect([...own].filter((f) => /^dist\/(tools|transports)\/|^dist\/relay\/pipeline/.test(f))).toEqual([])
+    // transports/toolsets.js is the table of toolsets that `stdio --tools` lists in its --help: no imports but errors.js.
+    expect(
+      [...own].filter(
+        (f) => /^dist\/(tools|transports)\/|^dist\/relay\/pipeline/.test(f) && f !== 'dist/transports/toolsets.js',
+      ),
+    ).toEqual([])
   })
 
   it('answers stdio with the English date parser only, of the sixteen languages of chrono-node', async () => {

@@ -259,7 +259,7 @@ describe('mailroom command', { timeout: PROCESS_WAIT }, () => {
   })
 
   it('refuses --sink with MAILROOM_SMARTHOST, which says otherwise, and starts nothing', () => {
-    const r = runWith({ MAILROOM_SMARTHOST: '127.0.0.1:2626' }, 'serve', '--sink')
+    const r = spawnWith({ MAILROOM_SMARTHOST: '127.0.0.1:2626' }, 'serve', '--sink')
     expect({ status: r.status, stderr: r.stderr }).toEqual({
       status: 1,
       stderr:
@@ -1000,7 +1000,7 @@ describe('mailroom command', { timeout: PROCESS_WAIT }, () => {
     sinks.push(sink)
     const misspelt = { MAILROOM_SMARTHOTS: `127.0.0.1:${sink.port}`, MAILROOM_HTTP_PROT: '0' }
     for (const args of [['serve'], ['stdio'], ['account', 'create'], ['queue', 'list']]) {
-      const r = runWith(misspelt, ...args)
+      const r = spawnWith(misspelt, ...args)
       expect({ args, status: r.status, stdout: r.stdout, stderr: r.stderr }).toEqual({
         args,
         status: 1,

@@ -287,7 +287,13 @@ describe('mailroom stdio', { timeout: PROCESS_WAIT }, () => {
   /** Lists the tools of a client started with `--tools log,getMailOrders`, and refuses a send as an unknown tool. */
   const servesLogAndOrders = async (client: Client) => {
     const { tools } = await client.listTools()
-    expect(tools.map((t) => t.name)).toEqual(['pingServer', 'getMailOrders', 'viewMailLog', 'getMessage'])
+    expect(tools.map((t) => t.name)).toEqual([
+      'pingServer',
+      'getMailOrders',
+      'viewMailLog',
+      'getMessage',
+      'getMessageContent',
+    ])
     const send = { to: 'b@example.com', from: 'a@example.org', subject: 's', body: 'b' }
     const refused = await client.callTool({ name: 'sendMail', arguments: send })
     expect(refused.isError).toBe(true)
@@ -326,7 +332,7 @@ describe('mailroom stdio', { timeout: PROCESS_WAIT }, () => {
     expect(bad.stdout).toBe('')
     expect(bad.stderr).toBe(
       "mailroom: error: option '--tools <list>' argument 'send,everything' is invalid. --tools: no toolset or tool " +
-        'named everything; the toolsets are send, log, stats, orders, rules, blocks, webhooks, or name tools ' +
+        'named everything; the toolsets are send, log, stats, orders, rules, blocks, keys, domains, webhooks, or name tools ' +
         '(sendMail, …) (see mailroom stdio --help)\n',
     )
   })
