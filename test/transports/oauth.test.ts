@@ -131,6 +131,7 @@ describe('OAuth authorization server', () => {
       'getWebhooks',
       'getMessage',
       'getVolume',
+      'getSuppressions',
       'getApiKeys',
       'getDomains',
       'checkDomain',
