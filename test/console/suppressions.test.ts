@@ -28,7 +28,8 @@ const WIDTHS = [
 describeChromium('console: suppressed recipients and sandbox mail', () => {
   let env: ConsoleEnv
   beforeAll(async () => {
-    env = await startConsole()
+    // A price, so that the Overview shows Cost, which sandbox mail must not add to.
+    env = await startConsole([], { env: { MAILROOM_PRICE_PER_MESSAGE: '0.0002' } })
   })
   afterAll(() => env?.close())
 
