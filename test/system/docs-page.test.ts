@@ -39,9 +39,11 @@ describeBrowser('system: the API documentation page keeps its key in the tab, in
     const page = await context.newPage()
     await opened(page)
     await page.locator('button.authorize').click()
-    await page.locator('.auth-container input').first().fill(env.apiKey)
-    await page.locator('.auth-container button.authorize').click()
-    await page.locator('.auth-container button.btn-done').click()
+    // The X-API-KEY scheme's form, the first of the dialog's (the bearer scheme's is below it).
+    const form = page.locator('.auth-container').first()
+    await form.locator('input').first().fill(env.apiKey)
+    await form.locator('button.authorize').click()
+    await page.locator('.auth-container button.btn-done').first().click()
     expect(await authorizedKeys(page)).toContain(env.apiKey)
     const storage = () =>
       page.evaluate(() => ({
