@@ -201,6 +201,15 @@ export const ConfigSchema = z.object({
     .prefault('10m'),
   /** Spam-filter events older than this are deleted (the block lists look back 5 days at most, so no less). */
   MAILROOM_BLOCK_EVENT_RETENTION: DurationAtLeast(5 * 86_400_000, '5d').prefault('30d'),
+  /** Received messages older than this are deleted, with their bytes (at start, then hourly). */
+  MAILROOM_INBOUND_RETENTION: DurationAtLeast(3_600_000, '1h').prefault('30d'),
+  /** The bytes one inbox may hold: past them its mail is refused at RCPT with 452 4.2.2. */
+  MAILROOM_INBOX_QUOTA: Size.prefault('1gb'),
+  /** The public name of this MX host, which `mailroom domain receive` tells to publish as a domain's MX record. */
+  MAILROOM_MX_HOSTNAME: z
+    .string()
+    .regex(/^[A-Za-z0-9.-]+$/, 'expected a host name')
+    .default(() => hostname().replace(/[^A-Za-z0-9.-]/g, '-') || 'localhost'),
   /** Post webhooks to endpoints at loopback, private and other non-public addresses (tests, a lab); checked at each send. */
   MAILROOM_ALLOW_PRIVATE_WEBHOOKS: z.enum(['true', 'false']).default('false'),
   /** Waits between the attempts to post a webhook event that failed; after the last one it is dropped. */
@@ -278,6 +287,12 @@ const Settings = ConfigSchema.transform((e) => ({
   /** The bearer token of GET /metrics, or null to serve it to loopback clients only. */
   metricsToken: e.MAILROOM_METRICS_TOKEN ?? null,
   blockEventRetention: e.MAILROOM_BLOCK_EVENT_RETENTION,
+  /** Received mail (docs/inbound.md). */
+  inbound: {
+    retention: e.MAILROOM_INBOUND_RETENTION,
+    quota: e.MAILROOM_INBOX_QUOTA,
+    mxHostname: e.MAILROOM_MX_HOSTNAME,
+  },
   smtp: {
     host: e.MAILROOM_SMTP_HOST,
     port: e.MAILROOM_SMTP_PORT,

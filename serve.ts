@@ -88,8 +88,8 @@ export async function startServer(configured: Config, options: { sink?: boolean 
 
   // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, and
   // idempotency keys and counts of wrong keys past theirs swept, and expired OAuth codes and tokens
-  // (and registered clients never granted anything), and idle MCP sessions, so that no table grows
-  // without end; the database refreshes its statistics.
+  // (and registered clients never granted anything), and idle MCP sessions, and received messages
+  // past MAILROOM_INBOUND_RETENTION, so that no table grows without end; the database refreshes its statistics.
   const prune = () =>
     store.blocks
       .prune(rt.clock() - config.blockEventRetention)
@@ -104,6 +104,8 @@ export async function startServer(configured: Config, options: { sink?: boolean 
       .then((n) => n && logger.info({ swept: n }, 'counts of wrong keys whose window passed swept'))
       .then(() => store.servers.sweep(rt.clock() - HEARTBEAT_EXPIRY_MS))
       .then((n) => n && logger.info({ swept: n }, 'heartbeats of servers gone without a word swept'))
+      .then(() => store.inbound.expireInbound(rt.clock() - config.inbound.retention))
+      .then((n) => n && logger.info({ expired: n }, 'received messages past MAILROOM_INBOUND_RETENTION deleted'))
       .then(() => store.maintain())
       .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()

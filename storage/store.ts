@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { MailroomError } from '../errors.js'
+import type { InboundStore, InboundSummary } from './inbound.js'
 
 /**
  * The storage interface. SQLite (storage/sqlite/) is the embedded default; a server database
@@ -396,6 +397,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'message.deferred',
   'message.failed',
   'message.refused',
+  'message.received',
 ] as const
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
 
@@ -429,7 +431,8 @@ export interface WebhookEvent {
   accountId: number
   /** When it happened (ms). */
   time: number
-  data: WebhookEventData
+  /** message.received: the received message's summary and the new part of its text. */
+  data: WebhookEventData | (InboundSummary & { extractedText: string | null })
   /**
    * With queue.record: the delivery row whose outcome it reports. It is written only if the row
    * was recorded in that transaction (an outcome recorded twice is reported once).
@@ -990,6 +993,8 @@ export interface Store {
     /** Deletes the rows of servers last heard of before `before` (they died); returns how many. */
     sweep(before: number): Promise<number>
   }
+  /** Received mail: receiving domains, inboxes, messages and threads (storage/inbound.ts). */
+  inbound: InboundStore
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>
   /**

@@ -8,6 +8,7 @@ import { createBlockStore } from './blocks.js'
 import { createDomainStore } from './domains.js'
 import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
+import { createInboundStore } from './inbound.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createServerStore } from './servers.js'
 import { createHistoryStore } from './history.js'
@@ -370,6 +371,7 @@ function createStore(
     oauth: createOAuthStore(pool),
     mcpSessions: createMcpSessionStore(pool),
     servers: createServerStore(pool),
+    inbound: createInboundStore(pool, outbox),
     async maintain() {
       // The planner's statistics of the tables that grow; autovacuum does the same in time.
       await pool.query('ANALYZE messages, deliveries, delivery_attempts, block_events, idempotency_keys, oauth_tokens')

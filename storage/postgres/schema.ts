@@ -145,6 +145,8 @@ export const messages = pgTable(
     index('messages_order_reply_to').on(t.orderId, t.replyTo, t.id, t.rcptCount),
     // Sandbox mail of a billing cycle, to take out of its usage: counted from this index alone.
     index('messages_sandbox_order_time').on(t.orderId, t.time).where(sql`sandbox`),
+    // The sent message a received reply names (In-Reply-To, References), to put both in one thread.
+    index('messages_message_id').on(t.messageId).where(sql`message_id IS NOT NULL`),
   ],
 )
 
@@ -555,4 +557,97 @@ export const servers = pgTable(
     beatAt: ms('beat_at').notNull(),
   },
   (t) => [index('servers_beat').on(t.beatAt)],
+)
+
+/** Sending domains that also receive (issue #37); see storage/sqlite/schema.ts. */
+export const receivingDomains = pgTable(
+  'receiving_domains',
+  {
+    domain: text('domain')
+      .primaryKey()
+      .references(() => sendingDomains.domain, { onDelete: 'cascade' }),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    catchAll: boolean('catch_all').notNull().default(false),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [index('receiving_domains_account').on(t.accountId)],
+)
+
+/** Addresses at receiving domains that keep what they receive. */
+export const inboxes = pgTable(
+  'inboxes',
+  {
+    id: serial('id').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    address: text('address').notNull(),
+    domain: text('domain').notNull(),
+    createdAt: ms('created_at').notNull(),
+    storedBytes: bigint('stored_bytes', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [uniqueIndex('inboxes_address').on(t.address), index('inboxes_account').on(t.accountId)],
+)
+
+/** Received messages, one row per inbox they were received for; their bytes in inbound_bodies. */
+export const inboundMessages = pgTable(
+  'inbound_messages',
+  {
+    id: text('id').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    inboxId: integer('inbox_id')
+      .notNull()
+      .references(() => inboxes.id, { onDelete: 'cascade' }),
+    threadId: text('thread_id').notNull(),
+    messageId: text('message_id'),
+    inReplyTo: text('in_reply_to'),
+    mailFrom: text('mail_from').notNull(),
+    remoteAddress: text('remote_address').notNull(),
+    receivedAt: ms('received_at').notNull(),
+    fromAddress: text('from_address'),
+    fromName: text('from_name'),
+    subject: text('subject'),
+    text: text('text'),
+    html: text('html'),
+    extractedText: text('extracted_text'),
+    meta: text('meta').notNull(),
+    auth: text('auth').notNull(),
+    size: integer('size').notNull(),
+    read: boolean('read').notNull().default(false),
+  },
+  (t) => [
+    index('inbound_messages_account_received').on(t.accountId, t.receivedAt),
+    index('inbound_messages_inbox_received').on(t.inboxId, t.receivedAt),
+    index('inbound_messages_thread').on(t.accountId, t.threadId, t.receivedAt),
+    index('inbound_messages_message_id').on(t.accountId, t.messageId),
+    index('inbound_messages_received').on(t.receivedAt),
+  ],
+)
+
+/** A received message's bytes, whole, in parts. */
+export const inboundBodies = pgTable(
+  'inbound_bodies',
+  {
+    messageId: text('message_id')
+      .notNull()
+      .references(() => inboundMessages.id, { onDelete: 'cascade' }),
+    part: integer('part').notNull(),
+    raw: bytea('raw').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.messageId, t.part] })],
+)
+
+/** Sent messages in threads: those a received message answered, and those a reply tool put there. */
+export const sentThreads = pgTable(
+  'sent_threads',
+  {
+    messageRowId: bigint('message_row_id', { mode: 'number' }).primaryKey(),
+    accountId: integer('account_id').notNull(),
+    threadId: text('thread_id').notNull(),
+  },
+  (t) => [index('sent_threads_thread').on(t.accountId, t.threadId)],
 )

@@ -13,6 +13,7 @@ import { createQueueStore } from './queue.js'
 import { groupCommit } from './group-commit.js'
 import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
+import { createInboundStore } from './inbound.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createServerStore } from './servers.js'
 import { createOAuthStore } from './oauth.js'
@@ -567,6 +568,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     oauth: createOAuthStore(sqlite),
     mcpSessions: createMcpSessionStore(sqlite),
     servers: createServerStore(sqlite),
+    inbound: createInboundStore(sqlite, outbox),
     async maintain() {
       sqlite.pragma('optimize')
     },

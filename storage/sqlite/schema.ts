@@ -128,6 +128,8 @@ export const messages = sqliteTable(
     index('messages_order_reply_to').on(t.orderId, t.replyTo, t.id, t.rcptCount),
     // Sandbox mail of a billing cycle, to take out of its usage: counted from this index alone.
     index('messages_sandbox_order_time').on(t.orderId, t.time).where(sql`sandbox = 1`),
+    // The sent message a received reply names (In-Reply-To, References), to put both in one thread.
+    index('messages_message_id').on(t.messageId).where(sql`message_id IS NOT NULL`),
   ],
 )
 
@@ -545,4 +547,113 @@ export const servers = sqliteTable(
     beatAt: integer('beat_at').notNull(),
   },
   (t) => [index('servers_beat').on(t.beatAt)],
+)
+
+/**
+ * Sending domains that also receive (issue #37): mail to their inboxes is taken by the MX door.
+ * Going with the domain when it is removed; turning receiving off deletes the row and keeps the inboxes.
+ */
+export const receivingDomains = sqliteTable(
+  'receiving_domains',
+  {
+    domain: text('domain')
+      .primaryKey()
+      .references(() => sendingDomains.domain, { onDelete: 'cascade' }),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    /** Every address at the domain is an inbox, made at its first message. */
+    catchAll: integer('catch_all', { mode: 'boolean' }).notNull().default(false),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('receiving_domains_account').on(t.accountId)],
+)
+
+/** Addresses at receiving domains that keep what they receive. */
+export const inboxes = sqliteTable(
+  'inboxes',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    /** Lower case. */
+    address: text('address').notNull(),
+    domain: text('domain').notNull(),
+    createdAt: integer('created_at').notNull(),
+    /** The bytes of its messages, kept with each one stored and deleted: what the quota is checked against at RCPT. */
+    storedBytes: integer('stored_bytes').notNull().default(0),
+  },
+  (t) => [uniqueIndex('inboxes_address').on(t.address), index('inboxes_account').on(t.accountId)],
+)
+
+/**
+ * Received messages, one row per inbox they were received for, with what an agent reads parsed
+ * once at intake; their bytes are in inbound_bodies. Deleted after MAILROOM_INBOUND_RETENTION.
+ */
+export const inboundMessages = sqliteTable(
+  'inbound_messages',
+  {
+    /** `in_` and hex. */
+    id: text('id').primaryKey(),
+    accountId: integer('account_id')
+      .notNull()
+      .references(() => accounts.id),
+    inboxId: integer('inbox_id')
+      .notNull()
+      .references(() => inboxes.id, { onDelete: 'cascade' }),
+    /** `th_` and hex: the thread of the message it answers, or a new one. */
+    threadId: text('thread_id').notNull(),
+    /** The Message-ID header, without < >. */
+    messageId: text('message_id'),
+    inReplyTo: text('in_reply_to'),
+    mailFrom: text('mail_from').notNull(),
+    remoteAddress: text('remote_address').notNull(),
+    receivedAt: integer('received_at').notNull(),
+    /** The From header's address, lower case, and its display name. */
+    fromAddress: text('from_address'),
+    fromName: text('from_name'),
+    subject: text('subject'),
+    text: text('text'),
+    html: text('html'),
+    extractedText: text('extracted_text'),
+    /** JSON: to, cc, replyTo, date, references, attachments, automatic (storage/inbound.ts InboundMeta). */
+    meta: text('meta').notNull(),
+    /** JSON: the authentication verdict (AuthVerdict). */
+    auth: text('auth').notNull(),
+    size: integer('size').notNull(),
+    read: integer('read', { mode: 'boolean' }).notNull().default(false),
+  },
+  (t) => [
+    index('inbound_messages_account_received').on(t.accountId, t.receivedAt),
+    index('inbound_messages_inbox_received').on(t.inboxId, t.receivedAt),
+    index('inbound_messages_thread').on(t.accountId, t.threadId, t.receivedAt),
+    index('inbound_messages_message_id').on(t.accountId, t.messageId),
+    index('inbound_messages_received').on(t.receivedAt),
+  ],
+)
+
+/** A received message's bytes, whole, in parts as message_bodies keeps a sent one's. */
+export const inboundBodies = sqliteTable(
+  'inbound_bodies',
+  {
+    messageId: text('message_id')
+      .notNull()
+      .references(() => inboundMessages.id, { onDelete: 'cascade' }),
+    part: integer('part').notNull(),
+    raw: blob('raw', { mode: 'buffer' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.messageId, t.part] })],
+)
+
+/** Sent messages in threads: those a received message answered, and those a reply tool put there. */
+export const sentThreads = sqliteTable(
+  'sent_threads',
+  {
+    /** The messages row. */
+    messageRowId: integer('message_row_id').primaryKey(),
+    accountId: integer('account_id').notNull(),
+    threadId: text('thread_id').notNull(),
+  },
+  (t) => [index('sent_threads_thread').on(t.accountId, t.threadId)],
 )

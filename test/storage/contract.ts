@@ -6,6 +6,7 @@ import { type Fixture, type OpenedStore, T0 } from './contract/fixture.js'
 import { historyContract } from './contract/history.js'
 import { identityContract } from './contract/identity.js'
 import { idempotencyContract } from './contract/idempotency.js'
+import { inboundContract } from './contract/inbound.js'
 import { blocksContract, rulesContract, spamFilterContract, trapsContract } from './contract/lists.js'
 import { logContract } from './contract/log.js'
 import { mcpSessionsContract } from './contract/mcp-sessions.js'
@@ -75,5 +76,6 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     mcpSessionsContract(f)
     serversContract(f)
     historyContract(f)
+    inboundContract(f)
   })
 }
