@@ -49,6 +49,11 @@ export interface HttpBinding {
    * reserves it in the byte budget before reading it. Any other body is a small one.
    */
   message?: true
+  /**
+   * The result is a file (`content` in base64, `contentType`, `filename`): REST answers its bytes
+   * with its type; MCP and stdio the JSON.
+   */
+  download?: true
 }
 
 export interface Tool<I extends z.ZodObject = z.ZodObject, O extends z.ZodType = z.ZodType> {

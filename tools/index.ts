@@ -27,6 +27,15 @@ import { rotateOrderPassword } from './rotate-order-password.js'
 import { sendAdvMail } from './send-adv-mail.js'
 import { sendMail } from './send-mail.js'
 import { viewMailLog } from './view-mail-log.js'
+import { addInbox } from './add-inbox.js'
+import { deleteInbox } from './delete-inbox.js'
+import { getAttachment } from './get-attachment.js'
+import { getInboundMessage } from './get-inbound-message.js'
+import { getInboxes } from './get-inboxes.js'
+import { getThread } from './get-thread.js'
+import { listInboundMessages } from './list-inbound-messages.js'
+import { markInboundRead } from './mark-inbound-read.js'
+import { setDomainReceiving } from './set-domain-receiving.js'
 
 /** Every operation of mailroom. REST routes, MCP tools and documents are all derived from this list. */
 export const TOOLS: readonly AnyTool[] = [
@@ -59,4 +68,14 @@ export const TOOLS: readonly AnyTool[] = [
   getDomains,
   checkDomain,
   getMessageContent,
+  // Received mail (docs/inbound.md).
+  setDomainReceiving,
+  addInbox,
+  getInboxes,
+  deleteInbox,
+  listInboundMessages,
+  getInboundMessage,
+  getAttachment,
+  getThread,
+  markInboundRead,
 ]

@@ -70,8 +70,9 @@ function operationOf(tool: AnyTool): JsonSchema {
     }
   }
   const output = jsonSchemaOf(tool.output, 'output', 'openapi-3.0')
-  const ok =
-    output.type === 'string'
+  const ok = tool.http.download
+    ? { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } }
+    : output.type === 'string'
       ? { 'text/plain': { schema: output }, 'application/json': { schema: output } }
       : { 'application/json': { schema: output } }
   const statuses = [

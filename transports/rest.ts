@@ -64,6 +64,7 @@ export function mountRest(
           idempotencyKey,
         }
         const { status, result } = await runTool(tool, input, ctx)
+        if (tool.http.download) return download(result as Parameters<typeof download>[0])
         // A text result (pingServer's) is plain text unless the client asks for JSON, as the
         // OpenAPI document lists both for it.
         if (typeof result === 'string' && !prefersJson(c)) return c.text(result, status as ContentfulStatusCode)
@@ -80,6 +81,17 @@ export function mountRest(
       })
     })
   }
+}
+
+/** A file result (HttpBinding.download) as its bytes. */
+function download(file: { content: string; contentType: string; filename: string | null }): Response {
+  const headers: Record<string, string> = {
+    'content-type': file.contentType,
+    'x-content-type-options': 'nosniff',
+    // Saved, never shown in the browser's origin (an HTML attachment would run there).
+    'content-disposition': `attachment${file.filename ? `; filename*=UTF-8''${encodeURIComponent(file.filename)}` : ''}`,
+  }
+  return new Response(Buffer.from(file.content, 'base64'), { headers })
 }
 
 /** The request's Idempotency-Key (IETF draft), taken as sent (the draft's quotes too), if it has one. */

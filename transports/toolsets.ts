@@ -17,6 +17,17 @@ export const TOOLSETS: Readonly<Record<string, readonly string[]>> = {
   keys: ['getApiKeys', 'createApiKey', 'revokeApiKey'],
   domains: ['getDomains', 'checkDomain'],
   webhooks: ['addWebhook', 'getWebhooks', 'deleteWebhook'],
+  inbox: [
+    'setDomainReceiving',
+    'addInbox',
+    'getInboxes',
+    'deleteInbox',
+    'listInboundMessages',
+    'getInboundMessage',
+    'getAttachment',
+    'getThread',
+    'markInboundRead',
+  ],
 }
 export const ALWAYS_SERVED = ['pingServer']
 

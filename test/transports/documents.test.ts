@@ -83,21 +83,30 @@ describe('discovery documents', () => {
     // The extensions (webhooks, a message's story, volume) are beside the contract, never on one of its paths.
     const extensions = mine.filter((o) => !upstreamIds.has(o.id))
     expect(extensions.map((o) => o.id).sort()).toEqual([
+      'addInbox',
       'addWebhook',
       'cancelMailOrder',
       'checkDomain',
       'createApiKey',
       'createMailOrder',
+      'deleteInbox',
       'deleteWebhook',
       'getApiKeys',
+      'getAttachment',
       'getDomains',
+      'getInboundMessage',
+      'getInboxes',
       'getMessage',
       'getMessageContent',
       'getSuppressions',
+      'getThread',
       'getVolume',
       'getWebhooks',
+      'listInboundMessages',
+      'markInboundRead',
       'revokeApiKey',
       'rotateOrderPassword',
+      'setDomainReceiving',
     ])
     for (const o of extensions) expect(UPSTREAM.paths[o.path], o.line).toBeUndefined()
   })

@@ -10,6 +10,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { ZodType } from 'zod'
 import { generateDkimKey } from '../../relay/dkim.js'
 import type { SqliteStore } from '../../storage/sqlite/index.js'
+import { messageWithAttachment } from '../tools/inbound-support.js'
+import { inboundMessage } from '../storage/contract/inbound.js'
 import { TOOLS } from '../../tools/index.js'
 import { jsonSchemaOf } from '../../transports/json-schema.js'
 import { isObject } from '../../transports/json-schema.js'
@@ -24,7 +26,13 @@ const byName = (name: string) => TOOLS.find((t) => t.name === name)!
 const EXTENSIONS = extensionsOf(TOOLS.map((t) => t.name))
 
 /** Arguments that make each tool succeed for a fresh test account that sent `txid`. */
-function happyArgs(env: TestEnv, ruleId: string, txid: string, webhookId = 1): Record<string, Record<string, unknown>> {
+function happyArgs(
+  env: TestEnv,
+  ruleId: string,
+  txid: string,
+  webhookId = 1,
+  received = { id: 'in_0', threadId: 'th_0' },
+): Record<string, Record<string, unknown>> {
   return {
     pingServer: {},
     getMailOrders: {},
@@ -60,6 +68,15 @@ function happyArgs(env: TestEnv, ruleId: string, txid: string, webhookId = 1): R
     getDomains: {},
     checkDomain: { domain: 'inside.test' },
     getMessageContent: { id: txid },
+    setDomainReceiving: { domain: 'inside.test' },
+    addInbox: { address: 'agent@inside.test' },
+    getInboxes: {},
+    deleteInbox: { id: 2 },
+    listInboundMessages: { since: 'yesterday' },
+    getInboundMessage: { id: received.id },
+    getAttachment: { id: received.id, index: 0 },
+    getThread: { id: received.threadId },
+    markInboundRead: { ids: [received.id] },
   }
 }
 
@@ -151,7 +168,24 @@ describe('MCP over Streamable HTTP', () => {
       { to: 'a@example.com', from: 'me@example.org', subject: 's', body: 'b' },
       env.ctx,
     )
-    const args = happyArgs(env, String(rule.id), sentBefore)
+    // A received message in an inbox the calls below leave alone (deleteInbox takes the one addInbox makes).
+    const { store } = env.services
+    await store.inbound.setReceiving({
+      accountId: env.accountId,
+      domain: 'inside.test',
+      receiving: true,
+      catchAll: false,
+      now: env.clock(),
+    })
+    await store.inbound.addInbox({ accountId: env.accountId, address: 'keep@inside.test', now: env.clock() })
+    const [received] = await store.inbound.receive(
+      inboundMessage(
+        env.accountId,
+        { recipients: ['keep@inside.test'], receivedAt: env.clock(), raw: await messageWithAttachment() },
+        {},
+      ),
+    )
+    const args = happyArgs(env, String(rule.id), sentBefore, 1, received)
     for (const t of tools) {
       const result = await client.callTool({ name: t.name, arguments: args[t.name] })
       expect(result.isError, `${t.name}: ${JSON.stringify(result.content)}`).toBeFalsy()

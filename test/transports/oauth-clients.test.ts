@@ -43,12 +43,21 @@ describe('scopes', () => {
     ['getDomains', 'mail:read'],
     ['checkDomain', 'mail:read'],
     ['getMessageContent', 'mail:read'],
+    ['setDomainReceiving', 'mail:manage'],
+    ['addInbox', 'mail:manage'],
+    ['getInboxes', 'mail:read'],
+    ['deleteInbox', 'mail:manage'],
+    ['listInboundMessages', 'mail:read'],
+    ['getInboundMessage', 'mail:read'],
+    ['getAttachment', 'mail:read'],
+    ['getThread', 'mail:read'],
+    ['markInboundRead', 'mail:manage'],
   ])('%s needs %s', (name, scope) => {
     expect(scopeOf(TOOLS.find((t) => t.name === name)!)).toBe(scope)
   })
 
   it('covers every tool', () => {
-    expect(TOOLS).toHaveLength(28)
+    expect(TOOLS).toHaveLength(37)
   })
 })
 

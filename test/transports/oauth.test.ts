@@ -136,6 +136,11 @@ describe('OAuth authorization server', () => {
       'getDomains',
       'checkDomain',
       'getMessageContent',
+      'getInboxes',
+      'listInboundMessages',
+      'getInboundMessage',
+      'getAttachment',
+      'getThread',
     ])
     const res = await mcpWithToken(env.app, read.access_token, sendMail)
     expect(res.status).toBe(403)

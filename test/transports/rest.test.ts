@@ -237,6 +237,20 @@ describe('REST API', () => {
       { op: 'getDomains', method: 'GET', path: () => '/domains' },
       { op: 'checkDomain', method: 'GET', path: () => '/domains/example.org/check' },
       { op: 'getMessageContent', method: 'GET', path: () => '/mail/log/0190f3a2b4c5d6e7f8/content' },
+      {
+        op: 'setDomainReceiving',
+        method: 'POST',
+        path: () => '/domains/example.org/receiving',
+        body: { catchAll: true },
+      },
+      { op: 'addInbox', method: 'POST', path: () => '/inboxes', body: { address: 'agent@example.org' } },
+      { op: 'getInboxes', method: 'GET', path: () => '/inboxes' },
+      { op: 'deleteInbox', method: 'DELETE', path: () => '/inboxes/1' },
+      { op: 'listInboundMessages', method: 'GET', path: () => '/inbound?unread=true' },
+      { op: 'getInboundMessage', method: 'GET', path: () => `/inbound/in_${'0'.repeat(24)}` },
+      { op: 'getAttachment', method: 'GET', path: () => `/inbound/in_${'0'.repeat(24)}/attachments/0` },
+      { op: 'getThread', method: 'GET', path: () => '/threads/th_1' },
+      { op: 'markInboundRead', method: 'POST', path: () => '/inbound/read', body: { ids: [`in_${'0'.repeat(24)}`] } },
     ]
 
     it('covers every protected operation', () => {
