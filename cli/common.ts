@@ -1,7 +1,8 @@
 import { InvalidArgumentError, Option, type Command, type OptionValues } from 'commander'
 import { senderPatternOf } from '../relay/addresses.js'
 import type { MailOrder } from '../storage/store.js'
-import type { Services } from '../tools/define.js'
+import { MailroomError } from '../errors.js'
+import type { AnyTool, Services } from '../tools/define.js'
 
 /**
  * What the admin commands share: argument parsers, the data directory's store, printing. A
@@ -88,4 +89,30 @@ export async function ownedOrder(rt: Admin, id: number): Promise<MailOrder> {
   const order = await rt.store.orders.get(id)
   if (!order) throw new Error(`no mail order ${id}`)
   return order
+}
+
+/** Runs a tool as the account: the same checks and answers as over REST and MCP. */
+export async function asAccount<T>(
+  rt: Admin,
+  accountId: number,
+  load: () => Promise<AnyTool>,
+  input: unknown,
+): Promise<T> {
+  // The tools and the services they run with are loaded by the command that runs one.
+  const [tool, { createServices }, { createLogger }, { parseInput }] = await Promise.all([
+    load(),
+    import('../runtime.js'),
+    import('../logger.js'),
+    import('../transports/input.js'),
+  ])
+  // Admin commands keep stdout for their own output.
+  const services = createServices(rt.store, rt.config, {
+    logger: createLogger({ logLevel: 'warn' }, 2),
+    clock: rt.clock,
+  })
+  try {
+    return await tool.handler(parseInput(tool, input), { ...services, accountId, origin: '127.0.0.1' })
+  } catch (err) {
+    throw err instanceof MailroomError ? new Error(err.message) : err
+  }
 }

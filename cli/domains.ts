@@ -4,7 +4,7 @@ import { isDomain } from '../relay/addresses.js'
 import type { DnsRecord } from '../relay/dkim.js'
 import type { Services } from '../tools/define.js'
 import type { DkimAlgorithm, DkimKey } from '../storage/store.js'
-import { accountAction, accountOption, adminAction } from './common.js'
+import { accountAction, accountOption, adminAction, asAccount } from './common.js'
 
 type Deps = Pick<Services, 'store' | 'clock'> & { config: Pick<Config, 'nodeName'> }
 
@@ -123,6 +123,37 @@ export function addDomainCommands(program: Command): void {
       rows
         .map((r) => `${r.domain}\t${r.selector}\t${r.algorithm}\t${r.signing ? 'signing' : 'waiting'}\t${r.created}`)
         .join('\n') || 'no sending domains',
+  )
+  accountAction(
+    domain
+      .command('receive')
+      .description(
+        'Make a sending domain of the account receive mail (its inboxes: mailroom inbox) and print the MX record to publish',
+      )
+      .argument('<domain>', 'the sending domain', domainName)
+      .addOption(accountOption())
+      .option('--catch-all', 'every address at the domain is an inbox')
+      .option('--off', 'stop receiving: mail to it is refused; its inboxes and their messages are kept'),
+    (rt, o, name: string) =>
+      asAccount<{
+        domain: string
+        receiving: boolean
+        catchAll: boolean
+        mx: { type: 'MX'; name: string; value: string }
+      }>(rt, o.account, () => import('../tools/set-domain-receiving.js').then((m) => m.setDomainReceiving), {
+        domain: name,
+        receiving: !o.off,
+        catchAll: !!o.catchAll,
+      }),
+    (r) =>
+      r.receiving
+        ? [
+            `${r.domain} receives mail${r.catchAll ? ' at every address (catch-all)' : ' for its inboxes (mailroom inbox add)'}.`,
+            'Publish this DNS record (type, name, value):',
+            `${r.mx.type}\t${r.mx.name}\t${r.mx.value}`,
+            'The MX door must be reachable there on port 25 (MAILROOM_MX_HOSTNAME names this server).',
+          ].join('\n')
+        : `${r.domain} no longer receives mail; its inboxes and their messages are kept`,
   )
   adminAction(
     domain

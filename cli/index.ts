@@ -4,6 +4,7 @@ import { addAccountCommands } from './account.js'
 import { addBackupCommand } from './backup.js'
 import { addBlockCommands } from './blocks.js'
 import { addDomainCommands } from './domains.js'
+import { addInboxCommands } from './inbox.js'
 import { addOrderCommands } from './order.js'
 import { addQueueCommands } from './queue.js'
 import { addServeCommands } from './serve.js'
@@ -27,6 +28,7 @@ export function buildCli(): Command {
   addOrderCommands(program)
   addBlockCommands(program)
   addDomainCommands(program)
+  addInboxCommands(program)
   addQueueCommands(program)
   addWebhookCommands(program)
   addBackupCommand(program)

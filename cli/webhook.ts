@@ -1,8 +1,6 @@
 import { type Command, InvalidArgumentError } from 'commander'
-import { MailroomError } from '../errors.js'
 import { WEBHOOK_EVENT_TYPES } from '../storage/store.js'
-import type { AnyTool } from '../tools/define.js'
-import { type Admin, accountAction, accountOption, positiveInt } from './common.js'
+import { accountAction, accountOption, asAccount, positiveInt } from './common.js'
 
 const eventType = (value: string, previous: string[]) => {
   const types = value.split(',').map((t) => t.trim())
@@ -10,27 +8,6 @@ const eventType = (value: string, previous: string[]) => {
     if (!(WEBHOOK_EVENT_TYPES as readonly string[]).includes(t))
       throw new InvalidArgumentError(`"${t}" is not an event type (${WEBHOOK_EVENT_TYPES.join(', ')})`)
   return [...previous, ...types]
-}
-
-/** Runs a webhook tool as the account: the same checks and answers as over REST and MCP. */
-async function asAccount<T>(rt: Admin, accountId: number, load: () => Promise<AnyTool>, input: unknown): Promise<T> {
-  // The tools and the services they run with are loaded by the command that runs one.
-  const [tool, { createServices }, { createLogger }, { parseInput }] = await Promise.all([
-    load(),
-    import('../runtime.js'),
-    import('../logger.js'),
-    import('../transports/input.js'),
-  ])
-  // Admin commands keep stdout for their own output.
-  const services = createServices(rt.store, rt.config, {
-    logger: createLogger({ logLevel: 'warn' }, 2),
-    clock: rt.clock,
-  })
-  try {
-    return await tool.handler(parseInput(tool, input), { ...services, accountId, origin: '127.0.0.1' })
-  } catch (err) {
-    throw err instanceof MailroomError ? new Error(err.message) : err
-  }
 }
 
 /** `webhook`: an account's webhooks (the addWebhook, getWebhooks and deleteWebhook tools). */
