@@ -37,6 +37,17 @@ describe('config', () => {
     })
   })
 
+  it('reads the settings of received mail, with their defaults', () => {
+    expect(
+      loadConfig({
+        MAILROOM_INBOUND_RETENTION: '7d',
+        MAILROOM_INBOX_QUOTA: '50mb',
+        MAILROOM_MX_HOSTNAME: 'mx.acme.example',
+      }).inbound,
+    ).toEqual({ retention: 7 * 86_400_000, quota: 50 * 1024 ** 2, mxHostname: 'mx.acme.example' })
+    expect(loadConfig({}).inbound).toMatchObject({ retention: 30 * 86_400_000, quota: 1024 ** 3 })
+  })
+
   it('reads the relay settings', () => {
     const c = loadConfig({
       MAILROOM_SMTP_PORT: '25',
@@ -147,6 +158,9 @@ describe('config', () => {
     ['MAILROOM_RETRY_SCHEDULE', '5m,0s'],
     ['MAILROOM_MAX_QUEUE_AGE', '10s'],
     ['MAILROOM_BLOCK_EVENT_RETENTION', '1d'],
+    ['MAILROOM_INBOUND_RETENTION', '10m'],
+    ['MAILROOM_INBOX_QUOTA', '100b'],
+    ['MAILROOM_MX_HOSTNAME', 'mx host'],
     ['MAILROOM_DNS_SERVERS', 'notanip'],
     ['MAILROOM_DNS_SERVERS', '192.0.2.53:53,dns.example:53'],
     ['MAILROOM_DNS_SERVERS', '2001:db8::53:53:99999'],
