@@ -2,6 +2,23 @@ import { randomBytes } from 'node:crypto'
 import { MailroomError } from '../errors.js'
 import type { InboundStore, InboundSummary } from './inbound.js'
 
+// Received mail's records are part of the Store interface (Store['inbound']).
+export type {
+  AuthVerdict,
+  InboundAddress,
+  InboundAttachment,
+  InboundMessage,
+  InboundQuery,
+  InboundRecipient,
+  InboundStore,
+  InboundSummary,
+  Inbox,
+  NewInboundMessage,
+  ParsedInbound,
+  ReceivingDomain,
+  ThreadEntry,
+} from './inbound.js'
+
 /**
  * The storage interface. SQLite (storage/sqlite/) is the embedded default; a server database
  * can implement the same interface. Every method is async so that one can.

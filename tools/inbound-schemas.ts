@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { Inbox, InboundSummary } from '../storage/inbound.js'
+import type { InboundSummary, Inbox } from '../storage/store.js'
 
 /** The schemas the inbound tools share, and their rendering of the store's records. */
 
