@@ -22,7 +22,7 @@ import { type AuthVerdict, type DnsResolve, dmarcRejects, verifyInbound } from '
 export type InboundRecipient =
   /** An inbox, or any address at a catch-all domain. */
   | { kind: 'inbox'; accountId: number }
-  /** An inbox whose stored bytes reached MAILROOM_INBOX_QUOTA. */
+  /** An inbox whose stored bytes reached the inbox quota. */
   | { kind: 'full'; accountId: number }
   /** A receiving domain, no such inbox, not catch-all. */
   | { kind: 'unknown' }
@@ -59,7 +59,7 @@ export interface MxDeps {
   config: Pick<Config, 'smtp' | 'maxMessageSize' | 'maxRecipients'>
   /** This MX's public name: in the greeting, and the authserv-id of Authentication-Results. */
   hostname: string
-  /** Bytes an inbox may hold (MAILROOM_INBOX_QUOTA), asked about at each RCPT. */
+  /** Bytes an inbox may hold (the inbox quota setting), asked about at each RCPT. */
   quota: number
   logger: Logger
   clock: () => number
@@ -232,6 +232,8 @@ export function createMxServer(deps: MxDeps): SMTPServer {
             return callback(reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`))
           if (dropped === 'busy') return callback(BUSY())
           const raw = Buffer.concat(body.take())
+          // One copy of the message from here on: the parts it was joined from are let go.
+          body.clear()
           const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ''
           const remoteAddress = session.remoteAddress.replace(/^::ffff:/, '')
           const answer = await accept({ raw, mailFrom, remoteAddress, session, byAccount })
@@ -274,8 +276,9 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       logger.info({ ip: remoteAddress, from: auth.dmarc.domain }, 'MX message refused: DMARC policy reject')
       return { code: 550, text: `5.7.1 ${dmarcReason(auth)}` }
     }
-    const parsed = await parseInbound(raw, mailFrom)
+    // Parsed as stored: the header on top changes nothing an agent reads.
     const stored = withAuthResults(raw, auth.header, hostname)
+    const parsed = await parseInbound(stored, mailFrom)
     const receivedAt = clock()
     const ids: string[] = []
     // One transaction per account; the 250 only once every one committed. A failure after one

@@ -123,7 +123,11 @@ describeWith('the MX door', 'dnsmasq and swaks', existsSync(DNSMASQ) ? undefined
       mailFrom: 'boss@sender.test',
       remoteAddress: '127.0.0.1',
       receivedAt: 1_800_000_000_000,
-      parsed: { subject: 'the quote', from: { address: 'boss@sender.test', name: 'Boss' }, messageId: 'q1@sender.test' },
+      parsed: {
+        subject: 'the quote',
+        from: { address: 'boss@sender.test', name: 'Boss' },
+        messageId: 'q1@sender.test',
+      },
       auth: {
         spf: { result: 'pass', domain: 'sender.test' },
         dkim: [{ result: 'pass', domain: 'sender.test', selector: 's1' }],
@@ -256,7 +260,9 @@ describeWith('the MX door', 'dnsmasq and swaks', existsSync(DNSMASQ) ? undefined
     const client = await SmtpClient.open(await start(inbound))
     clients.push(client)
     // Unsigned, From the domain, from an envelope sender of another: nothing aligns.
-    const err = await refusal(client.send({ from: 'someone@elsewhere.test', to: ['quotes@acme.test'] }, senderMessage()))
+    const err = await refusal(
+      client.send({ from: 'someone@elsewhere.test', to: ['quotes@acme.test'] }, senderMessage()),
+    )
     expect(err.responseCode).toBe(550)
     expect(err.response).toMatch(
       /^550 5\.7\.1 Message refused: the DMARC policy of sender\.test is reject, and it failed DMARC \(SPF none for elsewhere\.test, DKIM none\)$/,
