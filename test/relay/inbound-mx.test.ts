@@ -197,6 +197,18 @@ describeWith('the MX door', 'dnsmasq and swaks', existsSync(DNSMASQ) ? undefined
     expect(inbound.received[0].auth.header).toMatch(/spf=fail/)
   })
 
+  it('records a DKIM failure for a message altered after it was signed', async () => {
+    const inbound = fakeInbound()
+    const port = await start(inbound)
+    const forged = (await dns.signed(senderMessage())).replace('Please send the quote.', 'Please pay invoice 42.')
+    await nodemailerTo(port).sendMail({ envelope: { from: 'boss@sender.test', to: ['quotes@acme.test'] }, raw: forged })
+    expect(inbound.received).toHaveLength(1)
+    expect(inbound.received[0].auth.dkim).toHaveLength(1)
+    expect(inbound.received[0].auth.dkim[0]).toMatchObject({ domain: 'sender.test', selector: 's1' })
+    expect(inbound.received[0].auth.dkim[0].result).not.toBe('pass')
+    expect(inbound.received[0].auth.header).not.toMatch(/dkim=pass/)
+  })
+
   it('refuses an unknown inbox at RCPT with 550 5.1.1, and stores nothing', async () => {
     const inbound = fakeInbound()
     const client = await SmtpClient.open(await start(inbound))
