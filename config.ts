@@ -160,9 +160,13 @@ export const ConfigSchema = z.object({
   MAILROOM_SMTP_DATA_TIMEOUT: DurationAtLeast(1000, '1s')
     .refine((ms) => ms <= 3_600_000, 'expected at most 1h')
     .prefault('10m'),
+  /** Address the MX door (mail from the internet for the receiving domains) binds to. */
+  MAILROOM_MX_LISTEN_HOST: z.string().min(1).default('127.0.0.1'),
+  /** The MX door's port (25 in production), on MAILROOM_MX_LISTEN_HOST; `off` (the default) for none. */
+  MAILROOM_MX_LISTEN_PORT: z.union([z.literal('off'), Port]).default('off'),
   /** `host:port`: when set, every message goes there instead of to the recipients' MX hosts. */
   MAILROOM_SMARTHOST: HostPort.optional(),
-  /** `ip:port,…`: the DNS servers for MX lookups; default the system's. */
+  /** `ip:port,…`: the DNS servers for MX lookups and the MX door's SPF, DKIM and DMARC checks; default the system's. */
   MAILROOM_DNS_SERVERS: z
     .string()
     .regex(/^[^,\s]+(,[^,\s]+)*$/, 'expected ip:port entries separated by commas')
@@ -308,6 +312,12 @@ const Settings = ConfigSchema.transform((e) => ({
     maxClientsPerAddress: e.MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS,
     unauthenticatedTimeout: e.MAILROOM_SMTP_UNAUTHENTICATED_TIMEOUT,
     dataTimeout: e.MAILROOM_SMTP_DATA_TIMEOUT,
+  },
+  /** The MX door (relay/inbound/mx.ts). */
+  mx: {
+    host: e.MAILROOM_MX_LISTEN_HOST,
+    /** Its port, or null when off. */
+    port: e.MAILROOM_MX_LISTEN_PORT === 'off' ? null : e.MAILROOM_MX_LISTEN_PORT,
   },
   delivery: {
     smarthost: e.MAILROOM_SMARTHOST ?? null,

@@ -6,6 +6,8 @@ import { ConfigError, type Config } from './config.js'
 import { AUTH_FAILURE_WINDOW_MS } from './relay/auth-throttle.js'
 import { startEngineThread } from './relay/engine.js'
 import { deliveryTarget, HEARTBEAT_EXPIRY_MS, startHeartbeat } from './relay/heartbeat.js'
+import { createMxServer, type InboundReceiver } from './relay/inbound/mx.js'
+import { authResolver } from './relay/inbound/verify.js'
 import { createSubmissionServer, submissionLimits } from './relay/submission.js'
 import { startLocalSink } from './relay/sink.js'
 import { loadTls, tlsCertFile } from './relay/tls.js'
@@ -22,11 +24,19 @@ import { UNUSED_CLIENT_MS } from './transports/oauth.js'
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
 const SHUTDOWN_GRACE_MS = 30_000
 
+/**
+ * The bytes an inbox may hold, asked about at each RCPT of the MX door: 1 GB, until the store's
+ * half of #37 adds the inbox quota setting, which replaces this.
+ */
+const INBOX_QUOTA = 1024 ** 3
+
 export interface RunningServer {
   httpPort: number
   smtpPort: number
   /** The implicit-TLS submission port, or null when MAILROOM_SMTPS_PORT is off. */
   smtpsPort: number | null
+  /** The MX door's port, or null when MAILROOM_MX_LISTEN_PORT is off (or the store receives no mail). */
+  mxPort: number | null
   /** What to show the operator on the first start of an empty data directory, once. */
   firstStart: string | null
   stop(): Promise<void>
@@ -149,6 +159,38 @@ export async function startServer(configured: Config, options: { sink?: boolean 
   const smtps = securePort === null ? null : createSubmissionServer(submission, { secure: true })
   const smtpsPort = smtps ? await listenSubmission(smtps, securePort!, 'MAILROOM_SMTPS_PORT') : null
 
+  // The MX door: mail from the internet for the receiving domains, into the store's inbound half.
+  // Until that half lands in the Store interface, it is taken only from a store that has it.
+  const inbound = 'inbound' in store ? (store.inbound as InboundReceiver) : null
+  if (config.mx.port !== null && !inbound)
+    logger.warn('MAILROOM_MX_LISTEN_PORT is set, but this store receives no mail yet: the MX door stays closed')
+  const mx =
+    config.mx.port === null || !inbound
+      ? null
+      : createMxServer({
+          inbound,
+          config,
+          hostname: config.nodeName,
+          quota: INBOX_QUOTA,
+          logger,
+          clock: rt.clock,
+          tls,
+          budget: rt.budget,
+          resolver: authResolver(config.delivery.dnsServers),
+        })
+  const mxPort = mx
+    ? await (async () => {
+        const { host, port } = config.mx
+        await listening(
+          mx.server,
+          () => mx.listen(port!, host),
+          'MAILROOM_MX_LISTEN_HOST, MAILROOM_MX_LISTEN_PORT',
+          `${host}:${port}`,
+        )
+        return (mx.server.address() as AddressInfo).port
+      })()
+    : null
+
   let stopping = false
   const delivery = () => (stopping ? 'shutting down' : engine.stopped())
   // Made once everything listens, so that on port 0 the documents and the console name the ports
@@ -163,6 +205,8 @@ export async function startServer(configured: Config, options: { sink?: boolean 
       smtpHost: config.smtp.host,
       smtpPort,
       smtpsPort,
+      mxHost: config.mx.host,
+      mxPort,
       store: storeName(config),
       delivery: mailTo,
     },
@@ -195,6 +239,7 @@ export async function startServer(configured: Config, options: { sink?: boolean 
     httpPort,
     smtpPort,
     smtpsPort,
+    mxPort,
     firstStart,
     async stop() {
       logger.info('shutting down')
@@ -208,9 +253,13 @@ export async function startServer(configured: Config, options: { sink?: boolean 
       // as they come.
       const sweep = setInterval(() => (http as Server).closeIdleConnections(), 100)
       const httpClosed = closed(http).finally(() => clearInterval(sweep))
-      const drained = Promise.all([closed(smtp), ...(smtps ? [closed(smtps)] : []), httpClosed, app.close()]).then(() =>
-        engine.stop(),
-      )
+      const drained = Promise.all([
+        closed(smtp),
+        ...(smtps ? [closed(smtps)] : []),
+        ...(mx ? [closed(mx)] : []),
+        httpClosed,
+        app.close(),
+      ]).then(() => engine.stop())
       const finished = await Promise.race([
         drained.then(() => true),
         new Promise<false>((r) => setTimeout(() => r(false), SHUTDOWN_GRACE_MS).unref()),

@@ -1,40 +1,26 @@
-import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server'
+import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import { timingSafeEqual } from 'node:crypto'
 import type { Logger } from 'pino'
-import { domainToASCII } from 'node:url'
 import type { Config } from '../config.js'
 import type { Metrics } from '../metrics.js'
 import { MailroomError, asMailroomError, smtpReply } from '../errors.js'
-import { BODY_PART_SIZE, type MailOrder, type Store } from '../storage/store.js'
-import { canonicalAddress, isAscii, isEmail, notAnEmail } from './addresses.js'
+import type { MailOrder, Store } from '../storage/store.js'
+import { isEmail, notAnEmail } from './addresses.js'
 import { authClient, authFailureCount } from './auth-throttle.js'
 import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
 import type { ByteBudget } from './byte-budget.js'
 import { Refusal, type RefusalReason } from './refusal.js'
-
-/**
- * SMTP connections open per client (authClient), so that one address cannot hold every slot of
- * MAILROOM_SMTP_MAX_CLIENTS and lock everyone else out, as Postfix's
- * smtpd_client_connection_count_limit does. A client's count is dropped when it has none open.
- */
-function connectionCounter(max: number) {
-  const open = new Map<string, number>()
-  return {
-    /** Counts a new connection of the client and returns true, or returns false when it already has `max` open. */
-    take(client: string): boolean {
-      const n = open.get(client) ?? 0
-      if (n >= max) return false
-      open.set(client, n + 1)
-      return true
-    },
-    release(client: string): void {
-      const n = open.get(client) ?? 0
-      if (n <= 1) open.delete(client)
-      else open.set(client, n - 1)
-    },
-  }
-}
+import {
+  BUSY,
+  connectionCounter,
+  declaredSize,
+  envelopeAddress,
+  FIRST_RESERVATION,
+  MessageBuffer,
+  reply,
+  unofferedParameter,
+} from './smtp-door.js'
 
 /**
  * What the submission servers of one process count together, so that a client reaching both the
@@ -64,57 +50,19 @@ export interface SubmissionDeps {
   metrics?: Pick<Metrics, 'refused' | 'smtpSessionOpened' | 'smtpSessionClosed'>
 }
 
-/**
- * An envelope address as the relay keeps it: its domain in ASCII (smtp-server hands over a
- * punycode domain, xn--…, turned into Unicode, which is not what the client sent and not what the
- * MX expects), and a quoted local part in its canonical form (canonicalAddress).
- */
-function envelopeAddress(address: string): string {
-  const at = address.lastIndexOf('@')
-  const ascii =
-    at < 0 || isAscii(address)
-      ? address
-      : `${address.slice(0, at)}@${domainToASCII(address.slice(at + 1)) || address.slice(at + 1)}`
-  return canonicalAddress(ascii)
-}
-
-/** An error smtp-server answers with the given reply code. */
-const reply = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code })
-
 /** A MailroomError as the SMTP reply of its code (e.g. a deny rule → 550 5.7.1). */
 const asReply = (err: unknown) => {
   const r = smtpReply(asMailroomError(err))
   return reply(r.code, r.message)
 }
 
-const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
-
-/** RFC 3463 §3.4: X.3.1, mail system full; a 4xx the client tries again later (RFC 5321 §4.2.5). */
-const BUSY = (code: 451 | 452 = 451) =>
-  reply(code, '4.3.1 The server is busy: it holds as many messages in memory as it may; try again later')
-
-/** Bytes reserved for a message that declared no SIZE, before its first chunk: the rest as it arrives. */
-const FIRST_RESERVATION = 64 * 1024
-
-/** The size a MAIL FROM declared (RFC 1870 SIZE=), if it declared one. */
-function declaredSize(args: SMTPServerAddress['args'] | undefined): number | undefined {
-  const size = Number(args ? args.SIZE : undefined)
-  return size > 0 ? size : undefined
-}
-
 /**
  * The MAIL FROM parameters this server offers: SIZE (RFC 1870), BODY (8BITMIME, RFC 6152) and
- * AUTH (RFC 4954 §5). smtp-server accepts any other: SMTPUTF8 and DSN's RET and ENVID are not
- * offered here, and a server must not take what it did not advertise (RFC 5321 §4.1.1.11).
+ * AUTH (RFC 4954 §5). SMTPUTF8 and DSN's RET and ENVID are not offered here.
  */
-const MAIL_PARAMETERS = new Set(['SIZE', 'BODY', 'AUTH'])
+const MAIL_PARAMETERS: ReadonlySet<string> = new Set(['SIZE', 'BODY', 'AUTH'])
 
-/** A 555 5.5.4 for the first MAIL FROM parameter not offered, if any. */
-function unofferedParameter(args: Record<string, unknown> | false | undefined): Error | undefined {
-  const name = Object.keys(args || {}).find((key) => !MAIL_PARAMETERS.has(key))
-  if (name === undefined) return undefined
-  return reply(555, `5.5.4 MAIL FROM parameter ${name.slice(0, 64)} is not supported (offered: SIZE, BODY, AUTH)`)
-}
+const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
 
 /**
  * The SMTP submission server: AUTH PLAIN/LOGIN as mb<id> with the order's password, then the
@@ -236,7 +184,7 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
     async onMailFrom(address, session, callback) {
       const order = orderOf(session)
       if (!order) return callback(AUTH_REQUIRED())
-      const unoffered = unofferedParameter(address.args)
+      const unoffered = unofferedParameter(address.args, MAIL_PARAMETERS)
       if (unoffered) return callback(unoffered)
       if (!address.address) return callback(reply(553, '5.1.7 A sender address is required'))
       address.address = envelopeAddress(address.address)
@@ -389,46 +337,6 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
   })
   server.on('error', (err) => logger.error({ err }, 'SMTP server error'))
   return server
-}
-
-/**
- * The bytes of a message as they arrive, held once. smtp-server hands over chunks of the size the
- * socket read (16 KB under TLS), each its own copy that may share memory with what the client
- * sent next. They are joined into parts of BODY_PART_SIZE as they come, the size the queue stores
- * and the engine thread takes over without a copy: one copy of 1 MB at a time, instead of
- * thousands of small pieces that the queue would join again into a second copy of the whole.
- */
-class MessageBuffer {
-  private parts: Buffer[] = []
-  private pending: Buffer[] = []
-  private pendingBytes = 0
-  bytes = 0
-
-  push(chunk: Buffer): void {
-    this.pending.push(chunk)
-    this.pendingBytes += chunk.length
-    this.bytes += chunk.length
-    if (this.pendingBytes >= BODY_PART_SIZE) this.flush()
-  }
-
-  /** Drops what is held. */
-  clear(): void {
-    this.parts = []
-    this.pending = []
-    this.pendingBytes = 0
-  }
-
-  /** The parts, theirs to hand over: none shares memory with smtp-server's (the last is copied out too). */
-  take(): Buffer[] {
-    this.flush()
-    return this.parts
-  }
-
-  private flush(): void {
-    if (this.pending.length) this.parts.push(Buffer.concat(this.pending, this.pendingBytes))
-    this.pending = []
-    this.pendingBytes = 0
-  }
 }
 
 /** Whether a password given matches the order's, in a time that does not tell how much of it did. */

@@ -84,6 +84,18 @@ describe('config', () => {
     })
   })
 
+  it("reads the MX door's port, off by default", () => {
+    expect(loadConfig({}).mx).toEqual({ host: '127.0.0.1', port: null })
+    expect(loadConfig({ MAILROOM_MX_LISTEN_PORT: '25', MAILROOM_MX_LISTEN_HOST: '0.0.0.0' }).mx).toEqual({
+      host: '0.0.0.0',
+      port: 25,
+    })
+    expect(loadConfig({ MAILROOM_MX_LISTEN_PORT: 'off' }).mx.port).toBeNull()
+    expect(() => loadConfig({ MAILROOM_MX_LISTEN_PORT: '70000' })).toThrow(/MAILROOM_MX_LISTEN_PORT="70000"/)
+    // The port deliveries reach MX hosts on is another setting, unchanged.
+    expect(loadConfig({ MAILROOM_MX_LISTEN_PORT: '2526' }).delivery.mxPort).toBe(25)
+  })
+
   it('reads the implicit-TLS submission port, or off', () => {
     expect(loadConfig({ MAILROOM_SMTPS_PORT: '465' }).smtp.securePort).toBe(465)
     expect(loadConfig({ MAILROOM_SMTPS_PORT: '0' }).smtp.securePort).toBe(0)

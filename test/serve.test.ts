@@ -42,6 +42,10 @@ describe('mailroom serve over HTTP', () => {
     return ((await res.json()) as { total: number }).total
   }
 
+  it('opens no MX door unless MAILROOM_MX_LISTEN_PORT asks for one', () => {
+    expect(server.mxPort).toBeNull()
+  })
+
   it('answers /healthz and /readyz without a key while it runs', async () => {
     for (const path of ['/healthz', '/readyz']) {
       const res = await fetch(`http://127.0.0.1:${server.httpPort}${path}`)

@@ -1,0 +1,212 @@
+import EmailReplyParser from 'email-reply-parser'
+import { type AddressObject, type AttachmentStream, type Headers, MailParser, type MessageText } from 'mailparser'
+
+/** One address of a header, as mailparser gives it. */
+export interface InboundAddress {
+  address: string
+  name: string
+}
+
+/** What is parsed once at intake, for the store and the agents reading it. */
+export interface ParsedInbound {
+  /** The Message-ID header, without < > */
+  messageId: string | null
+  /** Without < > */
+  inReplyTo: string | null
+  /** Without < >, oldest first */
+  references: string[]
+  from: InboundAddress | null
+  replyTo: InboundAddress[]
+  to: InboundAddress[]
+  cc: InboundAddress[]
+  subject: string | null
+  /** ms since epoch, from the Date header */
+  date: number | null
+  text: string | null
+  /** As received: sanitized only where shown */
+  html: string | null
+  /** The new part of a reply (email-reply-parser) */
+  extractedText: string | null
+  attachments: { index: number; filename: string | null; contentType: string; size: number }[]
+  /** Why the message is automatic (RFC 3834 Auto-Submitted, Precedence bulk|list|junk, a null or MAILER-DAEMON sender), or null. */
+  automatic: string | null
+}
+
+/**
+ * The bounds of the work one message may cost at intake. A message is at most
+ * MAILROOM_MAX_MESSAGE_SIZE, but within that a hostile one can be made of many thousands of tiny
+ * MIME parts (each a node mailparser builds and decodes), or of an HTML body that takes long to
+ * turn into text. Past these, the message is still received whole (the raw bytes keep everything);
+ * only what is parsed out of it for agents is cut.
+ */
+export const PARSE_LIMITS = {
+  /** MIME boundary lines past which the body is not parsed at all: headers only, no text, no attachments listed. */
+  maxParts: 1000,
+  /** Characters of text kept in `text` (the rest cut, marked). */
+  maxText: 1024 * 1024,
+  /** Characters of HTML kept in `html`; a larger HTML body is not kept in the parsed form (null). */
+  maxHtml: 2 * 1024 * 1024,
+  /** Characters of HTML turned into text when there is no text part (mailparser's html-to-text is costly on large input). */
+  maxHtmlToText: 1024 * 1024,
+  /** Characters of the text email-reply-parser reads (the new part of a reply is at its top). */
+  maxReplyInput: 64 * 1024,
+}
+
+const CUT_MARK = '\n[cut]'
+
+/**
+ * Parses a received message once, for what agents read: headers, text and HTML, the new part of
+ * a reply, the attachments' names, types and sizes (their bytes are counted as they stream by,
+ * never kept), and whether it was sent automatically. Within PARSE_LIMITS whatever the message.
+ */
+export async function parseInbound(raw: Buffer, mailFrom: string): Promise<ParsedInbound> {
+  const parts = countBoundaryLines(raw, PARSE_LIMITS.maxParts + 1)
+  // Too many parts: only the head is parsed (mailparser on the header block alone).
+  const input = parts > PARSE_LIMITS.maxParts ? headerBlock(raw) : raw
+  const { headers, text, attachments } = await parseMime(input)
+  const plain = text.text ? cut(text.text, PARSE_LIMITS.maxText) : null
+  const html = text.html && text.html.length <= PARSE_LIMITS.maxHtml ? text.html : null
+  return {
+    messageId: messageIds(headers.get('message-id'))[0] ?? null,
+    inReplyTo: messageIds(headers.get('in-reply-to'))[0] ?? null,
+    references: messageIds(headers.get('references')),
+    from: addresses(headers.get('from'))[0] ?? null,
+    replyTo: addresses(headers.get('reply-to')),
+    to: addresses(headers.get('to')),
+    cc: addresses(headers.get('cc')),
+    subject: stringHeader(headers.get('subject')),
+    date: dateHeader(headers.get('date')),
+    text: plain,
+    html,
+    extractedText: plain === null ? null : extractReply(plain),
+    attachments,
+    automatic: automatic(headers, mailFrom),
+  }
+}
+
+/** The MIME parse itself: the headers, the text content, and each attachment's size as it streams by. */
+function parseMime(
+  input: Buffer,
+): Promise<{ headers: Headers; text: MessageText; attachments: ParsedInbound['attachments'] }> {
+  return new Promise((resolve, reject) => {
+    const parser = new MailParser({
+      // What agents get is the text, the HTML as received, and the list of attachments: no HTML
+      // made from text, no links made, no images inlined (each costs work and memory).
+      skipTextToHtml: true,
+      skipTextLinks: true,
+      skipImageLinks: true,
+      maxHtmlLengthToParse: PARSE_LIMITS.maxHtmlToText,
+      checksumAlgo: false,
+    })
+    let headers: Headers = new Map()
+    let text: MessageText = { type: 'text' }
+    const attachments: ParsedInbound['attachments'] = []
+    parser.on('headers', (h) => (headers = h))
+    parser.on('data', (data: AttachmentStream | MessageText) => {
+      if (data.type === 'text') {
+        text = data
+        return
+      }
+      const entry = {
+        index: attachments.length,
+        filename: data.filename ?? null,
+        contentType: data.contentType || 'application/octet-stream',
+        size: 0,
+      }
+      attachments.push(entry)
+      data.content.on('data', (chunk: Buffer) => (entry.size += chunk.length))
+      data.content.on('end', () => data.release?.())
+    })
+    parser.on('error', reject)
+    parser.on('end', () => resolve({ headers, text, attachments }))
+    parser.end(input)
+  })
+}
+
+/** Lines that start with `--` (MIME boundaries and their ends), counted up to `stop`. */
+function countBoundaryLines(raw: Buffer, stop: number): number {
+  let n = raw[0] === 0x2d && raw[1] === 0x2d ? 1 : 0
+  for (let i = raw.indexOf('\n--'); i !== -1 && n < stop; i = raw.indexOf('\n--', i + 3)) n++
+  return n
+}
+
+/** The header block and the blank line after it (the whole message when it has no body). */
+function headerBlock(raw: Buffer): Buffer {
+  const ends = [raw.indexOf('\r\n\r\n'), raw.indexOf('\n\n')].filter((i) => i >= 0)
+  return ends.length ? raw.subarray(0, Math.min(...ends) + 2) : raw
+}
+
+const cut = (s: string, max: number) => (s.length > max ? `${s.slice(0, max)}${CUT_MARK}` : s)
+
+/** The new part of a reply: without the quoted history and the signature; the whole text when nothing is left. */
+function extractReply(text: string): string {
+  try {
+    const reply = new EmailReplyParser().parseReply(text.slice(0, PARSE_LIMITS.maxReplyInput)).trim()
+    return reply || text.trim()
+  } catch {
+    return text.trim()
+  }
+}
+
+/** Every `<id>` in a header (Message-ID, In-Reply-To, References), without the brackets, in order. */
+function messageIds(value: unknown): string[] {
+  const joined = Array.isArray(value) ? value.join(' ') : typeof value === 'string' ? value : ''
+  const bracketed = [...joined.matchAll(/<([^<>\s]+)>/g)].map((m) => m[1])
+  if (bracketed.length) return bracketed
+  // A bare id, as some senders write it.
+  const bare = joined.trim()
+  return bare && !/\s/.test(bare) ? [bare] : []
+}
+
+/** The mailboxes of an address header, groups (RFC 6854) flattened. */
+function addresses(value: unknown): InboundAddress[] {
+  const objects = (Array.isArray(value) ? value : value ? [value] : []) as AddressObject[]
+  const out: InboundAddress[] = []
+  const visit = (entry: { address?: string; name?: string; group?: unknown[] }) => {
+    if (entry.group) for (const member of entry.group) visit(member as typeof entry)
+    else if (entry.address) out.push({ address: entry.address, name: entry.name ?? '' })
+  }
+  for (const object of objects) for (const entry of object.value ?? []) visit(entry)
+  return out
+}
+
+function stringHeader(value: unknown): string | null {
+  return typeof value === 'string' ? value : null
+}
+
+function dateHeader(value: unknown): number | null {
+  const ms = value instanceof Date ? value.getTime() : Number.NaN
+  return Number.isFinite(ms) ? ms : null
+}
+
+/** The header's value as text: mailparser gives structured headers (Auto-Submitted among them) as `{ value, params }`. */
+function headerWord(value: unknown): string | null {
+  const v =
+    typeof value === 'object' && value !== null && 'value' in value ? (value as { value: unknown }).value : value
+  if (typeof v !== 'string') return null
+  // RFC 3834 §5: a keyword, then optional parameters and comments.
+  return (
+    v
+      .replace(/\([^)]*\)/g, '')
+      .split(';')[0]
+      .trim()
+      .toLowerCase() || null
+  )
+}
+
+/**
+ * Why a message was sent automatically, so that nothing answers it by itself (RFC 3834 §2, §5):
+ * an Auto-Submitted other than `no`, a Precedence of bulk, list or junk (the older convention
+ * §2 names), or an envelope sender that is null (a bounce, RFC 5321 §4.5.5) or MAILER-DAEMON
+ * or postmaster. A List-Id alone is not enough: a person's reply to a list has one too.
+ */
+function automatic(headers: Headers, mailFrom: string): string | null {
+  const submitted = headerWord(headers.get('auto-submitted'))
+  if (submitted && submitted !== 'no') return `Auto-Submitted: ${submitted}`
+  const precedence = headerWord(headers.get('precedence'))
+  if (precedence && ['bulk', 'list', 'junk'].includes(precedence)) return `Precedence: ${precedence}`
+  if (mailFrom === '') return 'null envelope sender (a bounce or report)'
+  const local = mailFrom.slice(0, mailFrom.lastIndexOf('@')).toLowerCase()
+  if (local === 'mailer-daemon' || local === 'postmaster') return `envelope sender ${mailFrom}`
+  return null
+}

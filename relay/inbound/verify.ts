@@ -1,0 +1,120 @@
+import { Resolver } from 'node:dns/promises'
+import { authenticate } from 'mailauth'
+
+/**
+ * The authentication verdict of a received message. Results are RFC 8601 words: pass, fail,
+ * softfail, neutral, none, temperror, permerror (and policy, for a DKIM key too weak).
+ */
+export interface AuthVerdict {
+  spf: { result: string; domain: string | null }
+  dkim: { result: string; domain: string | null; selector: string | null }[]
+  dmarc: { result: string; policy: string | null; domain: string | null }
+  arc: { result: string }
+  /** The Authentication-Results header's value, as prepended to the stored message. */
+  header: string
+}
+
+/** A DNS lookup as mailauth asks for it: `dns.promises.resolve`'s signature. */
+export type DnsResolve = (name: string, rrtype: string) => Promise<unknown>
+
+/** How long all the lookups of one message may take together; past it the message is answered 451 and tried again later. */
+export const VERIFY_TIMEOUT_MS = 30_000
+
+/** SPF, DKIM, DMARC and ARC lookups through MAILROOM_DNS_SERVERS, or the system's servers. */
+export function authResolver(servers: string[] | null): DnsResolve {
+  const resolver = new Resolver({ timeout: 5000, tries: 2 })
+  if (servers) resolver.setServers(servers)
+  return (name, rrtype) => resolver.resolve(name, rrtype as 'TXT')
+}
+
+export interface VerifyInput {
+  raw: Buffer
+  /** The envelope sender, '' for the null sender. */
+  mailFrom: string
+  /** The connecting client's address. */
+  remoteAddress: string
+  /** What the client said in EHLO or HELO. */
+  heloName: string
+  resolver: DnsResolve
+  /** This MX's name: the authserv-id of the Authentication-Results header (RFC 8601 §2.5). */
+  hostname: string
+  timeoutMs?: number
+}
+
+/**
+ * Checks a received message as its sender's domains ask: SPF for the connecting address and the
+ * envelope sender (RFC 7208), each DKIM signature (RFC 6376), DMARC for the From domain (RFC
+ * 7489 and its successor), and the ARC chain (RFC 8617), with mailauth. Throws when the lookups
+ * took longer than VERIFY_TIMEOUT_MS (a temporary failure: the sender tries again).
+ */
+export async function verifyInbound(input: VerifyInput): Promise<AuthVerdict> {
+  const timeoutMs = input.timeoutMs ?? VERIFY_TIMEOUT_MS
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`authentication checks took longer than ${timeoutMs} ms`)), timeoutMs)
+  })
+  try {
+    const result = await Promise.race([
+      authenticate(input.raw, {
+        sender: input.mailFrom,
+        ip: input.remoteAddress.replace(/^::ffff:/, ''),
+        helo: input.heloName,
+        mta: input.hostname,
+        resolver: input.resolver as never,
+        // BIMI is a logo for mail clients, not a verdict: not looked up.
+        disableBimi: true,
+        // The Received headers are the sender's to write: the connection's own facts are used.
+        trustReceived: false,
+      }),
+      deadline,
+    ])
+    return verdictOf(result)
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+type Authenticated = Awaited<ReturnType<typeof authenticate>>
+
+/** mailauth's answer as the verdict kept with the message. */
+function verdictOf(result: Authenticated): AuthVerdict {
+  const { spf, dkim, dmarc, arc } = result
+  return {
+    spf: { result: word(spf ? spf.status.result : 'none'), domain: spf ? spf.domain || null : null },
+    // mailauth reports a message without signatures as one `none` result of no domain: here, none at all.
+    dkim: (dkim.results ?? [])
+      .filter((r) => r.signingDomain || r.status.result !== 'none')
+      .map((r) => ({
+        result: word(r.status.result),
+        domain: r.signingDomain ?? null,
+        selector: r.selector ?? null,
+      })),
+    dmarc: dmarc
+      ? {
+          result: word(dmarc.status.result),
+          policy: dmarc.policy ?? null,
+          domain: dmarc.status.header?.from ?? dmarc.domain ?? null,
+        }
+      : { result: 'none', policy: null, domain: null },
+    arc: { result: word(arc ? arc.status.result : 'none') },
+    header: authResultsValue(result.headers),
+  }
+}
+
+/** mailauth's `temperr` is RFC 8601's `temperror`. */
+const word = (result: string) => (result === 'temperr' ? 'temperror' : result)
+
+/** The value of the Authentication-Results header among the headers mailauth made (Received-SPF is the other). */
+function authResultsValue(headers: string): string {
+  const at = headers.search(/^Authentication-Results:/im)
+  if (at < 0) throw new Error('mailauth made no Authentication-Results header')
+  const rest = headers.slice(at + 'Authentication-Results:'.length)
+  // The header runs to the first line end not followed by folding white space.
+  const end = rest.search(/\r?\n(?![ \t])/)
+  return (end < 0 ? rest : rest.slice(0, end)).trim()
+}
+
+/** Whether the From domain's DMARC policy asks that this message be refused: DMARC failed under p=reject (RFC 7489 §6.3). */
+export function dmarcRejects(verdict: AuthVerdict): boolean {
+  return verdict.dmarc.result === 'fail' && verdict.dmarc.policy === 'reject'
+}
