@@ -6,7 +6,7 @@ import { ConfigError, type Config } from './config.js'
 import { AUTH_FAILURE_WINDOW_MS } from './relay/auth-throttle.js'
 import { startEngineThread } from './relay/engine.js'
 import { deliveryTarget, HEARTBEAT_EXPIRY_MS, startHeartbeat } from './relay/heartbeat.js'
-import { createMxServer, type InboundReceiver } from './relay/inbound/mx.js'
+import { createMxServer } from './relay/inbound/mx.js'
 import { authResolver } from './relay/inbound/verify.js'
 import { createSubmissionServer, submissionLimits } from './relay/submission.js'
 import { startLocalSink } from './relay/sink.js'
@@ -23,12 +23,6 @@ import { UNUSED_CLIENT_MS } from './transports/oauth.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
 const SHUTDOWN_GRACE_MS = 30_000
-
-/**
- * The bytes an inbox may hold, asked about at each RCPT of the MX door: 1 GB, until the store's
- * half of #37 adds the inbox quota setting, which replaces this.
- */
-const INBOX_QUOTA = 1024 ** 3
 
 export interface RunningServer {
   httpPort: number
@@ -160,18 +154,14 @@ export async function startServer(configured: Config, options: { sink?: boolean 
   const smtpsPort = smtps ? await listenSubmission(smtps, securePort!, 'MAILROOM_SMTPS_PORT') : null
 
   // The MX door: mail from the internet for the receiving domains, into the store's inbound half.
-  // Until that half lands in the Store interface, it is taken only from a store that has it.
-  const inbound = 'inbound' in store ? (store.inbound as InboundReceiver) : null
-  if (config.mx.port !== null && !inbound)
-    logger.warn('MAILROOM_MX_LISTEN_PORT is set, but this store receives no mail yet: the MX door stays closed')
   const mx =
-    config.mx.port === null || !inbound
+    config.mx.port === null
       ? null
       : createMxServer({
-          inbound,
+          inbound: store.inbound,
           config,
-          hostname: config.nodeName,
-          quota: INBOX_QUOTA,
+          hostname: config.inbound.mxHostname,
+          quota: config.inbound.quota,
           logger,
           clock: rt.clock,
           tls,

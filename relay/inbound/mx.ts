@@ -15,44 +15,15 @@ import {
   reply,
   unofferedParameter,
 } from '../smtp-door.js'
-import { type ParsedInbound, parseInbound } from './parse.js'
-import { type AuthVerdict, type DnsResolve, dmarcRejects, verifyInbound } from './verify.js'
-
-/** What the door asks at RCPT, for one address. */
-export type InboundRecipient =
-  /** An inbox, or any address at a catch-all domain. */
-  | { kind: 'inbox'; accountId: number }
-  /** An inbox whose stored bytes reached the inbox quota. */
-  | { kind: 'full'; accountId: number }
-  /** A receiving domain, no such inbox, not catch-all. */
-  | { kind: 'unknown' }
-  /** No account receives for that domain. */
-  | { kind: 'not-receiving' }
-
-/** What the door hands the store: one message, accepted for one or more addresses of one account. */
-export interface NewInboundMessage {
-  accountId: number
-  /** Lower-cased envelope recipients of this account (each an inbox, or an address at a catch-all domain). */
-  recipients: string[]
-  /** Envelope sender, '' for the null sender. */
-  mailFrom: string
-  remoteAddress: string
-  /** ms */
-  receivedAt: number
-  /** The whole message as stored: Authentication-Results prepended. */
-  raw: Buffer
-  parsed: ParsedInbound
-  auth: AuthVerdict
-}
+import type { AuthVerdict, InboundRecipient, Store } from '../../storage/store.js'
+import { parseInbound } from './parse.js'
+import { type DnsResolve, dmarcRejects, verifyInbound } from './verify.js'
 
 /**
  * Where received mail goes: the Store's `inbound` namespace. `receive` stores the message for
  * every recipient of one account in one transaction; the door acknowledges only once it resolved.
  */
-export interface InboundReceiver {
-  recipient(address: string, quota: number): Promise<InboundRecipient>
-  receive(message: NewInboundMessage): Promise<{ id: string; inboxId: number; threadId: string }[]>
-}
+export type InboundReceiver = Pick<Store['inbound'], 'recipient' | 'receive'>
 
 export interface MxDeps {
   inbound: InboundReceiver

@@ -1,36 +1,6 @@
 import EmailReplyParser from 'email-reply-parser'
 import { type AddressObject, type AttachmentStream, type Headers, MailParser, type MessageText } from 'mailparser'
-
-/** One address of a header, as mailparser gives it. */
-export interface InboundAddress {
-  address: string
-  name: string
-}
-
-/** What is parsed once at intake, for the store and the agents reading it. */
-export interface ParsedInbound {
-  /** The Message-ID header, without < > */
-  messageId: string | null
-  /** Without < > */
-  inReplyTo: string | null
-  /** Without < >, oldest first */
-  references: string[]
-  from: InboundAddress | null
-  replyTo: InboundAddress[]
-  to: InboundAddress[]
-  cc: InboundAddress[]
-  subject: string | null
-  /** ms since epoch, from the Date header */
-  date: number | null
-  text: string | null
-  /** As received: sanitized only where shown */
-  html: string | null
-  /** The new part of a reply (email-reply-parser) */
-  extractedText: string | null
-  attachments: { index: number; filename: string | null; contentType: string; size: number }[]
-  /** Why the message is automatic (RFC 3834 Auto-Submitted, Precedence bulk|list|junk, a null or MAILER-DAEMON sender), or null. */
-  automatic: string | null
-}
+import type { InboundAddress, ParsedInbound } from '../../storage/store.js'
 
 /**
  * The bounds of the work one message may cost at intake. A message is at most

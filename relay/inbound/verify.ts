@@ -1,18 +1,6 @@
 import { Resolver } from 'node:dns/promises'
 import { authenticate } from 'mailauth'
-
-/**
- * The authentication verdict of a received message. Results are RFC 8601 words: pass, fail,
- * softfail, neutral, none, temperror, permerror (and policy, for a DKIM key too weak).
- */
-export interface AuthVerdict {
-  spf: { result: string; domain: string | null }
-  dkim: { result: string; domain: string | null; selector: string | null }[]
-  dmarc: { result: string; policy: string | null; domain: string | null }
-  arc: { result: string }
-  /** The Authentication-Results header's value, as prepended to the stored message. */
-  header: string
-}
+import type { AuthVerdict } from '../../storage/store.js'
 
 /** A DNS lookup as mailauth asks for it: `dns.promises.resolve`'s signature. */
 export type DnsResolve = (name: string, rrtype: string) => Promise<unknown>

@@ -10,14 +10,9 @@ import type { SMTPServer } from 'smtp-server'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { loadConfig } from '../../config.js'
 import { createByteBudget } from '../../relay/byte-budget.js'
-import {
-  createMxServer,
-  type InboundReceiver,
-  type InboundRecipient,
-  type NewInboundMessage,
-  withAuthResults,
-} from '../../relay/inbound/mx.js'
+import { createMxServer, type InboundReceiver, withAuthResults } from '../../relay/inbound/mx.js'
 import { authResolver } from '../../relay/inbound/verify.js'
+import type { InboundRecipient, NewInboundMessage } from '../../storage/store.js'
 import { loadTls } from '../../relay/tls.js'
 import { silentLogger } from '../helpers.js'
 import { DNSMASQ, describeWith } from '../system/peers.js'
