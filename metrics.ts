@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
-import { REFUSAL_REASONS, type RefusalReason } from './relay/refusal.js'
+import { MX_REFUSAL_REASONS, type MxRefusalReason, REFUSAL_REASONS, type RefusalReason } from './relay/refusal.js'
 import type { AttemptOutcome, Store } from './storage/store.js'
 
 /** Where a message came in: REST and MCP (`api`; the tools do not know which) or SMTP submission. */
@@ -58,6 +58,10 @@ export interface Metrics extends EngineMetrics {
   accepted(door: Door): void
   /** A message refused by the relay's checks (over SMTP, also one recipient refused at RCPT TO). */
   refused(door: Door, reason: RefusalReason): void
+  /** A message the MX door acknowledged: committed for every inbox it is for. */
+  received(): void
+  /** A connection, recipient or message the MX door refused. */
+  mxRefused(reason: MxRefusalReason): void
   smtpSessionOpened(): void
   smtpSessionClosed(): void
   /** An HTTP request answered; `route` is the pattern it matched (`/mail/{id}`), never the path. */
@@ -93,6 +97,17 @@ export function createMetrics(deps: {
     name: 'mailroom_messages_refused_total',
     help: "Messages refused by the relay's checks (over SMTP, also each recipient refused at RCPT TO), by door and reason",
     labelNames: ['door', 'reason'] as const,
+    registers,
+  })
+  const received = new Counter({
+    name: 'mailroom_mx_messages_received_total',
+    help: 'Messages the MX door received: committed for every inbox they are for, the sender told so',
+    registers,
+  })
+  const mxRefused = new Counter({
+    name: 'mailroom_mx_refused_total',
+    help: 'Connections, recipients and messages the MX door refused, by reason',
+    labelNames: ['reason'] as const,
     registers,
   })
   const deliveries = new Counter({
@@ -140,12 +155,16 @@ export function createMetrics(deps: {
     accepted.inc({ door }, 0)
     for (const reason of Object.keys(REFUSAL_REASONS)) refused.inc({ door, reason }, 0)
   }
+  received.inc(0)
+  for (const reason of Object.keys(MX_REFUSAL_REASONS)) mxRefused.inc({ reason }, 0)
   for (const result of DELIVERY_RESULTS) deliveries.inc({ result }, 0)
   for (const result of WEBHOOK_RESULTS) webhooks.inc({ result }, 0)
 
   const metrics: Metrics = {
     accepted: (door) => accepted.inc({ door }),
     refused: (door, reason) => refused.inc({ door, reason }),
+    received: () => received.inc(),
+    mxRefused: (reason) => mxRefused.inc({ reason }),
     delivery(result, acceptedAt, now) {
       deliveries.inc({ result })
       if (result === 'delivered') latency.observe(Math.max(0, now - acceptedAt) / 1000)

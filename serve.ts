@@ -167,6 +167,7 @@ export async function startServer(configured: Config, options: { sink?: boolean 
           tls,
           budget: rt.budget,
           resolver: authResolver(config.delivery.dnsServers),
+          metrics,
         })
   const mxPort = mx
     ? await (async () => {

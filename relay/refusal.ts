@@ -34,3 +34,26 @@ export class Refusal extends MailroomError {
 /** A 400 refusal (the SMTP reply given, or invalid input's). */
 export const refusal = (reason: RefusalReason, message: string, smtp?: { code: number; enhanced: string }) =>
   new Refusal(reason, 400, message, smtp)
+
+/**
+ * Why the MX door refuses a connection, a recipient or a message: the `reason` label of
+ * mailroom_mx_refused_total, each with what it means for docs/operations.md.
+ */
+export const MX_REFUSAL_REASONS = {
+  too_many_connections: 'more connections open from the client than MAILROOM_SMTP_MAX_CLIENTS_PER_ADDRESS',
+  unoffered_parameter: 'a MAIL FROM parameter the door does not offer',
+  invalid_address: 'a sender or recipient that is not an email address',
+  relay_denied: 'a recipient at a domain no account receives for (the door is never an open relay)',
+  no_such_mailbox: 'a recipient at a receiving domain that is no inbox',
+  mailbox_full: "a recipient whose inbox's stored messages reached MAILROOM_INBOX_QUOTA",
+  too_many_recipients: 'more recipients than MAILROOM_MAX_RECIPIENTS',
+  harvest: 'as many refused recipients as MAILROOM_MAX_RECIPIENTS without a message accepted: the connection is closed',
+  too_large: 'the message is larger than MAILROOM_MAX_MESSAGE_SIZE',
+  busy: 'the memory budget could not hold the message then',
+  data_timeout: 'the message did not arrive within MAILROOM_SMTP_DATA_TIMEOUT',
+  dmarc_reject: "the message failed DMARC and its From domain's policy is p=reject",
+  checks_failed: "the sender's DNS could not be checked in time",
+  temporary_failure: 'the store did not answer (the recipient lookup or the commit failed)',
+} as const
+
+export type MxRefusalReason = keyof typeof MX_REFUSAL_REASONS

@@ -198,11 +198,15 @@ export interface InboundStore {
   inboxes(accountId: number): Promise<Inbox[]>
   /** Deletes an inbox of the account and the messages it holds; false when it has none by that id. */
   deleteInbox(id: number, accountId: number): Promise<boolean>
-  /** Who takes mail for an address (asked at RCPT), `full` once its inbox holds `quota` bytes. */
+  /**
+   * Who takes mail for an address (asked at RCPT), `full` once its inbox holds `quota` bytes.
+   * `postmaster@` a receiving domain is always an inbox, made by its first message as at a
+   * catch-all domain (takesAll).
+   */
   recipient(address: string, quota: number): Promise<InboundRecipient>
   /**
-   * Stores a message for each of its recipients, in one transaction: at a catch-all domain the
-   * inbox is made; each joins its thread, and a message.received event is written per recipient.
+   * Stores a message for each of its recipients, in one transaction: at a catch-all domain (and
+   * for postmaster) the inbox is made; each joins its thread, and a message.received event is written per recipient.
    */
   receive(message: NewInboundMessage): Promise<{ id: string; inboxId: number; threadId: string }[]>
   /** A page of the account's received messages, newest first, and how many match. */
@@ -353,6 +357,15 @@ export function newSummary(
     automatic: p.automatic,
     read: false,
   }
+}
+
+/**
+ * Whether a receiving domain takes mail for an address that is no inbox, making its inbox: every
+ * address at a catch-all domain, and postmaster at any (RFC 5321 §4.5.1: a domain that takes mail
+ * must take it for postmaster, whose local part is case-insensitive; the address is lower-cased).
+ */
+export function takesAll(address: string, catchAll: boolean): boolean {
+  return catchAll || address.slice(0, address.lastIndexOf('@')) === 'postmaster'
 }
 
 /** The lower-cased address and its domain. */

@@ -1,7 +1,7 @@
 import { readFileSync, rmSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createMetrics, type EngineCall, forwardedMetrics } from '../metrics.js'
-import { REFUSAL_REASONS } from '../relay/refusal.js'
+import { MX_REFUSAL_REASONS, REFUSAL_REASONS } from '../relay/refusal.js'
 import type { RunningServer } from '../serve.js'
 import { silentLogger, startTestServer } from './helpers.js'
 import { parsePrometheusText, seriesValue } from './prometheus-text.js'
@@ -27,6 +27,8 @@ describe('the metrics module', () => {
     expect(ours.map((f) => f.name)).toEqual([
       'mailroom_messages_accepted_total',
       'mailroom_messages_refused_total',
+      'mailroom_mx_messages_received_total',
+      'mailroom_mx_refused_total',
       'mailroom_deliveries_total',
       'mailroom_delivery_latency_seconds',
       'mailroom_queue_depth',
@@ -37,6 +39,7 @@ describe('the metrics module', () => {
     ])
     expect(seriesValue(families, 'mailroom_messages_refused_total', { door: 'smtp', reason: 'spam_trap' })).toBe(0)
     expect(seriesValue(families, 'mailroom_deliveries_total', { result: 'deferred' })).toBe(0)
+    expect(seriesValue(families, 'mailroom_mx_refused_total', { reason: 'relay_denied' })).toBe(0)
     expect(seriesValue(families, 'mailroom_webhook_deliveries_total', { result: 'failed' })).toBe(0)
     // The process's own, under their usual names.
     expect(seriesValue(families, 'process_cpu_user_seconds_total')).toBeGreaterThan(0)
@@ -106,6 +109,8 @@ describe('the metrics module', () => {
     const names = [...parsePrometheusText((await metrics.render()).body).keys()]
     expect(names.filter((name) => !doc.includes(`\`${name}\``))).toEqual([])
     expect(Object.keys(REFUSAL_REASONS).filter((reason) => !doc.includes(`\`${reason}\``))).toEqual([])
+    const mxReasons = doc.slice(doc.indexOf('The `reason` of a refusal by the MX door'))
+    expect(Object.keys(MX_REFUSAL_REASONS).filter((reason) => !mxReasons.includes(`| \`${reason}\` |`))).toEqual([])
   })
 })
 

@@ -1,9 +1,11 @@
 import type { Logger } from 'pino'
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import type { Config } from '../../config.js'
+import type { Metrics } from '../../metrics.js'
 import { isEmail, notAnEmail } from '../addresses.js'
 import { authClient } from '../auth-throttle.js'
 import type { ByteBudget } from '../byte-budget.js'
+import type { MxRefusalReason } from '../refusal.js'
 import {
   BUSY,
   type ConnectionCounter,
@@ -41,6 +43,8 @@ export interface MxDeps {
   resolver: DnsResolve
   /** Connections per client; the door's own when not given. */
   connections?: ConnectionCounter
+  /** Where messages received and refusals are counted (GET /metrics). */
+  metrics?: Pick<Metrics, 'received' | 'mxRefused'>
 }
 
 /** RFC 1870 SIZE and RFC 6152 BODY: no AUTH on the MX door, and no SMTPUTF8 or DSN. */
@@ -56,7 +60,12 @@ const MAIL_PARAMETERS: ReadonlySet<string> = new Set(['SIZE', 'BODY'])
  * then answered 250.
  */
 export function createMxServer(deps: MxDeps): SMTPServer {
-  const { inbound, config, logger, clock, budget, hostname } = deps
+  const { inbound, config, logger, clock, budget, hostname, metrics } = deps
+  /** Counts a refusal by its reason, and hands the reply on. */
+  const counted = <E>(reason: MxRefusalReason, err: E): E => {
+    metrics?.mxRefused(reason)
+    return err
+  }
   const connections = deps.connections ?? connectionCounter(config.smtp.maxClientsPerAddress)
   const admitted = new WeakMap<SMTPServerSession, string>()
   // Recipients refused on the connection since it last had a message accepted: a client trying
@@ -64,7 +73,8 @@ export function createMxServer(deps: MxDeps): SMTPServer {
   const refused = new WeakMap<SMTPServerSession, number>()
   // The account of each recipient accepted in the session's transaction.
   const accountOf = new WeakMap<SMTPServerSession, Map<string, number>>()
-  const closeWith = (session: SMTPServerSession, text: string) => {
+  const closeWith = (session: SMTPServerSession, reason: MxRefusalReason, text: string) => {
+    metrics?.mxRefused(reason)
     for (const connection of server.connections) if (connection.session === session) connection.send(421, text, false)
   }
 
@@ -87,7 +97,9 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       const client = authClient(session.remoteAddress)
       if (!connections.take(client)) {
         logger.warn({ ip: session.remoteAddress }, 'MX connection refused: too many from the client')
-        return callback(reply(421, `4.7.0 Too many connections from ${client}; try again later`))
+        return callback(
+          counted('too_many_connections', reply(421, `4.7.0 Too many connections from ${client}; try again later`)),
+        )
       }
       admitted.set(session, client)
       callback()
@@ -102,20 +114,23 @@ export function createMxServer(deps: MxDeps): SMTPServer {
 
     onMailFrom(address, session, callback) {
       const unoffered = unofferedParameter(address.args, MAIL_PARAMETERS)
-      if (unoffered) return callback(unoffered)
+      if (unoffered) return callback(counted('unoffered_parameter', unoffered))
       accountOf.set(session, new Map())
       // RFC 5321 §4.5.5: the null sender (bounces, reports) is taken.
       if (address.address) {
         address.address = envelopeAddress(address.address)
         if (!isEmail(address.address))
           return callback(
-            reply(553, `5.1.7 ${address.address} ${notAnEmail(address.address, 'is not a valid address')}`),
+            counted(
+              'invalid_address',
+              reply(553, `5.1.7 ${address.address} ${notAnEmail(address.address, 'is not a valid address')}`),
+            ),
           )
       }
       // RFC 1870 §6.1: a declared SIZE that cannot be held now is refused at once.
       const declared = declaredSize(address.args)
       if (declared !== undefined && declared <= config.maxMessageSize && !budget.fits(declared, null))
-        return callback(BUSY(452))
+        return callback(counted('busy', BUSY(452)))
       callback()
     },
 
@@ -123,25 +138,34 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       const refusals = refused.get(session) ?? 0
       if (refusals >= config.maxRecipients)
         return callback(
-          reply(421, `4.7.0 ${refusals} recipients refused without a message accepted; closing the connection`),
+          counted(
+            'harvest',
+            reply(421, `4.7.0 ${refusals} recipients refused without a message accepted; closing the connection`),
+          ),
         )
-      const refuse = (err: Error) => {
+      const refuse = (reason: MxRefusalReason, err: Error) => {
         refused.set(session, refusals + 1)
-        callback(err)
+        callback(counted(reason, err))
       }
       const to = envelopeAddress(address.address)
       address.address = to
-      if (!isEmail(to)) return refuse(reply(553, `5.1.3 ${to} ${notAnEmail(to, 'is not a valid address')}`))
+      if (!isEmail(to))
+        return refuse('invalid_address', reply(553, `5.1.3 ${to} ${notAnEmail(to, 'is not a valid address')}`))
       const rcpts = session.envelope.rcptTo
       const again = rcpts.some((r) => r.address.toLowerCase() === to.toLowerCase())
       if (!again && rcpts.length >= config.maxRecipients)
-        return refuse(reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`))
+        return refuse(
+          'too_many_recipients',
+          reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`),
+        )
       let found: InboundRecipient
       try {
         found = await inbound.recipient(to.toLowerCase(), deps.quota)
       } catch (err) {
         logger.error({ err }, 'MX recipient lookup failed')
-        return callback(reply(451, '4.3.0 Temporary failure looking the recipient up; try again later'))
+        return callback(
+          counted('temporary_failure', reply(451, '4.3.0 Temporary failure looking the recipient up; try again later')),
+        )
       }
       switch (found.kind) {
         case 'inbox':
@@ -149,11 +173,11 @@ export function createMxServer(deps: MxDeps): SMTPServer {
           return callback()
         case 'full':
           // RFC 3463 §3.3: X.2.2, mailbox full; a 4xx, tried again later (RFC 5321 §4.2.5).
-          return refuse(reply(452, `4.2.2 Mailbox ${to} is full; try again later`))
+          return refuse('mailbox_full', reply(452, `4.2.2 Mailbox ${to} is full; try again later`))
         case 'unknown':
-          return refuse(reply(550, `5.1.1 No such mailbox: ${to}`))
+          return refuse('no_such_mailbox', reply(550, `5.1.1 No such mailbox: ${to}`))
         default:
-          return refuse(reply(550, `5.7.1 ${to}: relay not permitted`))
+          return refuse('relay_denied', reply(550, `5.7.1 ${to}: relay not permitted`))
       }
     },
 
@@ -163,6 +187,7 @@ export function createMxServer(deps: MxDeps): SMTPServer {
         () =>
           closeWith(
             session,
+            'data_timeout',
             `4.4.2 The message did not arrive within ${config.smtp.dataTimeout / 1000}s; closing the connection`,
           ),
         config.smtp.dataTimeout,
@@ -178,7 +203,7 @@ export function createMxServer(deps: MxDeps): SMTPServer {
         declared !== undefined ? Math.min(declared, config.maxMessageSize) : FIRST_RESERVATION,
         byAccount.size === 1 ? [...byAccount.keys()][0] : null,
       )
-      if (!held) return callback(BUSY())
+      if (!held) return callback(counted('busy', BUSY()))
       const body = new MessageBuffer()
       let dropped: 'too_large' | 'busy' | 'gone' | null = null
       const drop = (why: 'too_large' | 'busy' | 'gone') => {
@@ -200,19 +225,26 @@ export function createMxServer(deps: MxDeps): SMTPServer {
         clearTimeout(deadline)
         try {
           if (stream.sizeExceeded || dropped === 'too_large')
-            return callback(reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`))
-          if (dropped === 'busy') return callback(BUSY())
+            return callback(
+              counted(
+                'too_large',
+                reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`),
+              ),
+            )
+          if (dropped === 'busy') return callback(counted('busy', BUSY()))
           const raw = Buffer.concat(body.take())
           // One copy of the message from here on: the parts it was joined from are let go.
           body.clear()
           const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ''
           const remoteAddress = session.remoteAddress.replace(/^::ffff:/, '')
           const answer = await accept({ raw, mailFrom, remoteAddress, session, byAccount })
-          if (answer.code === 250) refused.delete(session)
-          callback(answer.code === 250 ? null : reply(answer.code, answer.text), answer.text)
+          if (answer.reason) return callback(counted(answer.reason, reply(answer.code, answer.text)))
+          refused.delete(session)
+          metrics?.received()
+          callback(null, answer.text)
         } catch (err) {
           logger.error({ err }, 'MX intake failed')
-          callback(reply(451, '4.3.0 The message could not be stored; try again later'))
+          callback(counted('temporary_failure', reply(451, '4.3.0 The message could not be stored; try again later')))
         } finally {
           held.release()
         }
@@ -227,7 +259,7 @@ export function createMxServer(deps: MxDeps): SMTPServer {
     remoteAddress: string
     session: SMTPServerSession
     byAccount: Map<number, string[]>
-  }): Promise<{ code: number; text: string }> {
+  }): Promise<{ code: number; text: string; reason?: MxRefusalReason }> {
     const { raw, mailFrom, remoteAddress, session, byAccount } = message
     let auth: AuthVerdict
     try {
@@ -241,11 +273,15 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       })
     } catch (err) {
       logger.warn({ err, ip: remoteAddress }, 'MX authentication checks failed')
-      return { code: 451, text: "4.4.3 The sender's domain could not be checked now; try again later" }
+      return {
+        code: 451,
+        text: "4.4.3 The sender's domain could not be checked now; try again later",
+        reason: 'checks_failed',
+      }
     }
     if (dmarcRejects(auth)) {
       logger.info({ ip: remoteAddress, from: auth.dmarc.domain }, 'MX message refused: DMARC policy reject')
-      return { code: 550, text: `5.7.1 ${dmarcReason(auth)}` }
+      return { code: 550, text: `5.7.1 ${dmarcReason(auth)}`, reason: 'dmarc_reject' }
     }
     // Parsed as stored: the header on top changes nothing an agent reads.
     const stored = withAuthResults(raw, auth.header, hostname)

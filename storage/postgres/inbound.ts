@@ -15,6 +15,7 @@ import {
   notReceiving,
   receivedEvent,
   splitAddress,
+  takesAll,
   type ThreadEntry,
   toMessage,
   toSummary,
@@ -98,15 +99,15 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
     return newThreadId()
   }
 
-  /** The inbox of a recipient, made at a catch-all domain of the account. */
+  /** The inbox of a recipient, made at a catch-all domain of the account (or for postmaster). */
   const inboxFor = async (db: pg.ClientBase, accountId: number, recipient: string, now: number): Promise<number> => {
     const { address, domain } = splitAddress(recipient)
     // Two messages for a new address at a catch-all domain at once: the second waits for the first's inbox.
     await db.query(
       `INSERT INTO inboxes (account_id, address, domain, created_at)
-      SELECT $1, $2, $3, $4 FROM receiving_domains WHERE domain = $3 AND account_id = $1 AND catch_all
+      SELECT $1, $2, $3, $4 FROM receiving_domains WHERE domain = $3 AND account_id = $1 AND (catch_all OR $5)
       ON CONFLICT (address) DO NOTHING`,
-      [accountId, address, domain, now],
+      [accountId, address, domain, now, takesAll(address, false)],
     )
     const inbox = await inboxOf(db, address, true)
     if (!inbox) throw new Error(`${address} is no inbox of account ${accountId}`)
@@ -166,7 +167,7 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
       const inbox = await inboxOf(pool, lower)
       if (inbox && inbox.accountId === d.accountId)
         return { kind: inbox.storedBytes >= quota ? 'full' : 'inbox', accountId: d.accountId }
-      return d.catchAll ? { kind: 'inbox', accountId: d.accountId } : { kind: 'unknown' }
+      return takesAll(lower, d.catchAll) ? { kind: 'inbox', accountId: d.accountId } : { kind: 'unknown' }
     },
     async receive(m) {
       const p = m.parsed

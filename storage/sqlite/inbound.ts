@@ -15,6 +15,7 @@ import {
   notReceiving,
   receivedEvent,
   splitAddress,
+  takesAll,
   type ThreadEntry,
   toMessage,
   toSummary,
@@ -139,7 +140,7 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
       if (inbox && inbox.accountId !== m.accountId) throw new Error(`${address} is an inbox of another account`)
       if (!inbox) {
         const d = s.domain.get(domain) as { accountId: number; catchAll: number } | undefined
-        if (!d || d.accountId !== m.accountId || !d.catchAll)
+        if (!d || d.accountId !== m.accountId || !takesAll(address, d.catchAll === 1))
           throw new Error(`${address} is no inbox of account ${m.accountId}`)
         inbox = {
           id: (s.addInbox.get(m.accountId, address, domain, m.receivedAt) as { id: number }).id,
@@ -215,7 +216,7 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
       const inbox = s.inboxByAddress.get(lower) as { accountId: number; storedBytes: number } | undefined
       if (inbox && inbox.accountId === d.accountId)
         return { kind: inbox.storedBytes >= quota ? 'full' : 'inbox', accountId: d.accountId }
-      return d.catchAll ? { kind: 'inbox', accountId: d.accountId } : { kind: 'unknown' }
+      return takesAll(lower, d.catchAll === 1) ? { kind: 'inbox', accountId: d.accountId } : { kind: 'unknown' }
     },
     async receive(message) {
       return receiveTx(message)

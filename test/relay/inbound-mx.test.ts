@@ -10,7 +10,8 @@ import type { SMTPServer } from 'smtp-server'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { loadConfig } from '../../config.js'
 import { createByteBudget } from '../../relay/byte-budget.js'
-import { createMxServer, type InboundReceiver, withAuthResults } from '../../relay/inbound/mx.js'
+import { createMxServer, type InboundReceiver, type MxDeps, withAuthResults } from '../../relay/inbound/mx.js'
+import type { MxRefusalReason } from '../../relay/refusal.js'
 import { authResolver } from '../../relay/inbound/verify.js'
 import type { InboundRecipient, NewInboundMessage } from '../../storage/store.js'
 import { loadTls } from '../../relay/tls.js'
@@ -72,7 +73,11 @@ describeWith('the MX door', 'dnsmasq and swaks', existsSync(DNSMASQ) ? undefined
   })
 
   /** The door on 127.0.0.1, an ephemeral port, over `inbound`. */
-  async function start(inbound: InboundReceiver = fakeInbound(), env: Record<string, string> = {}) {
+  async function start(
+    inbound: InboundReceiver = fakeInbound(),
+    env: Record<string, string> = {},
+    metrics?: MxDeps['metrics'],
+  ) {
     const config = loadConfig({ MAILROOM_DATA_DIR: dataDir, ...env })
     const s = (server = createMxServer({
       inbound,
@@ -84,6 +89,7 @@ describeWith('the MX door', 'dnsmasq and swaks', existsSync(DNSMASQ) ? undefined
       tls,
       budget: createByteBudget(config.memoryBudget),
       resolver: authResolver([dns.server]),
+      metrics,
     }))
     await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()))
     return (s.server.address() as AddressInfo).port
@@ -275,6 +281,22 @@ describeWith('the MX door', 'dnsmasq and swaks', existsSync(DNSMASQ) ? undefined
       /^550 5\.7\.1 Message refused: the DMARC policy of sender\.test is reject, and it failed DMARC \(SPF none for elsewhere\.test, DKIM none\)$/,
     )
     expect(inbound.received).toEqual([])
+  })
+
+  it('counts each message received, and each refusal under its reason', async () => {
+    const counted: (MxRefusalReason | 'received')[] = []
+    const metrics = { received: () => counted.push('received'), mxRefused: (r: MxRefusalReason) => counted.push(r) }
+    const inbound = fakeInbound()
+    const client = await SmtpClient.open(await start(inbound, {}, metrics))
+    clients.push(client)
+    const info = await client.send(
+      { from: 'boss@sender.test', to: ['quotes@acme.test', 'full@acme.test', 'nobody@acme.test', 'x@faraway.test'] },
+      await dns.signed(senderMessage()),
+    )
+    expect(info.accepted).toEqual(['quotes@acme.test'])
+    await refusal(client.send({ from: 'someone@elsewhere.test', to: ['quotes@acme.test'] }, senderMessage()))
+    expect(counted).toEqual(['mailbox_full', 'no_such_mailbox', 'relay_denied', 'received', 'dmarc_reject'])
+    expect(inbound.received).toHaveLength(1)
   })
 
   it('answers 250 only once the store has committed the message', async () => {

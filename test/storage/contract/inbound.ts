@@ -218,6 +218,31 @@ export function inboundContract(f: Fixture) {
       ])
     })
 
+    it('takes postmaster at every receiving domain, its inbox made by its first message (RFC 5321 §4.5.1)', async () => {
+      await receiving()
+      await domain('b.example', f.otherAccountId)
+      expect(await f.store.inbound.recipient('postmaster@in.example', QUOTA)).toEqual({
+        kind: 'inbox',
+        accountId: f.accountId,
+      })
+      // Only at a receiving domain: one that is not, even of an account, is no one's.
+      expect(await f.store.inbound.recipient('postmaster@b.example', QUOTA)).toEqual({ kind: 'not-receiving' })
+      // Only postmaster itself.
+      expect(await f.store.inbound.recipient('postmasters@in.example', QUOTA)).toEqual({ kind: 'unknown' })
+      const stored = await f.store.inbound.receive(
+        inboundMessage(f.accountId, { recipients: ['PostMaster@in.example'] }),
+      )
+      expect(stored).toHaveLength(1)
+      expect((await f.store.inbound.inboxes(f.accountId)).map((i) => [i.address, i.messages])).toEqual([
+        ['agent@in.example', 0],
+        ['postmaster@in.example', 1],
+      ])
+      const again = await f.store.inbound.receive(
+        inboundMessage(f.accountId, { recipients: ['postmaster@in.example'] }),
+      )
+      expect(again[0].inboxId).toBe(stored[0].inboxId)
+    })
+
     it('answers full for an inbox whose stored bytes reached the quota', async () => {
       await receiving()
       const message = inboundMessage(f.accountId)
