@@ -3,7 +3,7 @@
 // sent one), its attachments and its conversation. Opening an unread message marks it read.
 import { api } from './api.js'
 import { contentViews, VIEWS } from './content.js'
-import { $, count, h, utc } from './dom.js'
+import { $, count, fail, h, utc } from './dom.js'
 import { LEVELS, sentence, verdict } from './verdict.js'
 
 const dialog = $('#message')
@@ -45,10 +45,12 @@ export async function openMessage(id, from) {
       ...(message.attachments.length ? [attachments(message.attachments)] : []),
       conversationOf(conversation, message.id),
     )
-    if (!message.read) {
-      await api('POST', '/inbound/read', { body: { ids: [message.id] } })
-      onRead(message.id)
-    }
+    // Read once shown; a refusal is said on the page, the message staying in view.
+    if (!message.read)
+      await api('POST', '/inbound/read', { body: { ids: [message.id] } }).then(
+        () => onRead(message.id),
+        (err) => fail(err.message),
+      )
   } catch (err) {
     body.replaceChildren(h('p', { class: 'error', role: 'alert' }, err.message))
   }
