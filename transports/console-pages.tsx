@@ -14,6 +14,7 @@ import {
   type Submission,
   TextField,
 } from './console-layout.js'
+import { Inbox } from './console-inbox.js'
 import { Domains, Keys, Reveal, Webhooks } from './console-manage.js'
 
 const INTERVALS: [string, string][] = [
@@ -252,6 +253,7 @@ export function renderPage(page: PageName, asset: AssetUrl, { smtp, priced }: Pa
   const content = {
     overview: <Overview priced={priced} />,
     log: <Log />,
+    inbox: <Inbox />,
     blocks: <Blocks />,
     rules: <Rules />,
     orders: <Orders smtp={smtp} />,

@@ -4,6 +4,7 @@ import { PAGES } from '../../transports/console-layout.js'
 import { expectAccessible } from './axe.js'
 import { type ConsoleEnv, describeChromium, newPage, signIn, startConsole, VIEWPORTS } from './browser.js'
 import { DOMAIN, startDomainDns } from './domains.js'
+import { FORGED, receive, receiving } from './inbound.js'
 
 // Every page of the console, filled with data, and its dialogs, checked with axe-core.
 describeChromium('console: accessibility (axe-core)', () => {
@@ -12,7 +13,23 @@ describeChromium('console: accessibility (axe-core)', () => {
   let txid: string
   beforeAll(async () => {
     dns = await startDomainDns()
-    env = await startConsole(['trap@example.net'], { env: dns.env, setup: dns.setup })
+    env = await startConsole(['trap@example.net'], {
+      env: dns.env,
+      setup: async (admin) => {
+        await dns.setup(admin)
+        // The Inbox page with mail: one message that passed its checks, with HTML, and a forgery.
+        await receiving(admin, DOMAIN, 'agent')
+        const inbox = `agent@${DOMAIN}`
+        await receive(admin, inbox, {
+          from: { address: 'alice@remote.example', name: 'Alice' },
+          subject: 'Signed',
+          text: 'Hello',
+          html: '<p>Hello <b>there</b></p>',
+          attachments: [{ index: 0, filename: 'a.pdf', contentType: 'application/pdf', size: 5 }],
+        })
+        await receive(admin, inbox, { from: { address: 'ceo@bank.example', name: '' }, subject: 'Forged' }, FORGED)
+      },
+    })
     await env.api('POST', '/mail/rules', { type: 'domain', data: 'spam.example' })
     await env.api('POST', '/webhooks', { url: 'https://hooks.example.com/mail', events: ['message.failed'] })
     const sent = await env.api('POST', '/mail/send', {
@@ -57,6 +74,20 @@ describeChromium('console: accessibility (axe-core)', () => {
       await page.getByRole('button', { name: 'Show content' }).click()
       await page.locator('iframe.html').waitFor()
       await expectAccessible(page, 'story with content')
+    })
+
+    it('a received message, and a forged one with its warnings', async () => {
+      await page.goto(`${env.base}/console/inbox`)
+      await page.getByRole('button', { name: 'Signed' }).click()
+      await page.locator('#message iframe.html').waitFor()
+      await page.locator('#message .conversation').waitFor()
+      await expectAccessible(page, 'received message')
+      await page.locator('#message').getByRole('button', { name: 'Close the message' }).click()
+      await page.getByRole('button', { name: 'Forged' }).click()
+      await page.locator('#message .warnings').waitFor()
+      await page.locator('#message .conversation').waitFor()
+      await expectAccessible(page, 'forged message')
+      await page.locator('#message').getByRole('button', { name: 'Close the message' }).click()
     })
 
     it('a new key shown once, and a confirm dialog', async () => {

@@ -4,7 +4,7 @@ import { api } from './api.js'
 import { h } from './dom.js'
 import { safeDocument } from './sanitize.js'
 
-const VIEWS = [
+export const VIEWS = [
   ['text', 'Text'],
   ['html', 'HTML'],
   ['raw', 'Source'],
@@ -25,37 +25,41 @@ function view(kind, content) {
   )
 }
 
-/** The Content section of the story of transaction `id`. */
-export function contentSection(id) {
+/**
+ * The buttons that switch between views of a message's content ({text, html, raw}), `kinds` of
+ * VIEWS, and the panel showing the chosen one: the HTML first where there is some.
+ */
+export function contentViews(content, kinds = VIEWS) {
   const panel = h('div', { class: 'content-view' })
   const buttons = h('div', { class: 'actions', role: 'group', 'aria-label': 'Show the content as' })
-  let content = null
   const show = (kind) => {
     for (const b of buttons.children) b.setAttribute('aria-pressed', String(b.value === kind))
     panel.replaceChildren(view(kind, content))
   }
+  buttons.replaceChildren(
+    ...kinds.map(([kind, label]) =>
+      h('button', { type: 'button', class: 'quiet', value: kind, onclick: () => show(kind) }, label),
+    ),
+  )
+  show(content.html !== null ? 'html' : 'text')
+  return [buttons, panel]
+}
+
+/** The Content section of the story of transaction `id`. */
+export function contentSection(id) {
+  const place = h('div', {}, h('button', { type: 'button', class: 'quiet', onclick: load }, 'Show content'))
   async function load() {
-    panel.replaceChildren(h('p', {}, 'Loading…'))
+    place.replaceChildren(h('p', {}, 'Loading…'))
     try {
-      content = await api('GET', `/mail/log/${encodeURIComponent(id)}/content`)
+      place.replaceChildren(...contentViews(await api('GET', `/mail/log/${encodeURIComponent(id)}/content`)))
     } catch (err) {
-      buttons.replaceChildren()
-      panel.replaceChildren(h('p', { class: 'notice' }, err.message))
-      return
+      place.replaceChildren(h('p', { class: 'notice' }, err.message))
     }
-    buttons.replaceChildren(
-      ...VIEWS.map(([kind, label]) =>
-        h('button', { type: 'button', class: 'quiet', value: kind, onclick: () => show(kind) }, label),
-      ),
-    )
-    show(content.html !== null ? 'html' : 'text')
   }
-  buttons.append(h('button', { type: 'button', class: 'quiet', onclick: load }, 'Show content'))
   return h(
     'section',
     { class: 'content', 'aria-labelledby': 'content-h' },
     h('h3', { id: 'content-h' }, 'Content'),
-    buttons,
-    panel,
+    place,
   )
 }
