@@ -127,7 +127,12 @@ export interface InboundSummary {
   /** Why it is automatic (an auto-reply, a list, a bounce), or null. */
   automatic: string | null
   read: boolean
+  /** The authentication verdict, without the header: null for a message stored before summaries had it. */
+  auth: SummaryVerdict | null
 }
+
+/** AuthVerdict without its header, as a summary gives it. */
+export type SummaryVerdict = Omit<AuthVerdict, 'header'>
 
 /** A received message whole but for its bytes (getInboundMessage). */
 export interface InboundMessage extends InboundSummary {
@@ -249,9 +254,12 @@ export interface InboundMeta {
   references: string[]
   attachments: InboundAttachment[]
   automatic: string | null
+  /** The verdict without its header, for summaries (rows stored before it had one: absent). */
+  auth?: SummaryVerdict
 }
 
-export const metaOf = (p: ParsedInbound): InboundMeta => ({
+export const metaOf = (p: ParsedInbound, { header: _, ...auth }: AuthVerdict): InboundMeta => ({
+  auth,
   to: p.to,
   cc: p.cc,
   replyTo: p.replyTo,
@@ -295,6 +303,7 @@ export function toSummary(row: InboundRow): InboundSummary {
     attachmentCount: meta.attachments.length,
     automatic: meta.automatic,
     read: row.read === true || row.read === 1,
+    auth: meta.auth ?? null,
   }
 }
 
@@ -356,6 +365,7 @@ export function newSummary(
     attachmentCount: p.attachments.length,
     automatic: p.automatic,
     read: false,
+    auth: { spf: m.auth.spf, dkim: m.auth.dkim, dmarc: m.auth.dmarc, arc: m.auth.arc },
   }
 }
 

@@ -3,8 +3,6 @@ import { notFound } from '../errors.js'
 import { accountOf, defineTool } from './define.js'
 import { InboundAddress, InboundId, InboundSummaryRecord, summaryRecord } from './inbound-schemas.js'
 
-const Result = z.object({ result: z.string() })
-
 export const getInboundMessage = defineTool({
   name: 'getInboundMessage',
   title: 'Read a received message',
@@ -31,17 +29,10 @@ export const getInboundMessage = defineTool({
         size: z.number().int(),
       }),
     ),
-    auth: z.object({
-      spf: Result.extend({ domain: z.string().nullable() }),
-      dkim: z.array(Result.extend({ domain: z.string().nullable(), selector: z.string().nullable() })),
-      dmarc: Result.extend({ policy: z.string().nullable(), domain: z.string().nullable() }),
-      arc: Result,
-    }),
   }),
   handler: async ({ id }, ctx) => {
     const m = await ctx.store.inbound.get(id, accountOf(ctx))
     if (!m) throw notFound(`id: received message ${id} not found`)
-    const { header: _, ...auth } = m.auth
     return {
       ...summaryRecord(m),
       mailFrom: m.mailFrom,
@@ -52,7 +43,6 @@ export const getInboundMessage = defineTool({
       html: m.html,
       extractedText: m.extractedText,
       attachments: m.attachments,
-      auth,
     }
   },
 })

@@ -23,6 +23,16 @@ export const inboxRecord = (i: Inbox): z.input<typeof InboxRecord> => ({
   storedBytes: i.storedBytes,
 })
 
+const Result = z.object({ result: z.string() })
+
+/** The authentication verdict: SPF, each DKIM signature, DMARC, ARC, in RFC 8601's words. */
+export const AuthRecord = z.object({
+  spf: Result.extend({ domain: z.string().nullable() }),
+  dkim: z.array(Result.extend({ domain: z.string().nullable(), selector: z.string().nullable() })),
+  dmarc: Result.extend({ policy: z.string().nullable(), domain: z.string().nullable() }),
+  arc: Result,
+})
+
 export const InboundSummaryRecord = z.object({
   id: z.string(),
   inboxId: z.number().int(),
@@ -39,6 +49,7 @@ export const InboundSummaryRecord = z.object({
   attachmentCount: z.number().int(),
   automatic: z.string().nullable().describe('Why it is automatic (auto-reply, list, bounce), or null.'),
   read: z.boolean(),
+  auth: AuthRecord.nullable(),
 })
 
 export const summaryRecord = (m: InboundSummary): z.input<typeof InboundSummaryRecord> => ({
@@ -57,6 +68,8 @@ export const summaryRecord = (m: InboundSummary): z.input<typeof InboundSummaryR
   attachmentCount: m.attachmentCount,
   automatic: m.automatic,
   read: m.read,
+  // A message's own verdict also has its header: not part of the record.
+  auth: m.auth && { spf: m.auth.spf, dkim: m.auth.dkim, dmarc: m.auth.dmarc, arc: m.auth.arc },
 })
 
 /** A received message's id, as tools take it. */

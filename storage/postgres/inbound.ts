@@ -195,7 +195,7 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
             p.text,
             p.html,
             p.extractedText,
-            JSON.stringify(metaOf(p)),
+            JSON.stringify(metaOf(p, m.auth)),
             JSON.stringify(m.auth),
             m.raw.length,
           ])

@@ -164,7 +164,7 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
         text: p.text,
         html: p.html,
         extractedText: p.extractedText,
-        meta: JSON.stringify(metaOf(p)),
+        meta: JSON.stringify(metaOf(p, m.auth)),
         auth: JSON.stringify(m.auth),
         size: m.raw.length,
       })

@@ -49,6 +49,9 @@ describe('REST: received mail', () => {
     )
     const list = await (await call(env, 'GET', '/inbound?unread=true&inbox=agent@in.example&since=today')).json()
     expect(list).toMatchObject({ total: 1, messages: [{ id: stored.id, threadId: stored.threadId, read: false }] })
+    // The verdict comes with the summary (a list needs no read per message), without its header.
+    const { header: _, ...verdict } = inboundMessage(env.accountId, { raw }).auth
+    expect(list.messages[0].auth).toEqual(verdict)
     const got = await call(env, 'GET', `/inbound/${stored.id}`)
     expect(got.status).toBe(200)
     expect((await got.json()).attachments).toHaveLength(1)

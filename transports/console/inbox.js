@@ -53,13 +53,9 @@ async function inboxes() {
   select.value = list.some((i) => i.address === chosen) ? chosen : ''
 }
 
-/** A message's state: unread, automatic, and its authentication, fetched with the message. */
+/** A message's state: unread, automatic, and its authentication. */
 function state(m) {
-  const auth = h('span', { class: 'auth' })
-  api('GET', `/inbound/${encodeURIComponent(m.id)}`).then(
-    (full) => auth.replaceChildren(verdictBadge(verdict(full.auth))),
-    () => {},
-  )
+  const auth = h('span', { class: 'auth' }, m.auth && verdictBadge(verdict(m.auth)))
   return [
     !m.read && [h('span', { class: 'badge unread' }, 'Unread'), ' '],
     m.automatic && [h('span', { class: 'badge automatic', title: m.automatic }, 'Automatic'), ' '],
