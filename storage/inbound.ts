@@ -216,6 +216,12 @@ export interface InboundStore {
   thread(threadId: string, accountId: number): Promise<ThreadEntry[] | undefined>
   /** Puts a sent message (by its Message-ID, with or without < >) in a thread; false when the account sent none by that id. */
   linkSent(input: { accountId: number; messageId: string; threadId: string }): Promise<boolean>
+  /**
+   * Puts a sent message (by its Message-ID) in the thread of the message it answers (`inReplyTo`,
+   * one the account received or sent; a sent one without a thread gets one). The thread's id, or
+   * undefined when the account has no message by either id.
+   */
+  linkReply(input: { accountId: number; messageId: string; inReplyTo: string }): Promise<string | undefined>
   /** Deletes the messages received before `before`, and their bytes; returns how many. */
   expireInbound(before: number): Promise<number>
 }

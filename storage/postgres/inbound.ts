@@ -77,23 +77,28 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
   const sentOf = (db: Db, id: string, accountId: number) =>
     one<{ id: number; threadId: string | null }>(db, SENT, [id, `<${id}>`, accountId])
 
+  /** The thread of a message the account received or sent (one made for a sent one without), else undefined. */
+  const threadOf = async (db: pg.ClientBase, accountId: number, id: string): Promise<string | undefined> => {
+    const received = await one<{ threadId: string }>(
+      db,
+      `SELECT thread_id AS "threadId" FROM inbound_messages WHERE account_id = $1 AND message_id = $2
+      ORDER BY received_at DESC LIMIT 1`,
+      [accountId, id],
+    )
+    if (received) return received.threadId
+    const sent = await sentOf(db, id, accountId)
+    if (!sent) return undefined
+    if (sent.threadId) return sent.threadId
+    const threadId = newThreadId()
+    await db.query(LINK_SENT, [sent.id, accountId, threadId])
+    return threadId
+  }
+
   /** The thread of the first message it answers that the account has (sent or received), else a new one. */
   const threadFor = async (db: pg.ClientBase, accountId: number, ids: string[]): Promise<string> => {
     for (const id of ids) {
-      const received = await one<{ threadId: string }>(
-        db,
-        `SELECT thread_id AS "threadId" FROM inbound_messages WHERE account_id = $1 AND message_id = $2
-        ORDER BY received_at DESC LIMIT 1`,
-        [accountId, id],
-      )
-      if (received) return received.threadId
-      const sent = await sentOf(db, id, accountId)
-      if (sent) {
-        if (sent.threadId) return sent.threadId
-        const threadId = newThreadId()
-        await db.query(LINK_SENT, [sent.id, accountId, threadId])
-        return threadId
-      }
+      const threadId = await threadOf(db, accountId, id)
+      if (threadId) return threadId
     }
     return newThreadId()
   }
@@ -286,6 +291,15 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
       if (!sent) return false
       await pool.query(LINK_SENT, [sent.id, accountId, threadId])
       return true
+    },
+    async linkReply({ accountId, messageId, inReplyTo }) {
+      return transaction(pool, async (db) => {
+        const sent = await sentOf(db, bareMessageId(messageId), accountId)
+        if (!sent) return undefined
+        const threadId = await threadOf(db, accountId, bareMessageId(inReplyTo))
+        if (threadId) await db.query(LINK_SENT, [sent.id, accountId, threadId])
+        return threadId
+      })
     },
     async expireInbound(before) {
       return transaction(pool, async (db) => {

@@ -111,21 +111,34 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
     expire: sqlite.prepare('DELETE FROM inbound_messages WHERE received_at < ?'),
   }
 
+  /** The thread of a message the account received or sent (one made for a sent one without), else undefined. */
+  const threadOf = (accountId: number, id: string): string | undefined => {
+    const received = s.threadOfReceived.get(accountId, id) as string | undefined
+    if (received) return received
+    const sent = s.sent.get(id, `<${id}>`, accountId) as { id: number; threadId: string | null } | undefined
+    if (!sent) return undefined
+    if (sent.threadId) return sent.threadId
+    const threadId = newThreadId()
+    s.linkSent.run(sent.id, accountId, threadId)
+    return threadId
+  }
+
   /** The thread of the first message it answers that the account has (sent or received), else a new one. */
   const threadFor = (accountId: number, ids: string[]): string => {
     for (const id of ids) {
-      const received = s.threadOfReceived.get(accountId, id) as string | undefined
-      if (received) return received
-      const sent = s.sent.get(id, `<${id}>`, accountId) as { id: number; threadId: string | null } | undefined
-      if (sent) {
-        if (sent.threadId) return sent.threadId
-        const threadId = newThreadId()
-        s.linkSent.run(sent.id, accountId, threadId)
-        return threadId
-      }
+      const threadId = threadOf(accountId, id)
+      if (threadId) return threadId
     }
     return newThreadId()
   }
+
+  const linkReplyTx = sqlite.transaction((accountId: number, messageId: string, inReplyTo: string) => {
+    const sent = s.sent.get(messageId, `<${messageId}>`, accountId) as { id: number } | undefined
+    if (!sent) return undefined
+    const threadId = threadOf(accountId, inReplyTo)
+    if (threadId) s.linkSent.run(sent.id, accountId, threadId)
+    return threadId
+  }).immediate
 
   const receiveTx = sqlite.transaction((m: Parameters<InboundStore['receive']>[0]) => {
     const threadId = threadFor(m.accountId, answered(m.parsed))
@@ -274,6 +287,9 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
       if (!sent) return false
       s.linkSent.run(sent.id, accountId, threadId)
       return true
+    },
+    async linkReply({ accountId, messageId, inReplyTo }) {
+      return linkReplyTx(accountId, bareMessageId(messageId), bareMessageId(inReplyTo))
     },
     async expireInbound(before) {
       return sqlite.transaction(() => {
