@@ -53,6 +53,8 @@ export interface AuthVerdict {
   dkim: { result: string; domain: string | null; selector: string | null }[]
   dmarc: { result: string; policy: string | null; domain: string | null }
   arc: { result: string }
+  /** Set for mail delivered from an account of this mailroom without leaving it: who submitted it (nothing else was checked). */
+  local?: string
   /** The Authentication-Results header's value, as prepended to the stored message. */
   header: string
 }

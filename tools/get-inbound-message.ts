@@ -36,6 +36,7 @@ export const getInboundMessage = defineTool({
       dkim: z.array(Result.extend({ domain: z.string().nullable(), selector: z.string().nullable() })),
       dmarc: Result.extend({ policy: z.string().nullable(), domain: z.string().nullable() }),
       arc: Result,
+      local: z.string().optional().describe('Mail from an account of this mailroom, delivered inside it: who sent it.'),
     }),
   }),
   handler: async ({ id }, ctx) => {
