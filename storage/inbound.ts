@@ -129,6 +129,8 @@ export interface InboundSummary {
   /** Why it is automatic (an auto-reply, a list, a bounce), or null. */
   automatic: string | null
   read: boolean
+  /** The new part of a reply (email-reply-parser): what an agent reads first. */
+  extractedText: string | null
 }
 
 /** A received message whole but for its bytes (getInboundMessage). */
@@ -140,7 +142,6 @@ export interface InboundMessage extends InboundSummary {
   references: string[]
   text: string | null
   html: string | null
-  extractedText: string | null
   attachments: InboundAttachment[]
   auth: AuthVerdict
 }
@@ -279,6 +280,7 @@ export interface InboundRow {
   size: number
   read: boolean | number
   meta: string
+  extractedText: string | null
 }
 
 export function toSummary(row: InboundRow): InboundSummary {
@@ -299,6 +301,7 @@ export function toSummary(row: InboundRow): InboundSummary {
     attachmentCount: meta.attachments.length,
     automatic: meta.automatic,
     read: row.read === true || row.read === 1,
+    extractedText: row.extractedText,
   }
 }
 
@@ -309,7 +312,6 @@ export interface InboundDetailRow extends InboundRow {
   inReplyTo: string | null
   text: string | null
   html: string | null
-  extractedText: string | null
   auth: string
 }
 
@@ -324,7 +326,6 @@ export function toMessage(row: InboundDetailRow): InboundMessage {
     references: meta.references,
     text: row.text,
     html: row.html,
-    extractedText: row.extractedText,
     attachments: meta.attachments,
     auth: JSON.parse(row.auth) as AuthVerdict,
   }
@@ -337,7 +338,7 @@ export function receivedEvent(m: NewInboundMessage, summary: InboundSummary): We
     type: 'message.received',
     accountId: m.accountId,
     time: m.receivedAt,
-    data: { ...summary, extractedText: m.parsed.extractedText },
+    data: summary,
   }
 }
 
@@ -360,6 +361,7 @@ export function newSummary(
     attachmentCount: p.attachments.length,
     automatic: p.automatic,
     read: false,
+    extractedText: p.extractedText,
   }
 }
 

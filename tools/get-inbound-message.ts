@@ -22,7 +22,6 @@ export const getInboundMessage = defineTool({
     references: z.array(z.string()),
     text: z.string().nullable(),
     html: z.string().nullable(),
-    extractedText: z.string().nullable(),
     attachments: z.array(
       z.object({
         index: z.number().int(),
@@ -51,7 +50,6 @@ export const getInboundMessage = defineTool({
       references: m.references,
       text: m.text,
       html: m.html,
-      extractedText: m.extractedText,
       attachments: m.attachments,
       auth,
     }

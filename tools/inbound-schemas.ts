@@ -39,6 +39,7 @@ export const InboundSummaryRecord = z.object({
   attachmentCount: z.number().int(),
   automatic: z.string().nullable().describe('Why it is automatic (auto-reply, list, bounce), or null.'),
   read: z.boolean(),
+  extractedText: z.string().nullable().describe('The new part of a reply, without quoted history and signature.'),
 })
 
 export const summaryRecord = (m: InboundSummary): z.input<typeof InboundSummaryRecord> => ({
@@ -57,6 +58,7 @@ export const summaryRecord = (m: InboundSummary): z.input<typeof InboundSummaryR
   attachmentCount: m.attachmentCount,
   automatic: m.automatic,
   read: m.read,
+  extractedText: m.extractedText,
 })
 
 /** A received message's id, as tools take it. */

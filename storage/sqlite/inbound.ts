@@ -23,9 +23,10 @@ import { bodyParts, joinPieces, type WebhookEvent } from '../store.js'
 import type { OutboxWriter } from './webhooks.js'
 
 const SUMMARY = `m.id, m.inbox_id AS inboxId, i.address AS inbox, m.thread_id AS threadId, m.message_id AS messageId,
-  m.from_address AS fromAddress, m.from_name AS fromName, m.subject, m.received_at AS receivedAt, m.size, m.read, m.meta`
+  m.from_address AS fromAddress, m.from_name AS fromName, m.subject, m.received_at AS receivedAt, m.size, m.read, m.meta,
+  m.extracted_text AS extractedText`
 const DETAIL = `${SUMMARY}, m.mail_from AS mailFrom, m.remote_address AS remoteAddress, m.in_reply_to AS inReplyTo,
-  m.text, m.html, m.extracted_text AS extractedText, m.auth`
+  m.text, m.html, m.auth`
 const FROM = 'inbound_messages m JOIN inboxes i ON i.id = m.inbox_id'
 const INBOX = `SELECT i.id, i.account_id AS accountId, i.address, i.created_at AS createdAt, i.stored_bytes AS storedBytes,
   (SELECT COUNT(*) FROM inbound_messages m WHERE m.inbox_id = i.id) AS messages,
