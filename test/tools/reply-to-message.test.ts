@@ -114,6 +114,23 @@ describe('replyToMessage', () => {
     expect(storedCounts(env).messages).toBe(1)
   })
 
+  it('over REST, an Idempotency-Key answers a retry with the first reply, sent once', async () => {
+    await receivingAccount(env)
+    const received = await receive()
+    const post = () =>
+      env.app.request(`/inbound/${received.id}/reply`, {
+        method: 'POST',
+        headers: { 'X-API-KEY': env.apiKey, 'Content-Type': 'application/json', 'Idempotency-Key': 'answer-1' },
+        body: JSON.stringify({ text: 'Once only' }),
+      })
+    const first = await post()
+    expect(first.status).toBe(200)
+    const again = await post()
+    expect(again.status).toBe(200)
+    expect(await again.json()).toEqual(await first.json())
+    expect(storedCounts(env).messages).toBe(1)
+  })
+
   it('writes Re: once', () => {
     expect(replySubject('Quote')).toBe('Re: Quote')
     expect(replySubject('Re: Quote')).toBe('Re: Quote')
