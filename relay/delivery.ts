@@ -13,6 +13,7 @@ import {
   newEventId,
 } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
+import { localAttempt } from './inbound/local.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { senderReports } from './reports.js'
 import { sandboxAttempt } from './sandbox.js'
@@ -38,7 +39,7 @@ export const MAX_STORED_RESPONSE = 4096
 
 export interface DeliveryDeps {
   store: Store
-  config: Pick<Config, 'delivery' | 'nodeName' | 'reports'>
+  config: Pick<Config, 'delivery' | 'nodeName' | 'reports' | 'inbound'>
   logger: Logger
   clock: () => number
   resolver: MxResolver
@@ -302,10 +303,12 @@ export class DeliveryWorker {
     const recipients = items.map((i) => i.recipient)
     const bytes = body ? async () => body : () => store.queue.body(messageRowId)
     // Sandbox mail never leaves: no lookup, no connection; its replies are relay/sandbox.ts's,
-    // recorded below like a destination's, reports and suppressions included.
+    // recorded below like a destination's, reports and suppressions included. Mail to an inbox of
+    // this mailroom goes straight into it (relay/inbound/local.ts), without a lookup either.
     const attempt = items[0].sandbox
       ? sandboxAttempt(items)
-      : await this.attempt(domain, { from: envFrom, to: recipients }, bytes, sent)
+      : ((await this.local(items, bytes)) ??
+        (await this.attempt(domain, { from: envFrom, to: recipients }, bytes, sent)))
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []
@@ -397,6 +400,22 @@ export class DeliveryWorker {
       )
       .finally(() => this.recording.delete(recorded))
     this.recording.add(recorded)
+  }
+
+  /** The attempt of recipients at a receiving domain of this mailroom, or undefined for any other domain. */
+  private local(items: QueueItem[], bytes: () => Promise<Buffer | undefined>): Promise<Attempt | undefined> {
+    const { store, config, logger, clock } = this.deps
+    return localAttempt(
+      {
+        inbound: store.inbound,
+        quota: config.inbound.quota,
+        hostname: config.inbound.mxHostname ?? config.nodeName,
+        logger,
+        clock,
+      },
+      items,
+      bytes,
+    )
   }
 
   /** An attempt at the destination: the domain's route, then an SMTP transaction on it. */

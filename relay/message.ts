@@ -30,6 +30,14 @@ export interface ComposeInput {
   subject: string
   body: string
   attachments?: { filename?: string; data: string }[]
+  /** An HTML body: `body` is then its plain-text alternative. */
+  html?: string
+  /** `body` is plain text even when it holds something like a tag. */
+  plain?: boolean
+  /** The Message-ID answered (RFC 5322 §3.6.4), with its < >. */
+  inReplyTo?: string
+  /** The thread's Message-IDs, oldest first, each with its < >. */
+  references?: string[]
   /** Used to make the Message-ID. */
   txid: string
   date: Date
@@ -60,12 +68,20 @@ export function composeMessage(input: ComposeInput): Composed {
     input.replyTo?.length ? header('Reply-To', mailboxes(input.replyTo)) : '',
     header('Subject', headerText(subject)),
     `Message-ID: ${messageId}\r\n`,
+    input.inReplyTo ? header('In-Reply-To', oneLine(input.inReplyTo)) : '',
+    input.references?.length ? header('References', oneLine(input.references.join(' '))) : '',
     `Date: ${dateHeader(input.date)}\r\n`,
     'MIME-Version: 1.0\r\n',
   ]
-  const text = isHtml(input.body)
-    ? multipart('alternative', boundary(2), [textPart('plain', htmlToText(input.body)), textPart('html', input.body)])
-    : textPart('plain', input.body)
+  const text =
+    input.html !== undefined
+      ? multipart('alternative', boundary(2), [textPart('plain', input.body), textPart('html', input.html)])
+      : !input.plain && isHtml(input.body)
+        ? multipart('alternative', boundary(2), [
+            textPart('plain', htmlToText(input.body)),
+            textPart('html', input.body),
+          ])
+        : textPart('plain', input.body)
   const content = input.attachments?.length
     ? multipart('mixed', boundary(1), [text, ...input.attachments.map(attachmentPart)])
     : text.endsWith('\r\n')
@@ -301,6 +317,8 @@ export interface RawHeaders {
   subject: string | null
   messageId: string | null
   replyTo: string | null
+  /** The first Message-ID of In-Reply-To, without < >: the message this one answers. */
+  inReplyTo: string | null
 }
 
 /**
@@ -345,6 +363,7 @@ export function readHeaders(raw: Buffer, source = 'raw_email'): RawHeaders {
     messageId: kept(first('message-id')) ?? null,
     date: first('date') ?? null,
     replyTo: addresses('reply-to')[0] ?? null,
+    inReplyTo: kept(/<([^<>\s]+)>/.exec(first('in-reply-to') ?? '')?.[1]) ?? null,
   }
 }
 

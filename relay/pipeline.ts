@@ -24,6 +24,11 @@ export interface Submission {
   replyTo: string | null
   subject: string | null
   messageId: string | null
+  /**
+   * The Message-ID its In-Reply-To names (with or without < >): a send that answers a message of
+   * the account, received or sent, joins that message's thread once queued.
+   */
+  inReplyTo?: string | null
   /** The message's bytes in pieces (see NewMessage.raw); their memory is handed over. */
   raw: Buffer[]
   origin: string
@@ -156,6 +161,19 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
         .refuse({ orderId: order.id, time, events })
         .catch((e) => logger.error({ err: e, account: order.accountId }, 'recording a refusal failed'))
       throw err
+    }
+  }
+
+  /**
+   * Puts a queued send in the thread of the message it answers. Only asked when the message has an
+   * In-Reply-To; a failure leaves the message sent and out of the thread (logged), never refused.
+   */
+  const joinThread = async (accountId: number, txid: string, messageId: string, inReplyTo: string) => {
+    try {
+      const threadId = await store.inbound.linkReply({ accountId, messageId, inReplyTo })
+      if (threadId) logger.debug({ txid, thread: threadId }, 'send joined a thread')
+    } catch (err) {
+      logger.error({ err, txid }, 'putting a send in its thread failed')
     }
   }
 
@@ -298,6 +316,7 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
         time: clock(),
         ...(sandbox ? { sandbox } : {}),
       })
+      if (s.inReplyTo && s.messageId) await joinThread(s.order.accountId, txid, s.messageId, s.inReplyTo)
       logger.info(
         {
           txid,

@@ -316,6 +316,7 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
             replyTo: headers.replyTo,
             subject: headers.subject,
             messageId: added.messageId,
+            inReplyTo: headers.inReplyTo,
             raw,
             added: added.lines,
             origin: ip,

@@ -53,6 +53,8 @@ export interface AuthVerdict {
   dkim: { result: string; domain: string | null; selector: string | null }[]
   dmarc: { result: string; policy: string | null; domain: string | null }
   arc: { result: string }
+  /** Set for mail delivered from an account of this mailroom without leaving it: who submitted it (nothing else was checked). */
+  local?: string
   /** The Authentication-Results header's value, as prepended to the stored message. */
   header: string
 }
@@ -129,10 +131,16 @@ export interface InboundSummary {
   read: boolean
   /** The authentication verdict, without the header: null for a message stored before summaries had it. */
   auth: SummaryVerdict | null
+  /** The new part of a reply (email-reply-parser): what an agent reads first. */
+  extractedText: string | null
 }
 
 /** AuthVerdict without its header, as a summary gives it. */
 export type SummaryVerdict = Omit<AuthVerdict, 'header'>
+
+/** A verdict without its header. */
+export const withoutHeader = ({ header: _, ...verdict }: SummaryVerdict & { header?: string }): SummaryVerdict =>
+  verdict
 
 /** A received message whole but for its bytes (getInboundMessage). */
 export interface InboundMessage extends InboundSummary {
@@ -143,7 +151,6 @@ export interface InboundMessage extends InboundSummary {
   references: string[]
   text: string | null
   html: string | null
-  extractedText: string | null
   attachments: InboundAttachment[]
   auth: AuthVerdict
 }
@@ -225,6 +232,12 @@ export interface InboundStore {
   thread(threadId: string, accountId: number): Promise<ThreadEntry[] | undefined>
   /** Puts a sent message (by its Message-ID, with or without < >) in a thread; false when the account sent none by that id. */
   linkSent(input: { accountId: number; messageId: string; threadId: string }): Promise<boolean>
+  /**
+   * Puts a sent message (by its Message-ID) in the thread of the message it answers (`inReplyTo`,
+   * one the account received or sent; a sent one without a thread gets one). The thread's id, or
+   * undefined when the account has no message by either id.
+   */
+  linkReply(input: { accountId: number; messageId: string; inReplyTo: string }): Promise<string | undefined>
   /** Deletes the messages received before `before`, and their bytes; returns how many. */
   expireInbound(before: number): Promise<number>
 }
@@ -258,8 +271,8 @@ export interface InboundMeta {
   auth?: SummaryVerdict
 }
 
-export const metaOf = (p: ParsedInbound, { header: _, ...auth }: AuthVerdict): InboundMeta => ({
-  auth,
+export const metaOf = (p: ParsedInbound, auth: AuthVerdict): InboundMeta => ({
+  auth: withoutHeader(auth),
   to: p.to,
   cc: p.cc,
   replyTo: p.replyTo,
@@ -283,6 +296,7 @@ export interface InboundRow {
   size: number
   read: boolean | number
   meta: string
+  extractedText: string | null
 }
 
 export function toSummary(row: InboundRow): InboundSummary {
@@ -304,6 +318,7 @@ export function toSummary(row: InboundRow): InboundSummary {
     automatic: meta.automatic,
     read: row.read === true || row.read === 1,
     auth: meta.auth ?? null,
+    extractedText: row.extractedText,
   }
 }
 
@@ -314,7 +329,6 @@ export interface InboundDetailRow extends InboundRow {
   inReplyTo: string | null
   text: string | null
   html: string | null
-  extractedText: string | null
   auth: string
 }
 
@@ -329,7 +343,6 @@ export function toMessage(row: InboundDetailRow): InboundMessage {
     references: meta.references,
     text: row.text,
     html: row.html,
-    extractedText: row.extractedText,
     attachments: meta.attachments,
     auth: JSON.parse(row.auth) as AuthVerdict,
   }
@@ -342,7 +355,7 @@ export function receivedEvent(m: NewInboundMessage, summary: InboundSummary): We
     type: 'message.received',
     accountId: m.accountId,
     time: m.receivedAt,
-    data: { ...summary, extractedText: m.parsed.extractedText },
+    data: summary,
   }
 }
 
@@ -365,7 +378,8 @@ export function newSummary(
     attachmentCount: p.attachments.length,
     automatic: p.automatic,
     read: false,
-    auth: { spf: m.auth.spf, dkim: m.auth.dkim, dmarc: m.auth.dmarc, arc: m.auth.arc },
+    auth: withoutHeader(m.auth),
+    extractedText: p.extractedText,
   }
 }
 

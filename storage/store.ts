@@ -16,6 +16,7 @@ export type {
   NewInboundMessage,
   ParsedInbound,
   ReceivingDomain,
+  SummaryVerdict,
   ThreadEntry,
 } from './inbound.js'
 
@@ -449,7 +450,7 @@ export interface WebhookEvent {
   /** When it happened (ms). */
   time: number
   /** message.received: the received message's summary and the new part of its text. */
-  data: WebhookEventData | (InboundSummary & { extractedText: string | null })
+  data: WebhookEventData | InboundSummary
   /**
    * With queue.record: the delivery row whose outcome it reports. It is written only if the row
    * was recorded in that transaction (an outcome recorded twice is reported once).

@@ -55,15 +55,15 @@ export async function activeOrders(ctx: ToolContext): Promise<MailOrder[]> {
   return (await ctx.store.orders.list(accountOf(ctx))).filter((o) => o.status === 'active')
 }
 
-/** Builds an API send's MIME message and submits it through the one pipeline. */
+/** Builds an API send's MIME message and submits it through the one pipeline; its transaction id and Message-ID. */
 export async function sendComposed(
   ctx: ToolContext,
   order: MailOrder,
   input: Omit<ComposeInput, 'txid' | 'date'>,
-): Promise<string> {
+): Promise<{ txid: string; messageId: string }> {
   const txid = ctx.relay.newTxid()
   const composed = composeMessage({ ...input, txid, date: new Date(ctx.clock()) })
-  return ctx.relay.submit({
+  await ctx.relay.submit({
     order,
     txid,
     envFrom: input.from.address,
@@ -79,6 +79,7 @@ export async function sendComposed(
     interface: 'api',
     sandbox: ctx.sandbox,
   })
+  return { txid, messageId: composed.messageId }
 }
 
 /** The field each recipient of a send came from: the first that names it, as the envelope keeps it. */

@@ -20,7 +20,6 @@ export const getInboundMessage = defineTool({
     references: z.array(z.string()),
     text: z.string().nullable(),
     html: z.string().nullable(),
-    extractedText: z.string().nullable(),
     attachments: z.array(
       z.object({
         index: z.number().int(),
@@ -41,7 +40,6 @@ export const getInboundMessage = defineTool({
       references: m.references,
       text: m.text,
       html: m.html,
-      extractedText: m.extractedText,
       attachments: m.attachments,
     }
   },

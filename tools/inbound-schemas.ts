@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { InboundSummary, Inbox } from '../storage/store.js'
+import type { InboundSummary, Inbox, SummaryVerdict } from '../storage/store.js'
 
 /** The schemas the inbound tools share, and their rendering of the store's records. */
 
@@ -31,6 +31,7 @@ export const AuthRecord = z.object({
   dkim: z.array(Result.extend({ domain: z.string().nullable(), selector: z.string().nullable() })),
   dmarc: Result.extend({ policy: z.string().nullable(), domain: z.string().nullable() }),
   arc: Result,
+  local: z.string().optional().describe('Mail from an account of this mailroom, delivered inside it: who sent it.'),
 })
 
 export const InboundSummaryRecord = z.object({
@@ -50,7 +51,11 @@ export const InboundSummaryRecord = z.object({
   automatic: z.string().nullable().describe('Why it is automatic (auto-reply, list, bounce), or null.'),
   read: z.boolean(),
   auth: AuthRecord.nullable(),
+  extractedText: z.string().nullable().describe('The new part of a reply, without quoted history and signature.'),
 })
+
+/** A message's verdict has its header too: not part of the record. */
+const withoutHeader = ({ header: _, ...verdict }: SummaryVerdict & { header?: string }): SummaryVerdict => verdict
 
 export const summaryRecord = (m: InboundSummary): z.input<typeof InboundSummaryRecord> => ({
   id: m.id,
@@ -69,7 +74,8 @@ export const summaryRecord = (m: InboundSummary): z.input<typeof InboundSummaryR
   automatic: m.automatic,
   read: m.read,
   // A message's own verdict also has its header: not part of the record.
-  auth: m.auth && { spf: m.auth.spf, dkim: m.auth.dkim, dmarc: m.auth.dmarc, arc: m.auth.arc },
+  auth: m.auth && withoutHeader(m.auth),
+  extractedText: m.extractedText,
 })
 
 /** A received message's id, as tools take it. */

@@ -35,6 +35,7 @@ import { getInboxes } from './get-inboxes.js'
 import { getThread } from './get-thread.js'
 import { listInboundMessages } from './list-inbound-messages.js'
 import { markInboundRead } from './mark-inbound-read.js'
+import { replyToMessage } from './reply-to-message.js'
 import { setDomainReceiving } from './set-domain-receiving.js'
 
 /** Every operation of mailroom. REST routes, MCP tools and documents are all derived from this list. */
@@ -78,4 +79,5 @@ export const TOOLS: readonly AnyTool[] = [
   getAttachment,
   getThread,
   markInboundRead,
+  replyToMessage,
 ]

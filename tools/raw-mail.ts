@@ -53,6 +53,7 @@ export const rawMail = defineTool({
       replyTo: headers.replyTo,
       subject: headers.subject,
       messageId: added.messageId,
+      inReplyTo: headers.inReplyTo,
       raw: [raw],
       added: added.lines,
       origin: ctx.origin,

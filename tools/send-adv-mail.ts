@@ -46,6 +46,6 @@ export const sendAdvMail = defineTool({
     }
     if (mail.to.length + mail.cc.length + mail.bcc.length === 0) throw badInput('to: no recipient address given')
     const order = await resolveOrder(ctx, input.id)
-    return ok(await sendComposed(ctx, order, mail))
+    return ok((await sendComposed(ctx, order, mail)).txid)
   },
 })

@@ -41,6 +41,13 @@ export const sendMail = defineTool({
     const from = singleAddress('from', input.from)
     const to = toMailboxes('to', input.to)
     const order = await resolveOrder(ctx, input.id)
-    return ok(await sendComposed(ctx, order, { from, to, replyTo: [from], subject: input.subject, body: input.body }))
+    const { txid } = await sendComposed(ctx, order, {
+      from,
+      to,
+      replyTo: [from],
+      subject: input.subject,
+      body: input.body,
+    })
+    return ok(txid)
   },
 })

@@ -27,6 +27,7 @@ export const TOOLSETS: Readonly<Record<string, readonly string[]>> = {
     'getAttachment',
     'getThread',
     'markInboundRead',
+    'replyToMessage',
   ],
 }
 export const ALWAYS_SERVED = ['pingServer']

@@ -25,9 +25,10 @@ import { changed, transaction } from './pool.js'
 import type { OutboxWriter } from './webhooks.js'
 
 const SUMMARY = `m.id, m.inbox_id AS "inboxId", i.address AS inbox, m.thread_id AS "threadId", m.message_id AS "messageId",
-  m.from_address AS "fromAddress", m.from_name AS "fromName", m.subject, m.received_at AS "receivedAt", m.size, m.read, m.meta`
+  m.from_address AS "fromAddress", m.from_name AS "fromName", m.subject, m.received_at AS "receivedAt", m.size, m.read, m.meta,
+  m.extracted_text AS "extractedText"`
 const DETAIL = `${SUMMARY}, m.mail_from AS "mailFrom", m.remote_address AS "remoteAddress", m.in_reply_to AS "inReplyTo",
-  m.text, m.html, m.extracted_text AS "extractedText", m.auth`
+  m.text, m.html, m.auth`
 const FROM = 'inbound_messages m JOIN inboxes i ON i.id = m.inbox_id'
 const INBOX = `SELECT i.id, i.account_id AS "accountId", i.address, i.created_at AS "createdAt", i.stored_bytes AS "storedBytes",
   (SELECT COUNT(*) FROM inbound_messages m WHERE m.inbox_id = i.id) AS messages,
@@ -78,23 +79,28 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
   const sentOf = (db: Db, id: string, accountId: number) =>
     one<{ id: number; threadId: string | null }>(db, SENT, [id, `<${id}>`, accountId])
 
+  /** The thread of a message the account received or sent (one made for a sent one without), else undefined. */
+  const threadOf = async (db: pg.ClientBase, accountId: number, id: string): Promise<string | undefined> => {
+    const received = await one<{ threadId: string }>(
+      db,
+      `SELECT thread_id AS "threadId" FROM inbound_messages WHERE account_id = $1 AND message_id = $2
+      ORDER BY received_at DESC LIMIT 1`,
+      [accountId, id],
+    )
+    if (received) return received.threadId
+    const sent = await sentOf(db, id, accountId)
+    if (!sent) return undefined
+    if (sent.threadId) return sent.threadId
+    const threadId = newThreadId()
+    await db.query(LINK_SENT, [sent.id, accountId, threadId])
+    return threadId
+  }
+
   /** The thread of the first message it answers that the account has (sent or received), else a new one. */
   const threadFor = async (db: pg.ClientBase, accountId: number, ids: string[]): Promise<string> => {
     for (const id of ids) {
-      const received = await one<{ threadId: string }>(
-        db,
-        `SELECT thread_id AS "threadId" FROM inbound_messages WHERE account_id = $1 AND message_id = $2
-        ORDER BY received_at DESC LIMIT 1`,
-        [accountId, id],
-      )
-      if (received) return received.threadId
-      const sent = await sentOf(db, id, accountId)
-      if (sent) {
-        if (sent.threadId) return sent.threadId
-        const threadId = newThreadId()
-        await db.query(LINK_SENT, [sent.id, accountId, threadId])
-        return threadId
-      }
+      const threadId = await threadOf(db, accountId, id)
+      if (threadId) return threadId
     }
     return newThreadId()
   }
@@ -287,6 +293,15 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
       if (!sent) return false
       await pool.query(LINK_SENT, [sent.id, accountId, threadId])
       return true
+    },
+    async linkReply({ accountId, messageId, inReplyTo }) {
+      return transaction(pool, async (db) => {
+        const sent = await sentOf(db, bareMessageId(messageId), accountId)
+        if (!sent) return undefined
+        const threadId = await threadOf(db, accountId, bareMessageId(inReplyTo))
+        if (threadId) await db.query(LINK_SENT, [sent.id, accountId, threadId])
+        return threadId
+      })
     },
     async expireInbound(before) {
       return transaction(pool, async (db) => {

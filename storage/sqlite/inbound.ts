@@ -24,9 +24,10 @@ import { bodyParts, joinPieces, type WebhookEvent } from '../store.js'
 import type { OutboxWriter } from './webhooks.js'
 
 const SUMMARY = `m.id, m.inbox_id AS inboxId, i.address AS inbox, m.thread_id AS threadId, m.message_id AS messageId,
-  m.from_address AS fromAddress, m.from_name AS fromName, m.subject, m.received_at AS receivedAt, m.size, m.read, m.meta`
+  m.from_address AS fromAddress, m.from_name AS fromName, m.subject, m.received_at AS receivedAt, m.size, m.read, m.meta,
+  m.extracted_text AS extractedText`
 const DETAIL = `${SUMMARY}, m.mail_from AS mailFrom, m.remote_address AS remoteAddress, m.in_reply_to AS inReplyTo,
-  m.text, m.html, m.extracted_text AS extractedText, m.auth`
+  m.text, m.html, m.auth`
 const FROM = 'inbound_messages m JOIN inboxes i ON i.id = m.inbox_id'
 const INBOX = `SELECT i.id, i.account_id AS accountId, i.address, i.created_at AS createdAt, i.stored_bytes AS storedBytes,
   (SELECT COUNT(*) FROM inbound_messages m WHERE m.inbox_id = i.id) AS messages,
@@ -112,21 +113,34 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
     expire: sqlite.prepare('DELETE FROM inbound_messages WHERE received_at < ?'),
   }
 
+  /** The thread of a message the account received or sent (one made for a sent one without), else undefined. */
+  const threadOf = (accountId: number, id: string): string | undefined => {
+    const received = s.threadOfReceived.get(accountId, id) as string | undefined
+    if (received) return received
+    const sent = s.sent.get(id, `<${id}>`, accountId) as { id: number; threadId: string | null } | undefined
+    if (!sent) return undefined
+    if (sent.threadId) return sent.threadId
+    const threadId = newThreadId()
+    s.linkSent.run(sent.id, accountId, threadId)
+    return threadId
+  }
+
   /** The thread of the first message it answers that the account has (sent or received), else a new one. */
   const threadFor = (accountId: number, ids: string[]): string => {
     for (const id of ids) {
-      const received = s.threadOfReceived.get(accountId, id) as string | undefined
-      if (received) return received
-      const sent = s.sent.get(id, `<${id}>`, accountId) as { id: number; threadId: string | null } | undefined
-      if (sent) {
-        if (sent.threadId) return sent.threadId
-        const threadId = newThreadId()
-        s.linkSent.run(sent.id, accountId, threadId)
-        return threadId
-      }
+      const threadId = threadOf(accountId, id)
+      if (threadId) return threadId
     }
     return newThreadId()
   }
+
+  const linkReplyTx = sqlite.transaction((accountId: number, messageId: string, inReplyTo: string) => {
+    const sent = s.sent.get(messageId, `<${messageId}>`, accountId) as { id: number } | undefined
+    if (!sent) return undefined
+    const threadId = threadOf(accountId, inReplyTo)
+    if (threadId) s.linkSent.run(sent.id, accountId, threadId)
+    return threadId
+  }).immediate
 
   const receiveTx = sqlite.transaction((m: Parameters<InboundStore['receive']>[0]) => {
     const threadId = threadFor(m.accountId, answered(m.parsed))
@@ -275,6 +289,9 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
       if (!sent) return false
       s.linkSent.run(sent.id, accountId, threadId)
       return true
+    },
+    async linkReply({ accountId, messageId, inReplyTo }) {
+      return linkReplyTx(accountId, bareMessageId(messageId), bareMessageId(inReplyTo))
     },
     async expireInbound(before) {
       return sqlite.transaction(() => {

@@ -61,7 +61,12 @@ describe('discovery documents', () => {
     const with503 = Object.entries(ours.paths).flatMap(([path, item]) =>
       METHODS.filter((m) => item[m]?.responses?.['503']).map((m) => `${m.toUpperCase()} ${path}`),
     )
-    expect(with503.sort()).toEqual(['POST /mail/advsend', 'POST /mail/rawsend', 'POST /mail/send'])
+    expect(with503.sort()).toEqual([
+      'POST /inbound/{id}/reply',
+      'POST /mail/advsend',
+      'POST /mail/rawsend',
+      'POST /mail/send',
+    ])
     expect(ours.components.responses.E503.description).toMatch(/Retry-After/)
   })
 
@@ -104,6 +109,7 @@ describe('discovery documents', () => {
       'getWebhooks',
       'listInboundMessages',
       'markInboundRead',
+      'replyToMessage',
       'revokeApiKey',
       'rotateOrderPassword',
       'setDomainReceiving',

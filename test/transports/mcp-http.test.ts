@@ -77,6 +77,7 @@ function happyArgs(
     getAttachment: { id: received.id, index: 0 },
     getThread: { id: received.threadId },
     markInboundRead: { ids: [received.id] },
+    replyToMessage: { id: received.id, text: 'Thanks' },
   }
 }
 

@@ -52,12 +52,13 @@ describe('scopes', () => {
     ['getAttachment', 'mail:read'],
     ['getThread', 'mail:read'],
     ['markInboundRead', 'mail:manage'],
+    ['replyToMessage', 'mail:send'],
   ])('%s needs %s', (name, scope) => {
     expect(scopeOf(TOOLS.find((t) => t.name === name)!)).toBe(scope)
   })
 
   it('covers every tool', () => {
-    expect(TOOLS).toHaveLength(37)
+    expect(TOOLS).toHaveLength(38)
   })
 })
 

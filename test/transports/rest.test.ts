@@ -251,6 +251,7 @@ describe('REST API', () => {
       { op: 'getAttachment', method: 'GET', path: () => `/inbound/in_${'0'.repeat(24)}/attachments/0` },
       { op: 'getThread', method: 'GET', path: () => '/threads/th_1' },
       { op: 'markInboundRead', method: 'POST', path: () => '/inbound/read', body: { ids: [`in_${'0'.repeat(24)}`] } },
+      { op: 'replyToMessage', method: 'POST', path: () => `/inbound/in_${'0'.repeat(24)}/reply`, body: { text: 'x' } },
     ]
 
     it('covers every protected operation', () => {

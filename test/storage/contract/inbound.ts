@@ -360,6 +360,37 @@ export function inboundContract(f: Fixture) {
       expect(alone.threadId).not.toBe(reply.threadId)
     })
 
+    it('links a send into the thread of the message its In-Reply-To names, received or sent', async () => {
+      await receiving()
+      const [received] = await f.store.inbound.receive(
+        inboundMessage(f.accountId, { receivedAt: T0 }, { messageId: 'q1@remote.example' }),
+      )
+      const send = (messageId: string, time: number) =>
+        f.store.mail.enqueue(newMessage(f, { messageId, time, recipients: ['alice@remote.example'] }))
+      await send('<a1@in.example>', T0 + 1000)
+      const link = (accountId: number, messageId: string, inReplyTo: string) =>
+        f.store.inbound.linkReply({ accountId, messageId, inReplyTo })
+      // Not the account's message, or a message it never had: nothing is linked.
+      expect(await link(f.otherAccountId, '<a1@in.example>', '<q1@remote.example>')).toBeUndefined()
+      expect(await link(f.accountId, '<a1@in.example>', '<nobody@x.example>')).toBeUndefined()
+      expect(await link(f.accountId, '<none@in.example>', '<q1@remote.example>')).toBeUndefined()
+      expect(await link(f.accountId, '<a1@in.example>', '<q1@remote.example>')).toBe(received.threadId)
+      // A send answering that send joins the same thread; one answering a send of no thread starts one.
+      await send('<a2@in.example>', T0 + 2000)
+      expect(await link(f.accountId, 'a2@in.example', 'a1@in.example')).toBe(received.threadId)
+      await send('<b1@in.example>', T0 + 3000)
+      await send('<b2@in.example>', T0 + 4000)
+      const fresh = await link(f.accountId, '<b2@in.example>', '<b1@in.example>')
+      expect(fresh).toMatch(/^th_/)
+      expect(fresh).not.toBe(received.threadId)
+      expect((await f.store.inbound.thread(fresh!, f.accountId))?.map((e) => e.time)).toEqual([T0 + 3000, T0 + 4000])
+      expect((await f.store.inbound.thread(received.threadId, f.accountId))?.map((e) => e.direction)).toEqual([
+        'received',
+        'sent',
+        'sent',
+      ])
+    })
+
     it('expires messages received before a time, with their bytes, on any connection', async () => {
       await receiving()
       const [old] = await f.store.inbound.receive(inboundMessage(f.accountId, { receivedAt: T0 - 31 * DAY_MS }))
