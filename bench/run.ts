@@ -441,13 +441,15 @@ async function relayFigure() {
   const stopPostfixSink = stopAtEnd(() => postfixSink.stop())
   const postfixDir = tempDir('postfix')
   const postfixPort = await freePort()
+  // Its stop is registered first: a start that fails halfway has named the instance in the
+  // system's Postfix configuration already, and the stop removes that name.
+  const stopPostfix = stopAtEnd(() =>
+    execFileSync('bash', [join(HERE, '../../bench/postfix.sh'), 'stop', postfixDir], { stdio: 'inherit' }),
+  )
   execFileSync(
     'bash',
     [join(HERE, '../../bench/postfix.sh'), 'start', postfixDir, String(postfixPort), String(postfixSink.port)],
     { stdio: 'inherit' },
-  )
-  const stopPostfix = stopAtEnd(() =>
-    execFileSync('bash', [join(HERE, '../../bench/postfix.sh'), 'stop', postfixDir], { stdio: 'inherit' }),
   )
   await waitFor(async () => {
     try {
@@ -743,10 +745,11 @@ async function inboundFigures() {
   const postfixDir = tempDir('postfix-mx')
   const postfixPort = await freePort()
   const postfixSh = join(HERE, '../../bench/postfix.sh')
+  // Registered first, as in #3: a start that fails halfway is undone too.
+  const stopPostfix = stopAtEnd(() => execFileSync('bash', [postfixSh, 'stop', postfixDir], { stdio: 'inherit' }))
   execFileSync('bash', [postfixSh, 'virtual', postfixDir, String(postfixPort), RECEIVING_DOMAIN, MAILBOX.local], {
     stdio: 'inherit',
   })
-  const stopPostfix = stopAtEnd(() => execFileSync('bash', [postfixSh, 'stop', postfixDir], { stdio: 'inherit' }))
   await waitFor(async () => {
     try {
       await load(postfixPort, 2, 2)

@@ -59,4 +59,21 @@ describeWith('bench #10: the MX door against Postfix', 'dnsmasq and Postfix', mi
     expect(readdirSync(tmp)).toEqual([])
     expect(execFileSync('postconf', ['-h', 'alternate_config_directories'], { encoding: 'utf8' })).not.toContain(tmp)
   }, 180_000)
+
+  it('undoes a Postfix start that fails halfway', async () => {
+    // Left 0700, the run's directory is out of reach of Postfix's users: its start names the
+    // instance in the system's configuration, then its check fails.
+    tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-inbound-'))
+    const run = spawn(process.execPath, [RUN, 'inbound'], {
+      env: { ...process.env, TMPDIR: tmp, BENCH_MESSAGES: '4', BENCH_INBOUND_MB: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let output = ''
+    run.stdout.on('data', (d) => (output += d))
+    run.stderr.on('data', (d) => (output += d))
+    expect(await new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))).toBe(1)
+    expect(output).toContain('postfix.sh virtual')
+    expect(readdirSync(tmp)).toEqual([])
+    expect(execFileSync('postconf', ['-h', 'alternate_config_directories'], { encoding: 'utf8' })).not.toContain(tmp)
+  }, 180_000)
 })
