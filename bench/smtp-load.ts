@@ -1,10 +1,13 @@
+import { readFileSync } from 'node:fs'
 import { RawSmtp } from '../test/relay/submission-client.js'
 
 /**
  * A lean SMTP load client, run as its own process: the tests' line-level client over plain
  * sockets, PIPELINING of MAIL, RCPT and DATA, one pre-built 4 KB message reused for every send
  * (no MIME building per message).
- *   node smtp-load.js host port sessions messages [user pass]
+ *   node smtp-load.js host port sessions messages [user pass] [--from=A] [--to=A] [--message=FILE]
+ * By default from load@bench.example to sink@bench.example, a message of its own; `--message` sends
+ * that file's message instead (as it is: its lines end in CRLF), dot-stuffed once here.
  * Prints `{"sent": n, "ms": t}` when every session is done.
  */
 
@@ -31,9 +34,21 @@ function buildMessage(size: number): Buffer {
   return Buffer.from(`${head + body}.\r\n`, 'latin1')
 }
 
+/** A message file as DATA sends it: dot-stuffed (RFC 5321 §4.5.2), ending in CRLF, then the final dot. */
+function dataOf(message: Buffer): Buffer {
+  let text = message.toString('latin1').replace(/^\./gm, '..')
+  if (!text.endsWith('\r\n')) text += '\r\n'
+  return Buffer.from(`${text}.\r\n`, 'latin1')
+}
+
 async function main(): Promise<void> {
-  const [host, port, sessions, messages, user, pass] = process.argv.slice(2)
-  const message = buildMessage(4096)
+  const args = process.argv.slice(2)
+  const [host, port, sessions, messages, user, pass] = args.filter((a) => !a.startsWith('--'))
+  const option = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+  const file = option('message')
+  const message = file ? dataOf(readFileSync(file)) : buildMessage(4096)
+  const from = option('from') ?? 'load@bench.example'
+  const to = option('to') ?? 'sink@bench.example'
   const total = Number(messages)
   let next = 0
   const started = performance.now()
@@ -45,7 +60,7 @@ async function main(): Promise<void> {
       if (user) expectReply('AUTH', await s.authPlain(user, pass), '235')
       while (next < total) {
         next++
-        await send(s, 'load@bench.example', 'sink@bench.example', message)
+        await send(s, from, to, message)
       }
       await s.cmd('QUIT')
       s.close()
