@@ -9,7 +9,7 @@ import { mcpClient, runCli } from '../helpers.js'
 import { parsePrometheusText, seriesValue } from '../prometheus-text.js'
 import { senderMessage, startSenderDns } from '../relay/inbound-support.js'
 import { createTestDatabase, describePostgres } from '../storage/postgres.js'
-import { DNSMASQ, describeWith, startMailroom, waitFor } from './peers.js'
+import { DNSMASQ, describeWith, startMailroom, startSmtpSink, waitFor } from './peers.js'
 
 // The MX door of `mailroom serve` as the internet's mail servers meet it: swaks and nodemailer
 // deliver to it, the senders' SPF, DKIM and DMARC records served by a dnsmasq on loopback, and
@@ -262,10 +262,13 @@ function onTwoNodes() {
   let dns: Awaited<ReturnType<typeof startSenderDns>>
   let one: Node
   let two: Node
+  let sink: Awaited<ReturnType<typeof startSmtpSink>>
 
   beforeAll(async () => {
     dns = await startSenderDns()
     cleanup.push(dns.stop)
+    sink = await startSmtpSink()
+    cleanup.push(sink.stop)
     const db = await createTestDatabase()
     cleanup.push(db.drop)
     const store = { MAILROOM_DATABASE_URL: db.url, MAILROOM_SECRET_KEY: randomBytes(32).toString('base64') }
@@ -277,6 +280,7 @@ function onTwoNodes() {
         MAILROOM_DATA_DIR: join(parent, 'data'),
         MAILROOM_NODE_NAME: name,
         MAILROOM_DNS_SERVERS: dns.server,
+        MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
       })
       cleanup.push(() => node.child.kill('SIGKILL'))
       return node
@@ -292,7 +296,7 @@ function onTwoNodes() {
     for (const f of cleanup.reverse()) await f()
   })
 
-  it("reads a message and its reply received by node 1's MX door through node 2's REST and MCP", async () => {
+  it("reads and answers through node 2's REST and MCP a message and its reply received by node 1's MX door", async () => {
     const first = await deliver(one, await dns.signed(senderMessage('boss@sender.test', 'the quote')), {
       from: 'boss@sender.test',
       to: ['quotes@acme.test'],
@@ -340,6 +344,24 @@ function onTwoNodes() {
       expect(messages.map((m) => [m.direction, m.message.subject])).toEqual([
         ['received', 'the quote'],
         ['received', 'Re: the quote'],
+      ])
+
+      // Answered through node 2: the answer leaves for the sink, and node 1 sees it in the thread.
+      const answered = await mcp.callTool({
+        name: 'replyToMessage',
+        arguments: { id: listed.messages[0].id, text: 'Glad it does.' },
+      })
+      expect(answered.isError ?? false).toBe(false)
+      await waitFor(async () => sink.count() === 1)
+      const [sent] = sink.messages()
+      expect(sent.from).toBe('quotes@acme.test')
+      expect(sent.text).toMatch(/^In-Reply-To: <q2@sender\.test>\r?$/m)
+      expect(sent.text).toMatch(/^Subject: Re: the quote\r?$/m)
+      const { body: seen } = await rest(one, `/threads/${message.threadId}`)
+      expect((seen as { messages: { direction: string }[] }).messages.map((m) => m.direction)).toEqual([
+        'received',
+        'received',
+        'sent',
       ])
     } finally {
       await mcp.close()
