@@ -1,5 +1,6 @@
 import { Resolver } from 'node:dns/promises'
 import { authenticate } from 'mailauth'
+import { cachedResolve } from './dns-cache.js'
 import type { AuthVerdict } from '../../storage/store.js'
 
 /** A DNS lookup as mailauth asks for it: `dns.promises.resolve`'s signature. */
@@ -8,11 +9,11 @@ export type DnsResolve = (name: string, rrtype: string) => Promise<unknown>
 /** How long all the lookups of one message may take together; past it the message is answered 451 and tried again later. */
 export const VERIFY_TIMEOUT_MS = 30_000
 
-/** SPF, DKIM, DMARC and ARC lookups through MAILROOM_DNS_SERVERS, or the system's servers. */
+/** SPF, DKIM, DMARC and ARC lookups through MAILROOM_DNS_SERVERS, or the system's servers, their answers kept a minute (DNS_CACHE). */
 export function authResolver(servers: string[] | null): DnsResolve {
   const resolver = new Resolver({ timeout: 5000, tries: 2 })
   if (servers) resolver.setServers(servers)
-  return (name, rrtype) => resolver.resolve(name, rrtype as 'TXT')
+  return cachedResolve((name, rrtype) => resolver.resolve(name, rrtype as 'TXT'))
 }
 
 export interface VerifyInput {
