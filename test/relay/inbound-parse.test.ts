@@ -103,6 +103,17 @@ describe('parseInbound', () => {
     expect(parsed.extractedText).toBe('Yes, Tuesday is fine.')
   })
 
+  it('reads the new part with email-reply-parser only in a message that answers one or quotes', async () => {
+    const text = ['Our new price list is attached.', '', 'Regards,', 'Bob', '']
+    const head = ['From: bob@client.test', 'Subject: prices', 'Content-Type: text/plain']
+    const fresh = await parseInbound(crlf([...head, '', ...text]), 'bob@client.test')
+    expect(fresh.extractedText).toBe('Our new price list is attached.\n\nRegards,\nBob')
+    const reply = await parseInbound(crlf([...head, 'In-Reply-To: <p0@acme.test>', '', ...text]), 'bob@client.test')
+    expect(reply.extractedText).toBe('Our new price list is attached.')
+    const quoting = await parseInbound(crlf([...head, '', 'Agreed.', '', '> the old prices', '']), 'bob@client.test')
+    expect(quoting.extractedText).toBe('Agreed.')
+  })
+
   it('gives nulls for what a message lacks', async () => {
     const parsed = await parseInbound(crlf(['X-Nothing: here', '', '']), 'a@client.test')
     expect(parsed).toMatchObject({
