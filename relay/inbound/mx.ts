@@ -22,8 +22,10 @@ import { parseInbound } from './parse.js'
 import { type DnsResolve, dmarcRejects, verifyInbound } from './verify.js'
 
 /**
- * Where received mail goes: the Store's `inbound` namespace. `receive` stores the message for
- * every recipient of one account in one transaction; the door acknowledges only once it resolved.
+ * Where received mail goes: the Store's `inbound` namespace (in `mailroom serve`, its `receive`
+ * made by the engine thread, which takes over the memory of the pieces of `raw`). `receive`
+ * stores the message for every recipient of one account in one transaction; the door
+ * acknowledges only once it resolved.
  */
 export type InboundReceiver = Pick<Store['inbound'], 'recipient' | 'receive'>
 
@@ -283,11 +285,12 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       logger.info({ ip: remoteAddress, from: auth.dmarc.domain }, 'MX message refused: DMARC policy reject')
       return { code: 550, text: `5.7.1 ${dmarcReason(auth)}`, reason: 'dmarc_reject' }
     }
-    // Parsed as stored: the header on top changes nothing an agent reads.
+    // Parsed as received: the header on top changes nothing an agent reads.
+    const parsed = await parseInbound(raw, mailFrom)
     const stored = withAuthResults(raw, auth.header, hostname)
-    const parsed = await parseInbound(stored, mailFrom)
     const receivedAt = clock()
     const ids: string[] = []
+    const last = [...byAccount.keys()].at(-1)
     // One transaction per account; the 250 only once every one committed. A failure after one
     // committed is answered 451: the sender sends again, and that account may get it twice
     // (SMTP has one reply to a message, whatever the number of its recipients).
@@ -298,7 +301,8 @@ export function createMxServer(deps: MxDeps): SMTPServer {
         mailFrom,
         remoteAddress,
         receivedAt,
-        raw: stored,
+        // The receiver may take the pieces' memory over: each account but the last gets a copy.
+        raw: accountId === last ? stored : stored.map((piece) => Buffer.from(piece)),
         parsed,
         auth,
       })
@@ -330,11 +334,12 @@ function dmarcReason(auth: AuthVerdict): string {
 }
 
 /**
- * The message as stored: this MX's Authentication-Results on top. One the message already
- * carries in this MX's name is forged (RFC 8601 §5: it must be removed or renamed before a
- * reader trusts it): it is renamed X-Forged-Authentication-Results.
+ * The message as stored, in pieces: this MX's Authentication-Results on top, then the message
+ * (itself, not a copy). One the message already carries in this MX's name is forged (RFC 8601
+ * §5: it must be removed or renamed before a reader trusts it): it is renamed
+ * X-Forged-Authentication-Results, in a copy of the header block only.
  */
-export function withAuthResults(raw: Buffer, value: string, hostname: string): Buffer {
+export function withAuthResults(raw: Buffer, value: string, hostname: string): Buffer[] {
   const ends = [raw.indexOf('\r\n\r\n'), raw.indexOf('\n\n')].filter((i) => i >= 0)
   const headEnd = ends.length ? Math.min(...ends) : raw.length
   const head = raw.subarray(0, headEnd).toString('latin1')
@@ -344,8 +349,8 @@ export function withAuthResults(raw: Buffer, value: string, hostname: string): B
   )
   const cleaned = head.replace(ours, 'X-Forged-Authentication-Results:$1')
   const top = Buffer.from(`Authentication-Results: ${value}\r\n`, 'latin1')
-  if (cleaned === head) return Buffer.concat([top, raw])
-  return Buffer.concat([top, Buffer.from(cleaned, 'latin1'), raw.subarray(headEnd)])
+  if (cleaned === head) return [top, raw]
+  return [top, Buffer.from(cleaned, 'latin1'), raw.subarray(headEnd)]
 }
 
 const regexEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
