@@ -19,6 +19,7 @@ import {
 } from '../smtp-door.js'
 import type { AuthVerdict, InboundRecipient, Store } from '../../storage/store.js'
 import { parseInbound } from './parse.js'
+import { splitHead } from './pieces.js'
 import { type DnsResolve, dmarcRejects, verifyInbound } from './verify.js'
 
 /**
@@ -234,8 +235,8 @@ export function createMxServer(deps: MxDeps): SMTPServer {
               ),
             )
           if (dropped === 'busy') return callback(counted('busy', BUSY()))
-          const raw = Buffer.concat(body.take())
-          // One copy of the message from here on: the parts it was joined from are let go.
+          // The message stays in the parts it arrived in: never joined, never copied whole.
+          const raw = body.take()
           body.clear()
           const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ''
           const remoteAddress = session.remoteAddress.replace(/^::ffff:/, '')
@@ -256,7 +257,7 @@ export function createMxServer(deps: MxDeps): SMTPServer {
 
   /** Checks, parses and stores a message that arrived whole; the reply to its end of data. */
   async function accept(message: {
-    raw: Buffer
+    raw: Buffer[]
     mailFrom: string
     remoteAddress: string
     session: SMTPServerSession
@@ -339,18 +340,18 @@ function dmarcReason(auth: AuthVerdict): string {
  * §5: it must be removed or renamed before a reader trusts it): it is renamed
  * X-Forged-Authentication-Results, in a copy of the header block only.
  */
-export function withAuthResults(raw: Buffer, value: string, hostname: string): Buffer[] {
-  const ends = [raw.indexOf('\r\n\r\n'), raw.indexOf('\n\n')].filter((i) => i >= 0)
-  const headEnd = ends.length ? Math.min(...ends) : raw.length
-  const head = raw.subarray(0, headEnd).toString('latin1')
+export function withAuthResults(raw: Buffer | Buffer[], value: string, hostname: string): Buffer[] {
+  const pieces = Array.isArray(raw) ? raw : [raw]
+  const { head: headBytes, rest } = splitHead(pieces)
+  const head = headBytes.toString('latin1')
   const ours = new RegExp(
     `^Authentication-Results:([ \\t]*(?:\\r?\\n[ \\t]+)*${regexEscape(hostname)}[ \\t\\r\\n]*;)`,
     'gim',
   )
   const cleaned = head.replace(ours, 'X-Forged-Authentication-Results:$1')
   const top = Buffer.from(`Authentication-Results: ${value}\r\n`, 'latin1')
-  if (cleaned === head) return [top, raw]
-  return [top, Buffer.from(cleaned, 'latin1'), raw.subarray(headEnd)]
+  if (cleaned === head) return [top, ...pieces]
+  return [top, Buffer.from(cleaned, 'latin1'), ...rest]
 }
 
 const regexEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')

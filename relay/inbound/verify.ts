@@ -1,4 +1,5 @@
 import { Resolver } from 'node:dns/promises'
+import { Readable } from 'node:stream'
 import { authenticate } from 'mailauth'
 import { cachedResolve } from './dns-cache.js'
 import type { AuthVerdict } from '../../storage/store.js'
@@ -17,7 +18,8 @@ export function authResolver(servers: string[] | null): DnsResolve {
 }
 
 export interface VerifyInput {
-  raw: Buffer
+  /** The message, whole or in the pieces it arrived in (read in order, never joined). */
+  raw: Buffer | Buffer[]
   /** The envelope sender, '' for the null sender. */
   mailFrom: string
   /** The connecting client's address. */
@@ -44,7 +46,7 @@ export async function verifyInbound(input: VerifyInput): Promise<AuthVerdict> {
   })
   try {
     const result = await Promise.race([
-      authenticate(input.raw, {
+      authenticate(asInput(input.raw), {
         sender: input.mailFrom,
         ip: input.remoteAddress.replace(/^::ffff:/, ''),
         helo: input.heloName,
@@ -62,6 +64,10 @@ export async function verifyInbound(input: VerifyInput): Promise<AuthVerdict> {
     clearTimeout(timer)
   }
 }
+
+/** One piece as it is; more as a stream of them, so that they are not joined. */
+const asInput = (raw: Buffer | Buffer[]) =>
+  !Array.isArray(raw) ? raw : raw.length === 1 ? raw[0] : Readable.from(raw, { objectMode: false })
 
 type Authenticated = Awaited<ReturnType<typeof authenticate>>
 
