@@ -154,11 +154,16 @@ export async function startServer(configured: Config, options: { sink?: boolean 
   const smtpsPort = smtps ? await listenSubmission(smtps, securePort!, 'MAILROOM_SMTPS_PORT') : null
 
   // The MX door: mail from the internet for the receiving domains, into the store's inbound half.
+  // Recipients are looked up here; messages are committed by the engine thread, in its group
+  // commit, so that neither their fsync nor the inserts take turns with the doors.
   const mx =
     config.mx.port === null
       ? null
       : createMxServer({
-          inbound: store.inbound,
+          inbound: {
+            recipient: (address, quota) => store.inbound.recipient(address, quota),
+            receive: engine.receive,
+          },
           config,
           hostname: config.inbound.mxHostname,
           quota: config.inbound.quota,

@@ -5,7 +5,7 @@ import { MailroomError } from '../errors.js'
 import { THREAD_EXEC_ARGV } from '../esm-resolve.js'
 import { createLogger, type LogStream } from '../logger.js'
 import { openStore } from '../storage/index.js'
-import type { NewMessage, RefusedSend } from '../storage/store.js'
+import type { NewInboundMessage, NewMessage, RefusedSend, Store } from '../storage/store.js'
 import { type CallOutcome, failure, threadCalls } from '../thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
 import type { Intake } from './pipeline.js'
@@ -28,6 +28,12 @@ export interface Engine extends Intake {
    * thread: the caller must not read it afterwards. The spam filter's events are written there too.
    */
   enqueue(message: NewMessage): Promise<{ rowId: number }>
+  /**
+   * Stores a message the MX door received (the store's `inbound.receive`, in the engine thread's
+   * group commit); resolves once it is committed. The memory under the pieces of `raw` is handed
+   * over as `enqueue`'s is.
+   */
+  receive(message: NewInboundMessage): ReturnType<Store['inbound']['receive']>
   /** Why the engine is not delivering (stopping, or its thread died), or null while it is. */
   stopped(): string | null
   stop(): Promise<void>
@@ -37,6 +43,7 @@ type BlockWrites = Pick<Intake, 'addEvent' | 'takeSubject'>
 // Messages from the engine carry batches: whatever one turn of its event loop produced.
 type ToEngine =
   | { enqueue: { id: number; message: NewMessage } }
+  | { receive: { id: number; message: NewInboundMessage } }
   | { blocks: { id: number; method: keyof BlockWrites; args: unknown[] } }
   | { refuse: { id: number; refused: RefusedSend } }
   | { stop: true }
@@ -108,14 +115,12 @@ export async function startEngineThread(
   // so the two threads overlap instead of taking turns. The engine's group commit still shares
   // each fsync between everything that arrived meanwhile.
   const send = (id: number, message: NewMessage) => {
-    // The bytes move to the engine without a copy: the memory under each piece is transferred.
-    // A small Buffer is a view into Node's shared pool, which must not move (and would be
-    // copied whole), so its own bytes are copied out first.
-    const raw = message.raw.map((piece) =>
-      piece.buffer.byteLength > Buffer.poolSize ? piece : Buffer.from(new Uint8Array(piece).buffer),
-    )
-    const memory = [...new Set(raw.map((piece) => piece.buffer as ArrayBuffer))]
+    const { raw, memory } = handOver(message.raw)
     worker.postMessage({ enqueue: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
+  }
+  const sendReceived = (id: number, message: NewInboundMessage) => {
+    const { raw, memory } = handOver(message.raw)
+    worker.postMessage({ receive: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
   }
 
   /** A request to the engine, answered with its outcome. */
@@ -133,6 +138,7 @@ export async function startEngineThread(
 
   return {
     enqueue: (message) => ask((id) => send(id, message)),
+    receive: (message) => ask((id) => sendReceived(id, message)),
     addEvent: blocksCall('addEvent'),
     takeSubject: blocksCall('takeSubject'),
     refuse: (refused) => ask<number>((id) => worker.postMessage({ refuse: { id, refused } } satisfies ToEngine)),
@@ -146,6 +152,22 @@ export async function startEngineThread(
     },
   }
 }
+
+/**
+ * The pieces of a message as they move to the engine without a copy: the memory under each is
+ * transferred. A small Buffer is a view into Node's shared pool, which must not move (and would be
+ * copied whole), so its own bytes are copied out first.
+ */
+function handOver(pieces: Buffer[]): { raw: Buffer[]; memory: ArrayBuffer[] } {
+  const raw = pieces.map((piece) =>
+    piece.buffer.byteLength > Buffer.poolSize ? piece : Buffer.from(new Uint8Array(piece).buffer),
+  )
+  return { raw, memory: [...new Set(raw.map((piece) => piece.buffer as ArrayBuffer))] }
+}
+
+/** The pieces as they arrive, Uint8Arrays: the same memory viewed as Buffers, not copied. */
+const asBuffers = (pieces: Uint8Array[]) =>
+  pieces.map((piece) => Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength))
 
 /** The thread's side: its own store, logger and delivery worker. */
 async function runEngineThread(config: Config): Promise<void> {
@@ -171,16 +193,16 @@ async function runEngineThread(config: Config): Promise<void> {
   port.on('message', (m: ToEngine) => {
     if ('enqueue' in m) {
       const { id, message } = m.enqueue
-      // The pieces arrive as Uint8Arrays: the same memory is viewed as Buffers, not copied.
-      worker
-        .accept({
-          ...message,
-          raw: message.raw.map((piece) => Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength)),
-        })
-        .then(
-          ({ rowId }) => reply({ id, result: { rowId } }),
-          (err: Error) => reply(failure(id, err)),
-        )
+      worker.accept({ ...message, raw: asBuffers(message.raw) }).then(
+        ({ rowId }) => reply({ id, result: { rowId } }),
+        (err: Error) => reply(failure(id, err)),
+      )
+    } else if ('receive' in m) {
+      const { id, message } = m.receive
+      store.inbound.receive({ ...message, raw: asBuffers(message.raw) }).then(
+        (result) => reply({ id, result }),
+        (err: Error) => reply(failure(id, err)),
+      )
     } else if ('blocks' in m) {
       const { id, method, args } = m.blocks
       ;(store.blocks[method] as (...a: unknown[]) => Promise<unknown>)(...args).then(

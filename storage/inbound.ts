@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { badInput } from '../errors.js'
-import { newEventId, type WebhookEvent } from './store.js'
+import { byteLength, newEventId, type WebhookEvent } from './store.js'
 
 /**
  * Received mail (issue #37): receiving domains, inboxes, inbound messages and threads. The MX
@@ -69,8 +69,12 @@ export interface NewInboundMessage {
   remoteAddress: string
   /** Ms. */
   receivedAt: number
-  /** The whole message as stored: Authentication-Results prepended. */
-  raw: Buffer
+  /**
+   * The whole message as stored, in pieces stored one after the other: this MX's
+   * Authentication-Results first, then the message's bytes as received (withAuthResults), so
+   * that a large message is not copied to put the header on top.
+   */
+  raw: Buffer[]
   parsed: ParsedInbound
   auth: AuthVerdict
 }
@@ -374,7 +378,7 @@ export function newSummary(
     subject: p.subject,
     date: p.date,
     receivedAt: m.receivedAt,
-    size: m.raw.length,
+    size: byteLength(m.raw),
     attachmentCount: p.attachments.length,
     automatic: p.automatic,
     read: false,

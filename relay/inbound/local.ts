@@ -77,7 +77,7 @@ async function store(
   }
   const auth = localVerdict(deps.hostname, first.accountId, first.envFrom)
   const stored = withAuthResults(raw, auth.header, deps.hostname)
-  const parsed = await parseInbound(stored, first.envFrom)
+  const parsed = await parseInbound(raw, first.envFrom)
   for (const [accountId, recipients] of byAccount) {
     try {
       const rows = await deps.inbound.receive({

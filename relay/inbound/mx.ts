@@ -19,11 +19,14 @@ import {
 } from '../smtp-door.js'
 import type { AuthVerdict, InboundRecipient, Store } from '../../storage/store.js'
 import { parseInbound } from './parse.js'
+import { splitHead } from './pieces.js'
 import { type DnsResolve, dmarcRejects, verifyInbound } from './verify.js'
 
 /**
- * Where received mail goes: the Store's `inbound` namespace. `receive` stores the message for
- * every recipient of one account in one transaction; the door acknowledges only once it resolved.
+ * Where received mail goes: the Store's `inbound` namespace (in `mailroom serve`, its `receive`
+ * made by the engine thread, which takes over the memory of the pieces of `raw`). `receive`
+ * stores the message for every recipient of one account in one transaction; the door
+ * acknowledges only once it resolved.
  */
 export type InboundReceiver = Pick<Store['inbound'], 'recipient' | 'receive'>
 
@@ -232,8 +235,8 @@ export function createMxServer(deps: MxDeps): SMTPServer {
               ),
             )
           if (dropped === 'busy') return callback(counted('busy', BUSY()))
-          const raw = Buffer.concat(body.take())
-          // One copy of the message from here on: the parts it was joined from are let go.
+          // The message stays in the parts it arrived in: never joined, never copied whole.
+          const raw = body.take()
           body.clear()
           const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ''
           const remoteAddress = session.remoteAddress.replace(/^::ffff:/, '')
@@ -254,7 +257,7 @@ export function createMxServer(deps: MxDeps): SMTPServer {
 
   /** Checks, parses and stores a message that arrived whole; the reply to its end of data. */
   async function accept(message: {
-    raw: Buffer
+    raw: Buffer[]
     mailFrom: string
     remoteAddress: string
     session: SMTPServerSession
@@ -283,11 +286,12 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       logger.info({ ip: remoteAddress, from: auth.dmarc.domain }, 'MX message refused: DMARC policy reject')
       return { code: 550, text: `5.7.1 ${dmarcReason(auth)}`, reason: 'dmarc_reject' }
     }
-    // Parsed as stored: the header on top changes nothing an agent reads.
+    // Parsed as received: the header on top changes nothing an agent reads.
+    const parsed = await parseInbound(raw, mailFrom)
     const stored = withAuthResults(raw, auth.header, hostname)
-    const parsed = await parseInbound(stored, mailFrom)
     const receivedAt = clock()
     const ids: string[] = []
+    const last = [...byAccount.keys()].at(-1)
     // One transaction per account; the 250 only once every one committed. A failure after one
     // committed is answered 451: the sender sends again, and that account may get it twice
     // (SMTP has one reply to a message, whatever the number of its recipients).
@@ -298,7 +302,8 @@ export function createMxServer(deps: MxDeps): SMTPServer {
         mailFrom,
         remoteAddress,
         receivedAt,
-        raw: stored,
+        // The receiver may take the pieces' memory over: each account but the last gets a copy.
+        raw: accountId === last ? stored : stored.map((piece) => Buffer.from(piece)),
         parsed,
         auth,
       })
@@ -330,22 +335,23 @@ function dmarcReason(auth: AuthVerdict): string {
 }
 
 /**
- * The message as stored: this MX's Authentication-Results on top. One the message already
- * carries in this MX's name is forged (RFC 8601 §5: it must be removed or renamed before a
- * reader trusts it): it is renamed X-Forged-Authentication-Results.
+ * The message as stored, in pieces: this MX's Authentication-Results on top, then the message
+ * (itself, not a copy). One the message already carries in this MX's name is forged (RFC 8601
+ * §5: it must be removed or renamed before a reader trusts it): it is renamed
+ * X-Forged-Authentication-Results, in a copy of the header block only.
  */
-export function withAuthResults(raw: Buffer, value: string, hostname: string): Buffer {
-  const ends = [raw.indexOf('\r\n\r\n'), raw.indexOf('\n\n')].filter((i) => i >= 0)
-  const headEnd = ends.length ? Math.min(...ends) : raw.length
-  const head = raw.subarray(0, headEnd).toString('latin1')
+export function withAuthResults(raw: Buffer | Buffer[], value: string, hostname: string): Buffer[] {
+  const pieces = Array.isArray(raw) ? raw : [raw]
+  const { head: headBytes, rest } = splitHead(pieces)
+  const head = headBytes.toString('latin1')
   const ours = new RegExp(
     `^Authentication-Results:([ \\t]*(?:\\r?\\n[ \\t]+)*${regexEscape(hostname)}[ \\t\\r\\n]*;)`,
     'gim',
   )
   const cleaned = head.replace(ours, 'X-Forged-Authentication-Results:$1')
   const top = Buffer.from(`Authentication-Results: ${value}\r\n`, 'latin1')
-  if (cleaned === head) return Buffer.concat([top, raw])
-  return Buffer.concat([top, Buffer.from(cleaned, 'latin1'), raw.subarray(headEnd)])
+  if (cleaned === head) return [top, ...pieces]
+  return [top, Buffer.from(cleaned, 'latin1'), ...rest]
 }
 
 const regexEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')

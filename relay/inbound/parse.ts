@@ -1,6 +1,7 @@
 import EmailReplyParser from 'email-reply-parser'
 import { type AddressObject, type AttachmentStream, type Headers, MailParser, type MessageText } from 'mailparser'
 import type { InboundAddress, ParsedInbound } from '../../storage/store.js'
+import { countBoundaryLines, splitHead } from './pieces.js'
 
 /**
  * The bounds of the work one message may cost at intake. A message is at most
@@ -29,10 +30,11 @@ const CUT_MARK = '\n[cut]'
  * a reply, the attachments' names, types and sizes (their bytes are counted as they stream by,
  * never kept), and whether it was sent automatically. Within PARSE_LIMITS whatever the message.
  */
-export async function parseInbound(raw: Buffer, mailFrom: string): Promise<ParsedInbound> {
-  const parts = countBoundaryLines(raw, PARSE_LIMITS.maxParts + 1)
+export async function parseInbound(raw: Buffer | Buffer[], mailFrom: string): Promise<ParsedInbound> {
+  const pieces = Array.isArray(raw) ? raw : [raw]
+  const parts = countBoundaryLines(pieces, PARSE_LIMITS.maxParts + 1)
   // Too many parts: only the head is parsed (mailparser on the header block alone).
-  const input = parts > PARSE_LIMITS.maxParts ? headerBlock(raw) : raw
+  const input = parts > PARSE_LIMITS.maxParts ? [headerBlock(pieces)] : pieces
   const { headers, text, attachments } = await parseMime(input)
   const plain = text.text ? cut(text.text, PARSE_LIMITS.maxText) : null
   const html = text.html && text.html.length <= PARSE_LIMITS.maxHtml ? text.html : null
@@ -48,7 +50,7 @@ export async function parseInbound(raw: Buffer, mailFrom: string): Promise<Parse
     date: dateHeader(headers.get('date')),
     text: plain,
     html,
-    extractedText: plain === null ? null : extractReply(plain),
+    extractedText: plain === null ? null : extractedText(plain, headers),
     attachments,
     automatic: automatic(headers, mailFrom),
   }
@@ -56,7 +58,7 @@ export async function parseInbound(raw: Buffer, mailFrom: string): Promise<Parse
 
 /** The MIME parse itself: the headers, the text content, and each attachment's size as it streams by. */
 function parseMime(
-  input: Buffer,
+  input: Buffer[],
 ): Promise<{ headers: Headers; text: MessageText; attachments: ParsedInbound['attachments'] }> {
   return new Promise((resolve, reject) => {
     const parser = new MailParser({
@@ -89,24 +91,48 @@ function parseMime(
     })
     parser.on('error', reject)
     parser.on('end', () => resolve({ headers, text, attachments }))
-    parser.end(input)
+    feed(parser, input).catch(reject)
   })
 }
 
-/** Lines that start with `--` (MIME boundaries and their ends), counted up to `stop`. */
-function countBoundaryLines(raw: Buffer, stop: number): number {
-  let n = raw[0] === 0x2d && raw[1] === 0x2d ? 1 : 0
-  for (let i = raw.indexOf('\n--'); i !== -1 && n < stop; i = raw.indexOf('\n--', i + 3)) n++
-  return n
+/** How much of the message mailparser is given at a time. */
+const FEED_BYTES = 64 * 1024
+
+/**
+ * The message into the parser a slice at a time, waiting while it is busy: given a large
+ * message at once, mailparser splits and decodes all of it before letting any of it go (about
+ * 170 MB of peak growth for 25 MB, 95 MB fed this way).
+ */
+async function feed(parser: MailParser, pieces: Buffer[]): Promise<void> {
+  if (pieces.length === 1 && pieces[0].length <= FEED_BYTES) return void parser.end(pieces[0])
+  for (const piece of pieces)
+    for (let at = 0; at < piece.length; at += FEED_BYTES)
+      if (!parser.write(piece.subarray(at, at + FEED_BYTES)))
+        await new Promise<void>((resolve) => parser.once('drain', resolve))
+  parser.end()
 }
 
 /** The header block and the blank line after it (the whole message when it has no body). */
-function headerBlock(raw: Buffer): Buffer {
-  const ends = [raw.indexOf('\r\n\r\n'), raw.indexOf('\n\n')].filter((i) => i >= 0)
-  return ends.length ? raw.subarray(0, Math.min(...ends) + 2) : raw
+function headerBlock(pieces: Buffer[]): Buffer {
+  const { head, rest } = splitHead(pieces)
+  return rest.length ? Buffer.concat([head, rest[0].subarray(0, 2)]) : head
 }
 
 const cut = (s: string, max: number) => (s.length > max ? `${s.slice(0, max)}${CUT_MARK}` : s)
+
+/**
+ * What an agent reads first. email-reply-parser (about 5% of the door's CPU when run on every
+ * message) only for a message that can hold quoted history: one that answers another
+ * (In-Reply-To or References) or whose text has a quoted line (`>`, as text made from an HTML
+ * reply's blockquote has). Any other message is new from its first line: its text, trimmed, as
+ * much of it as the parser would have read.
+ */
+function extractedText(text: string, headers: Headers): string {
+  const answers = headers.has('in-reply-to') || headers.has('references')
+  return answers || QUOTED_LINE.test(text) ? extractReply(text) : text.slice(0, PARSE_LIMITS.maxReplyInput).trim()
+}
+
+const QUOTED_LINE = /^[ \t]*>/m
 
 /** The new part of a reply: without the quoted history and the signature; the whole text when nothing is left. */
 function extractReply(text: string): string {

@@ -1,5 +1,7 @@
 import { Resolver } from 'node:dns/promises'
+import { Readable } from 'node:stream'
 import { authenticate } from 'mailauth'
+import { cachedResolve } from './dns-cache.js'
 import type { AuthVerdict } from '../../storage/store.js'
 
 /** A DNS lookup as mailauth asks for it: `dns.promises.resolve`'s signature. */
@@ -8,15 +10,16 @@ export type DnsResolve = (name: string, rrtype: string) => Promise<unknown>
 /** How long all the lookups of one message may take together; past it the message is answered 451 and tried again later. */
 export const VERIFY_TIMEOUT_MS = 30_000
 
-/** SPF, DKIM, DMARC and ARC lookups through MAILROOM_DNS_SERVERS, or the system's servers. */
+/** SPF, DKIM, DMARC and ARC lookups through MAILROOM_DNS_SERVERS, or the system's servers, their answers kept a minute (DNS_CACHE). */
 export function authResolver(servers: string[] | null): DnsResolve {
   const resolver = new Resolver({ timeout: 5000, tries: 2 })
   if (servers) resolver.setServers(servers)
-  return (name, rrtype) => resolver.resolve(name, rrtype as 'TXT')
+  return cachedResolve((name, rrtype) => resolver.resolve(name, rrtype as 'TXT'))
 }
 
 export interface VerifyInput {
-  raw: Buffer
+  /** The message, whole or in the pieces it arrived in (read in order, never joined). */
+  raw: Buffer | Buffer[]
   /** The envelope sender, '' for the null sender. */
   mailFrom: string
   /** The connecting client's address. */
@@ -43,7 +46,7 @@ export async function verifyInbound(input: VerifyInput): Promise<AuthVerdict> {
   })
   try {
     const result = await Promise.race([
-      authenticate(input.raw, {
+      authenticate(asInput(input.raw), {
         sender: input.mailFrom,
         ip: input.remoteAddress.replace(/^::ffff:/, ''),
         helo: input.heloName,
@@ -61,6 +64,10 @@ export async function verifyInbound(input: VerifyInput): Promise<AuthVerdict> {
     clearTimeout(timer)
   }
 }
+
+/** One piece as it is; more as a stream of them, so that they are not joined. */
+const asInput = (raw: Buffer | Buffer[]) =>
+  !Array.isArray(raw) ? raw : raw.length === 1 ? raw[0] : Readable.from(raw, { objectMode: false })
 
 type Authenticated = Awaited<ReturnType<typeof authenticate>>
 

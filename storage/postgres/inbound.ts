@@ -20,7 +20,7 @@ import {
   toMessage,
   toSummary,
 } from '../inbound.js'
-import { bodyParts, joinPieces, type WebhookEvent } from '../store.js'
+import { bodyParts, byteLength, joinPieces, type WebhookEvent } from '../store.js'
 import { changed, transaction } from './pool.js'
 import type { OutboxWriter } from './webhooks.js'
 
@@ -177,7 +177,8 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
     },
     async receive(m) {
       const p = m.parsed
-      const parts = bodyParts([m.raw])
+      const parts = bodyParts(m.raw)
+      const size = byteLength(m.raw)
       return transaction(pool, async (db) => {
         const threadId = await threadFor(db, m.accountId, answered(p))
         const events: WebhookEvent[] = []
@@ -203,11 +204,11 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
             p.extractedText,
             JSON.stringify(metaOf(p, m.auth)),
             JSON.stringify(m.auth),
-            m.raw.length,
+            size,
           ])
           for (const [part, bytes] of parts.entries())
             await db.query('INSERT INTO inbound_bodies (message_id, part, raw) VALUES ($1, $2, $3)', [id, part, bytes])
-          await db.query('UPDATE inboxes SET stored_bytes = stored_bytes + $1 WHERE id = $2', [m.raw.length, inboxId])
+          await db.query('UPDATE inboxes SET stored_bytes = stored_bytes + $1 WHERE id = $2', [size, inboxId])
           const address = splitAddress(recipient).address
           events.push(receivedEvent(m, newSummary(m, { id, inboxId, inbox: address, threadId })))
           stored.push({ id, inboxId, threadId })

@@ -20,7 +20,8 @@ import {
   toMessage,
   toSummary,
 } from '../inbound.js'
-import { bodyParts, joinPieces, type WebhookEvent } from '../store.js'
+import { bodyParts, byteLength, joinPieces, type WebhookEvent } from '../store.js'
+import { groupCommit } from './group-commit.js'
 import type { OutboxWriter } from './webhooks.js'
 
 const SUMMARY = `m.id, m.inbox_id AS inboxId, i.address AS inbox, m.thread_id AS threadId, m.message_id AS messageId,
@@ -142,10 +143,13 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
     return threadId
   }).immediate
 
-  const receiveTx = sqlite.transaction((m: Parameters<InboundStore['receive']>[0]) => {
+  // Messages received at the same time share a commit, and its fsync (group commit): each
+  // receive resolves only once the transaction that holds it committed.
+  const receiveCommit = groupCommit(sqlite, (m: Parameters<InboundStore['receive']>[0]) => {
     const threadId = threadFor(m.accountId, answered(m.parsed))
     const p = m.parsed
-    const parts = bodyParts([m.raw])
+    const parts = bodyParts(m.raw)
+    const size = byteLength(m.raw)
     const events: WebhookEvent[] = []
     const stored: { id: string; inboxId: number; threadId: string }[] = []
     for (const recipient of new Set(m.recipients.map((r) => r.toLowerCase()))) {
@@ -180,16 +184,16 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
         extractedText: p.extractedText,
         meta: JSON.stringify(metaOf(p, m.auth)),
         auth: JSON.stringify(m.auth),
-        size: m.raw.length,
+        size,
       })
       for (const [part, bytes] of parts.entries()) s.body.run(id, part, bytes)
-      s.grow.run(m.raw.length, inbox.id)
+      s.grow.run(size, inbox.id)
       events.push(receivedEvent(m, newSummary(m, { id, inboxId: inbox.id, inbox: address, threadId })))
       stored.push({ id, inboxId: inbox.id, threadId })
     }
     outbox.write(events)
     return stored
-  }).immediate
+  })
 
   const addInboxTx = sqlite.transaction((accountId: number, address: string, domain: string, now: number): Inbox => {
     const d = s.domain.get(domain) as { accountId: number } | undefined
@@ -233,7 +237,7 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
       return takesAll(lower, d.catchAll === 1) ? { kind: 'inbox', accountId: d.accountId } : { kind: 'unknown' }
     },
     async receive(message) {
-      return receiveTx(message)
+      return receiveCommit(message)
     },
     async list(q) {
       const { where, params } = listWhere(q)

@@ -30,7 +30,7 @@ export async function receive(admin: Runtime, inbox: string, parsed: Partial<Par
     mailFrom: parsed.from?.address ?? '',
     remoteAddress: '192.0.2.7',
     receivedAt: Date.now(),
-    raw: Buffer.from(`Authentication-Results: ${auth.header}\r\nSubject: ${parsed.subject}\r\n\r\nHi\r\n`),
+    raw: [Buffer.from(`Authentication-Results: ${auth.header}\r\nSubject: ${parsed.subject}\r\n\r\nHi\r\n`)],
     parsed: {
       messageId: `m${Math.random().toString(36).slice(2)}@remote.example`,
       inReplyTo: null,

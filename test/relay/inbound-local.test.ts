@@ -141,7 +141,7 @@ describe('delivery to an inbox of this mailroom', () => {
       mailFrom: 'x@remote.example',
       remoteAddress: '192.0.2.1',
       receivedAt: t.env.clock(),
-      raw: Buffer.from(`Subject: fill\r\n\r\n${'fill\r\n'.repeat(300)}`),
+      raw: [Buffer.from(`Subject: fill\r\n\r\n${'fill\r\n'.repeat(300)}`)],
       parsed: (await import('../storage/contract/inbound.js')).parsedInbound(),
       auth: {
         spf: { result: 'none', domain: null },

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { PARSE_LIMITS, parseInbound } from '../../relay/inbound/parse.js'
+import { countBoundaryLines, splitHead } from '../../relay/inbound/pieces.js'
 
 const crlf = (lines: string[]) => Buffer.from(lines.join('\r\n'))
 
@@ -60,6 +61,26 @@ describe('parseInbound', () => {
     })
   })
 
+  it('reads a message in pieces cut anywhere as it reads it whole', async () => {
+    const whole = await parseInbound(REPLY, 'bob@client.test')
+    for (let cut = 1; cut < REPLY.length; cut += 7) {
+      const pieces = [REPLY.subarray(0, cut), REPLY.subarray(cut, cut + 5), REPLY.subarray(cut + 5)]
+      expect(await parseInbound(pieces, 'bob@client.test')).toEqual(whole)
+    }
+  })
+
+  it('finds the head and counts boundary lines across the seams of pieces', () => {
+    const raw = Buffer.from('Subject: x\r\n\r\n--b\r\nhi\r\n--b\r\n--b--\r\n')
+    for (let cut = 0; cut <= raw.length; cut++)
+      for (const second of [1, 2, 3]) {
+        const pieces = [raw.subarray(0, cut), raw.subarray(cut, cut + second), raw.subarray(cut + second)]
+        expect(countBoundaryLines(pieces, 100), `cut at ${cut}+${second}`).toBe(3)
+        const { head, rest } = splitHead(pieces)
+        expect(head.toString()).toBe('Subject: x')
+        expect(Buffer.concat(rest).toString()).toBe(raw.subarray(10).toString())
+      }
+  })
+
   it('keeps no attachment bytes, only their sizes, and numbers them in order', async () => {
     const big = Buffer.alloc(3 * 1024 * 1024, 7)
     const raw = crlf([
@@ -101,6 +122,17 @@ describe('parseInbound', () => {
     expect(parsed.html?.trimEnd()).toBe(html)
     expect(parsed.text).toContain('> On Monday you wrote: when?')
     expect(parsed.extractedText).toBe('Yes, Tuesday is fine.')
+  })
+
+  it('reads the new part with email-reply-parser only in a message that answers one or quotes', async () => {
+    const text = ['Our new price list is attached.', '', 'Regards,', 'Bob', '']
+    const head = ['From: bob@client.test', 'Subject: prices', 'Content-Type: text/plain']
+    const fresh = await parseInbound(crlf([...head, '', ...text]), 'bob@client.test')
+    expect(fresh.extractedText).toBe('Our new price list is attached.\n\nRegards,\nBob')
+    const reply = await parseInbound(crlf([...head, 'In-Reply-To: <p0@acme.test>', '', ...text]), 'bob@client.test')
+    expect(reply.extractedText).toBe('Our new price list is attached.')
+    const quoting = await parseInbound(crlf([...head, '', 'Agreed.', '', '> the old prices', '']), 'bob@client.test')
+    expect(quoting.extractedText).toBe('Agreed.')
   })
 
   it('gives nulls for what a message lacks', async () => {

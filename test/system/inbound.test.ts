@@ -158,6 +158,25 @@ function onSqlite() {
     expect(await metric(node, 'mailroom_mx_messages_received_total')).toBe(received + 1)
   })
 
+  it('commits messages arriving at once on several connections, each before its 250', async () => {
+    const before = (await inbound(node)).total
+    const subjects = Array.from({ length: 8 }, (_, i) => `at once ${i}`)
+    const infos = await Promise.all(
+      subjects.map(async (subject) =>
+        deliver(node, await dns.signed(senderMessage('boss@sender.test', subject)), {
+          from: 'boss@sender.test',
+          to: ['quotes@acme.test'],
+        }),
+      ),
+    )
+    const ids = infos.map((info) => /^250 2\.0\.0 Message received as (in_[0-9a-f]+)$/.exec(info.response)?.[1])
+    expect(new Set(ids).size).toBe(subjects.length)
+    // Read at once, each by the id its 250 gave: acknowledged means committed.
+    const got = await Promise.all(ids.map(async (id) => (await rest(node, `/inbound/${id}`)).body))
+    expect(got.map((m) => m.subject)).toEqual(subjects)
+    expect((await inbound(node)).total).toBe(before + subjects.length)
+  })
+
   it('shows a signature forged by changing the message after signing as DKIM fail (nodemailer)', async () => {
     const raw = (await dns.signed(senderMessage('boss@sender.test', 'the quote'))).replace(
       'Subject: the quote',

@@ -30,7 +30,7 @@ export function parsedInbound(overrides: Partial<ParsedInbound> = {}): ParsedInb
 /** A message for the fixture's account, received at `T0` unless told. */
 export function inboundMessage(
   accountId: number,
-  overrides: Partial<NewInboundMessage> = {},
+  { raw, ...overrides }: Partial<Omit<NewInboundMessage, 'raw'>> & { raw?: Buffer | Buffer[] } = {},
   parsed: Partial<ParsedInbound> = {},
 ): NewInboundMessage {
   return {
@@ -39,7 +39,16 @@ export function inboundMessage(
     mailFrom: 'alice@remote.example',
     remoteAddress: '192.0.2.7',
     receivedAt: T0,
-    raw: Buffer.from('Authentication-Results: mx.in.example; spf=pass\r\nSubject: Hello\r\n\r\nHi there\r\n'),
+    // As the MX door hands it over: its Authentication-Results, then the message as received.
+    raw:
+      raw === undefined
+        ? [
+            Buffer.from('Authentication-Results: mx.in.example; spf=pass\r\n'),
+            Buffer.from('Subject: Hello\r\n\r\nHi there\r\n'),
+          ]
+        : Array.isArray(raw)
+          ? raw
+          : [raw],
     parsed: parsedInbound(parsed),
     auth: {
       spf: { result: 'pass', domain: 'remote.example' },
@@ -51,6 +60,9 @@ export function inboundMessage(
     ...overrides,
   }
 }
+
+/** The bytes of a message as stored. */
+const bytes = (m: NewInboundMessage) => Buffer.concat(m.raw).length
 
 export function inboundContract(f: Fixture) {
   describe('inbound', () => {
@@ -158,7 +170,7 @@ export function inboundContract(f: Fixture) {
         subject: 'Hello',
         date: T0 - 1000,
         receivedAt: T0,
-        size: message.raw.length,
+        size: bytes(message),
         attachmentCount: 1,
         automatic: null,
         read: false,
@@ -173,11 +185,11 @@ export function inboundContract(f: Fixture) {
         attachments: message.parsed.attachments,
         auth: message.auth,
       })
-      expect(await f.store.inbound.raw(stored.id, f.accountId)).toEqual(message.raw)
+      expect(await f.store.inbound.raw(stored.id, f.accountId)).toEqual(Buffer.concat(message.raw))
       expect(await f.store.inbound.get(stored.id, f.otherAccountId)).toBeUndefined()
       expect(await f.store.inbound.raw(stored.id, f.otherAccountId)).toBeUndefined()
       expect((await f.store.inbound.inboxes(f.accountId))[0]).toMatchObject({
-        storedBytes: message.raw.length,
+        storedBytes: bytes(message),
         messages: 1,
         unread: 1,
       })
@@ -247,11 +259,11 @@ export function inboundContract(f: Fixture) {
       await receiving()
       const message = inboundMessage(f.accountId)
       await f.store.inbound.receive(message)
-      expect(await f.store.inbound.recipient('agent@in.example', message.raw.length + 1)).toEqual({
+      expect(await f.store.inbound.recipient('agent@in.example', bytes(message) + 1)).toEqual({
         kind: 'inbox',
         accountId: f.accountId,
       })
-      expect(await f.store.inbound.recipient('agent@in.example', message.raw.length)).toEqual({
+      expect(await f.store.inbound.recipient('agent@in.example', bytes(message))).toEqual({
         kind: 'full',
         accountId: f.accountId,
       })
@@ -391,6 +403,35 @@ export function inboundContract(f: Fixture) {
       ])
     })
 
+    it('stores messages received at the same time, each committed once its receive resolves, one bad one alone refused', async () => {
+      await receiving(true)
+      const messages = Array.from({ length: 6 }, (_, i) =>
+        inboundMessage(
+          f.accountId,
+          { recipients: [`desk${i % 3}@in.example`], receivedAt: T0 + i },
+          { subject: `n${i}` },
+        ),
+      )
+      const bad = inboundMessage(f.accountId, { recipients: ['someone@nowhere.example'] })
+      const outcomes = await Promise.allSettled([...messages, bad].map((m) => f.store.inbound.receive(m)))
+      expect(outcomes.map((o) => o.status)).toEqual([...messages.map(() => 'fulfilled'), 'rejected'])
+      const reader = f.opened.reopen ? await f.another() : f.store
+      for (const [i, outcome] of outcomes.slice(0, messages.length).entries()) {
+        const [stored] = (outcome as PromiseFulfilledResult<{ id: string }[]>).value
+        expect(await reader.inbound.get(stored.id, f.accountId)).toMatchObject({
+          subject: `n${i}`,
+          inbox: `desk${i % 3}@in.example`,
+        })
+      }
+      const inboxes = await reader.inbound.inboxes(f.accountId)
+      expect(inboxes.filter((i) => i.address.startsWith('desk')).map((i) => [i.address, i.messages])).toEqual([
+        ['desk0@in.example', 2],
+        ['desk1@in.example', 2],
+        ['desk2@in.example', 2],
+      ])
+      expect((await reader.inbound.list({ accountId: f.accountId, skip: 0, limit: 100 })).total).toBe(6)
+    })
+
     it('expires messages received before a time, with their bytes, on any connection', async () => {
       await receiving()
       const [old] = await f.store.inbound.receive(inboundMessage(f.accountId, { receivedAt: T0 - 31 * DAY_MS }))
@@ -401,11 +442,12 @@ export function inboundContract(f: Fixture) {
       expect(await f.store.inbound.raw(old.id, f.accountId)).toBeUndefined()
       expect(await f.store.inbound.get(kept.id, f.accountId)).toBeDefined()
       expect((await f.store.inbound.inboxes(f.accountId))[0]).toMatchObject({
-        storedBytes: young.raw.length,
+        storedBytes: bytes(young),
         messages: 1,
       })
       expect(await f.store.inbound.expireInbound(T0 - 30 * DAY_MS)).toBe(0)
-      if (f.opened.reopen) expect(await (await f.another()).inbound.raw(kept.id, f.accountId)).toEqual(young.raw)
+      if (f.opened.reopen)
+        expect(await (await f.another()).inbound.raw(kept.id, f.accountId)).toEqual(Buffer.concat(young.raw))
     })
   })
 }
