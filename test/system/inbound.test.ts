@@ -371,8 +371,11 @@ function onTwoNodes() {
         arguments: { id: listed.messages[0].id, text: 'Glad it does.' },
       })
       expect(answered.isError ?? false).toBe(false)
-      await waitFor(async () => sink.count() === 1)
-      const [sent] = sink.messages()
+      // smtp-sink writes a message's file as it arrives: wait for the whole of it, body included.
+      const answer = () => sink.messages().find((m) => m.text.includes('Glad it does.'))
+      await waitFor(async () => answer() !== undefined)
+      const sent = answer()!
+      expect(sink.count()).toBe(1)
       expect(sent.from).toBe('quotes@acme.test')
       expect(sent.text).toMatch(/^In-Reply-To: <q2@sender\.test>\r?$/m)
       expect(sent.text).toMatch(/^Subject: Re: the quote\r?$/m)
