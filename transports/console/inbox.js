@@ -15,8 +15,9 @@ async function remove(inbox) {
   if (!(await ask(question, 'Delete'))) return
   await guard(async () => {
     await api('DELETE', `/inboxes/${inbox.id}`)
-    say(`Inbox ${inbox.address} was deleted.`)
+    // Said once the lists show it: a reader (or a test) told so finds the row gone.
     await Promise.all([inboxes(), messages()])
+    say(`Inbox ${inbox.address} was deleted.`)
   })
 }
 
@@ -106,8 +107,8 @@ start(async () => {
     guard(async () => {
       const added = await api('POST', '/inboxes', { body: { address: valuesOf(form).address } })
       form.elements.address.value = ''
-      say(`Inbox ${added.address} was added.`)
       await inboxes()
+      say(`Inbox ${added.address} was added.`)
     })
   })
   filters.addEventListener('submit', (event) => {
