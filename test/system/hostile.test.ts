@@ -47,11 +47,14 @@ function expectHeld(out: HostileOutcome) {
     Object.keys(out.smtp).every((a) => a === '250' || a === '451' || a === '452'),
     report,
   ).toBe(true)
-  // A liveness bound, not a speed figure: /healthz answered within a second at every sample.
-  // Asked one after another, 200 ms apart, for as long as the load lasts (a second or two here,
-  // since SIZE-declaring clients are refused at MAIL FROM): a stalled server makes a late sample.
+  // A liveness bound, not a speed figure (bench #8 holds the 1 s bar): /healthz answered 200 at
+  // every sample, within 5 s. Asked one after another, 200 ms apart, for as long as the load lasts
+  // (a second or two here, since SIZE-declaring clients are refused at MAIL FROM): a server that
+  // stalls (a heap near its limit collecting for seconds, a blocked event loop) makes a late or
+  // failed sample. A second would be a timing assertion: on a busy machine a sample took 1,035 ms.
   expect(out.healthz.samples, report).toBeGreaterThanOrEqual(2)
-  expect(out.healthz.late, report).toBe(0)
+  expect(out.healthz.failed, report).toBe(0)
+  expect(out.healthz.worstMs, report).toBeLessThan(5000)
   // docs/operations.md#memory: at most four times the budget, and a fixed 64 MB, above the idle
   // server (at this scale the fixed part counts: two threads' young garbage, delivery's buffers).
   expect(out.peakRss - out.idleRss, report).toBeLessThan(4 * BUDGET + 64 * MB)

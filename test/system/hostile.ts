@@ -32,7 +32,8 @@ export interface HostileOutcome {
   /** REST 503s that came without Retry-After. */
   restWithoutRetryAfter: number
   /** /healthz samples: how many, the slowest, and those not answered 200 within a second. */
-  healthz: { samples: number; worstMs: number; late: number }
+  /** `failed`: samples not answered 200; `late`: those and the ones answered in a second or more. */
+  healthz: { samples: number; worstMs: number; late: number; failed: number }
   /** The server's peak RSS (VmHWM) and its RSS when idle before the load, in bytes. */
   peakRss: number
   idleRss: number
@@ -293,6 +294,7 @@ export async function runHostileLoad(dataDir: string, load: HostileLoad): Promis
         samples: samples.length,
         worstMs: Math.max(...samples.map((s) => s.ms)),
         late: samples.filter((s) => s.status !== 200 || s.ms >= 1000).length,
+        failed: samples.filter((s) => s.status !== 200).length,
       },
       peakRss: alive ? rss(pid, 'VmHWM') : Number.NaN,
       idleRss,
