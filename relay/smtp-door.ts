@@ -1,7 +1,8 @@
-import type { SMTPServerAddress } from 'smtp-server'
+import type { SMTPServerAddress, SMTPServerDataStream } from 'smtp-server'
 import { domainToASCII } from 'node:url'
 import { BODY_PART_SIZE } from '../storage/store.js'
 import { canonicalAddress, isAscii } from './addresses.js'
+import type { Reservation } from './byte-budget.js'
 
 // What the SMTP doors (submission, and the MX door of relay/inbound/) share: the count of
 // connections per client, envelope addresses as the relay keeps them, replies, and the buffer a
@@ -116,4 +117,35 @@ export class MessageBuffer {
     this.pending = []
     this.pendingBytes = 0
   }
+}
+
+/** Why a message's bytes were dropped as they came: past the size limit, past the budget, or its client gone. */
+export type Dropped = 'too_large' | 'busy' | 'gone'
+
+/**
+ * Reads a DATA stream into a MessageBuffer held within `held`. Once the message cannot be taken
+ * (past the size limit, or a grow the budget refuses), the rest is read and dropped, the
+ * reservation released, and the end of data is answered by the caller from `dropped()` (not
+ * spooled to disk: the commit takes the message in memory all the same, so a spool would only
+ * move the peak there). A client that goes away before the end drops it too.
+ */
+export function readWithin(stream: SMTPServerDataStream, held: Reservation) {
+  const body = new MessageBuffer()
+  let dropped: Dropped | null = null
+  const drop = (why: Dropped) => {
+    dropped = why
+    body.clear()
+    held.release()
+  }
+  stream.on('data', (chunk: Buffer) => {
+    if (dropped) return
+    if (stream.sizeExceeded) return drop('too_large')
+    const more = body.bytes + chunk.length - held.bytes
+    if (more > 0 && !held.grow(more)) return drop('busy')
+    body.push(chunk)
+  })
+  stream.on('close', () => {
+    if (!stream.readableEnded) drop('gone')
+  })
+  return { body, dropped: (): Dropped | null => dropped }
 }

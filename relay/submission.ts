@@ -17,7 +17,7 @@ import {
   declaredSize,
   envelopeAddress,
   FIRST_RESERVATION,
-  MessageBuffer,
+  readWithin,
   reply,
   unofferedParameter,
 } from './smtp-door.js'
@@ -266,39 +266,18 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       // smtp-server has already decided to answer 354 (it has no hook before that reply), so the
       // refusal is the reply to the end of the data: it reads the message and drops it meanwhile.
       if (!held) return callback(BUSY())
-      const body = new MessageBuffer()
-      /** Set once the message cannot be taken (past the size limit, or the budget): its bytes are dropped as they come. */
-      let dropped: 'too_large' | 'busy' | 'gone' | null = null
-      const drop = (why: 'too_large' | 'busy' | 'gone') => {
-        dropped = why
-        body.clear()
-        held.release()
-      }
-      stream.on('data', (chunk: Buffer) => {
-        if (dropped) return
-        if (stream.sizeExceeded) return drop('too_large')
-        // A grow refused in the middle of the message: the rest is read and dropped, and the end
-        // of data answered 451 (not spooled to disk: the commit takes the message in memory all
-        // the same, so a spool would only move the peak there).
-        const more = body.bytes + chunk.length - held.bytes
-        if (more > 0 && !held.grow(more)) return drop('busy')
-        body.push(chunk)
-      })
-      // The client went away before the end of the data: nothing is submitted.
-      stream.on('close', () => {
-        if (!stream.readableEnded) drop('gone')
-      })
+      const { body, dropped } = readWithin(stream, held)
       stream.on('end', async () => {
         clearTimeout(deadline)
         try {
-          if (stream.sizeExceeded || dropped === 'too_large')
+          if (stream.sizeExceeded || dropped() === 'too_large')
             return callback(
               counted(
                 reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`),
                 'too_large',
               ),
             )
-          if (dropped === 'busy') return callback(BUSY())
+          if (dropped() === 'busy') return callback(BUSY())
           const raw = body.take()
           const ip = session.remoteAddress.replace(/^::ffff:/, '')
           const headers = readHeaders(messageHead(raw), 'message')

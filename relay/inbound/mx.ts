@@ -13,7 +13,7 @@ import {
   declaredSize,
   envelopeAddress,
   FIRST_RESERVATION,
-  MessageBuffer,
+  readWithin,
   reply,
   unofferedParameter,
 } from '../smtp-door.js'
@@ -207,34 +207,18 @@ export function createMxServer(deps: MxDeps): SMTPServer {
         byAccount.size === 1 ? [...byAccount.keys()][0] : null,
       )
       if (!held) return callback(counted('busy', BUSY()))
-      const body = new MessageBuffer()
-      let dropped: 'too_large' | 'busy' | 'gone' | null = null
-      const drop = (why: 'too_large' | 'busy' | 'gone') => {
-        dropped = why
-        body.clear()
-        held.release()
-      }
-      stream.on('data', (chunk: Buffer) => {
-        if (dropped) return
-        if (stream.sizeExceeded) return drop('too_large')
-        const more = body.bytes + chunk.length - held.bytes
-        if (more > 0 && !held.grow(more)) return drop('busy')
-        body.push(chunk)
-      })
-      stream.on('close', () => {
-        if (!stream.readableEnded) drop('gone')
-      })
+      const { body, dropped } = readWithin(stream, held)
       stream.on('end', async () => {
         clearTimeout(deadline)
         try {
-          if (stream.sizeExceeded || dropped === 'too_large')
+          if (stream.sizeExceeded || dropped() === 'too_large')
             return callback(
               counted(
                 'too_large',
                 reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`),
               ),
             )
-          if (dropped === 'busy') return callback(counted('busy', BUSY()))
+          if (dropped() === 'busy') return callback(counted('busy', BUSY()))
           // The message stays in the parts it arrived in: never joined, never copied whole.
           const raw = body.take()
           body.clear()
