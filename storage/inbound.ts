@@ -303,8 +303,8 @@ export interface InboundRow {
   extractedText: string | null
 }
 
-export function toSummary(row: InboundRow): InboundSummary {
-  const meta = JSON.parse(row.meta) as InboundMeta
+/** A row as its summary; `meta` is the row's, parsed (toMessage parses it once for both). */
+export function toSummary(row: InboundRow, meta = JSON.parse(row.meta) as InboundMeta): InboundSummary {
   return {
     id: row.id,
     inboxId: row.inboxId,
@@ -339,7 +339,7 @@ export interface InboundDetailRow extends InboundRow {
 export function toMessage(row: InboundDetailRow): InboundMessage {
   const meta = JSON.parse(row.meta) as InboundMeta
   return {
-    ...toSummary(row),
+    ...toSummary(row, meta),
     mailFrom: row.mailFrom,
     remoteAddress: row.remoteAddress,
     replyTo: meta.replyTo,

@@ -227,7 +227,7 @@ export function createInboundStore(pool: pg.Pool, outbox: OutboxWriter): Inbound
           [...params, q.limit, q.skip],
         ),
       ])
-      return { total: count.rows[0].n, rows: page.rows.map(toSummary) }
+      return { total: count.rows[0].n, rows: page.rows.map((row) => toSummary(row)) }
     },
     async get(id, accountId) {
       const row = await one<InboundDetailRow>(

@@ -250,7 +250,7 @@ export function createInboundStore(sqlite: Database.Database, outbox: OutboxWrit
           `SELECT ${SUMMARY} FROM ${FROM} WHERE ${where} ORDER BY m.received_at DESC, m.id DESC LIMIT ? OFFSET ?`,
         )
         .all(...params, q.limit, q.skip) as InboundRow[]
-      return { total, rows: rows.map(toSummary) }
+      return { total, rows: rows.map((row) => toSummary(row)) }
     },
     async get(id, accountId) {
       const row = s.get.get(id, accountId) as InboundDetailRow | undefined
