@@ -19,6 +19,10 @@ describe('the metrics module', () => {
       clock: () => 0,
       logger: silentLogger,
     })
+    // prom-client reports the CPU used since the metrics were created, which on a
+    // tick-accounted kernel can read 0 for a short span: spend 20 ms of it first.
+    const start = process.cpuUsage().user
+    while (process.cpuUsage().user - start < 20_000) {}
     const { contentType, body } = await metrics.render()
     expect(contentType).toBe('text/plain; version=0.0.4; charset=utf-8')
     const families = parsePrometheusText(body)
