@@ -5,9 +5,11 @@ import { MailroomError } from '../errors.js'
 import { THREAD_EXEC_ARGV } from '../esm-resolve.js'
 import { createLogger, type LogStream } from '../logger.js'
 import { openStore } from '../storage/index.js'
-import type { NewInboundMessage, NewMessage, RefusedSend, Store } from '../storage/store.js'
+import type { NewMessage, RefusedSend } from '../storage/store.js'
 import { type CallOutcome, failure, threadCalls } from '../thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
+import { type ArrivedMessage, type IntakeAnswer, inboundIntake } from './inbound/intake.js'
+import { authResolver } from './inbound/verify.js'
 import type { Intake } from './pipeline.js'
 import { createResolver } from './routes.js'
 import { WebhookWorker } from './webhooks.js'
@@ -18,8 +20,9 @@ import { WebhookWorker } from './webhooks.js'
  * the delivery worker over it. Neither the commits nor outbound SMTP then take turns with the
  * doors on the main event loop, and all queue writes happen in this one thread, so they never
  * wait for each other's locks. So do the spam filter's events and the refusals' counts, written
- * as often as messages (at every spam-indicative subject and refused recipient). The main thread
- * keeps its own connection for everything else.
+ * as often as messages (at every spam-indicative subject and refused recipient). A message the
+ * MX door received is checked (SPF, DKIM, DMARC), parsed and stored here too, so that the door's
+ * event loop only speaks SMTP. The main thread keeps its own connection for everything else.
  */
 export interface Engine extends Intake {
   /**
@@ -29,11 +32,11 @@ export interface Engine extends Intake {
    */
   enqueue(message: NewMessage): Promise<{ rowId: number }>
   /**
-   * Stores a message the MX door received (the store's `inbound.receive`, in the engine thread's
-   * group commit); resolves once it is committed. The memory under the pieces of `raw` is handed
-   * over as `enqueue`'s is.
+   * Checks, parses and stores a message the MX door received (inboundIntake, the commit in the
+   * engine thread's group commit); resolves with the door's reply once it is committed or
+   * refused. The memory under the pieces of `raw` is handed over as `enqueue`'s is.
    */
-  receive(message: NewInboundMessage): ReturnType<Store['inbound']['receive']>
+  intake(message: ArrivedMessage): Promise<IntakeAnswer>
   /** Why the engine is not delivering (stopping, or its thread died), or null while it is. */
   stopped(): string | null
   stop(): Promise<void>
@@ -43,7 +46,7 @@ type BlockWrites = Pick<Intake, 'addEvent' | 'takeSubject'>
 // Messages from the engine carry batches: whatever one turn of its event loop produced.
 type ToEngine =
   | { enqueue: { id: number; message: NewMessage } }
-  | { receive: { id: number; message: NewInboundMessage } }
+  | { intake: { id: number; message: ArrivedMessage } }
   | { blocks: { id: number; method: keyof BlockWrites; args: unknown[] } }
   | { refuse: { id: number; refused: RefusedSend } }
   | { stop: true }
@@ -118,9 +121,9 @@ export async function startEngineThread(
     const { raw, memory } = handOver(message.raw)
     worker.postMessage({ enqueue: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
   }
-  const sendReceived = (id: number, message: NewInboundMessage) => {
+  const sendArrived = (id: number, message: ArrivedMessage) => {
     const { raw, memory } = handOver(message.raw)
-    worker.postMessage({ receive: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
+    worker.postMessage({ intake: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
   }
 
   /** A request to the engine, answered with its outcome. */
@@ -138,7 +141,7 @@ export async function startEngineThread(
 
   return {
     enqueue: (message) => ask((id) => send(id, message)),
-    receive: (message) => ask((id) => sendReceived(id, message)),
+    intake: (message) => ask((id) => sendArrived(id, message)),
     addEvent: blocksCall('addEvent'),
     takeSubject: blocksCall('takeSubject'),
     refuse: (refused) => ask<number>((id) => worker.postMessage({ refuse: { id, refused } } satisfies ToEngine)),
@@ -188,6 +191,14 @@ async function runEngineThread(config: Config): Promise<void> {
   // Beside delivery, with slots of its own: a slow or dead endpoint never holds up a delivery.
   const webhooks = new WebhookWorker({ store, config, logger, clock: Date.now, resolver, metrics })
   await webhooks.start()
+  // The MX door's checks and parse run here, on this thread's core, beside the commit.
+  const intake = inboundIntake({
+    receive: (message) => store.inbound.receive(message),
+    resolver: authResolver(config.delivery.dnsServers),
+    hostname: config.inbound.mxHostname,
+    clock: Date.now,
+    logger,
+  })
   // The outcomes of one group commit are resolved together, so they go back in one message.
   const reply = batcher<CallOutcome>((outcomes) => post({ outcomes }), queueMicrotask)
   port.on('message', (m: ToEngine) => {
@@ -197,9 +208,9 @@ async function runEngineThread(config: Config): Promise<void> {
         ({ rowId }) => reply({ id, result: { rowId } }),
         (err: Error) => reply(failure(id, err)),
       )
-    } else if ('receive' in m) {
-      const { id, message } = m.receive
-      store.inbound.receive({ ...message, raw: asBuffers(message.raw) }).then(
+    } else if ('intake' in m) {
+      const { id, message } = m.intake
+      intake({ ...message, raw: asBuffers(message.raw) }).then(
         (result) => reply({ id, result }),
         (err: Error) => reply(failure(id, err)),
       )

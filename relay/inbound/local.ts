@@ -2,7 +2,7 @@ import type { Logger } from 'pino'
 import type { AuthVerdict, QueueItem, Store } from '../../storage/store.js'
 import type { Attempt } from '../mx-client.js'
 import type { Reply } from '../smtp-session.js'
-import { withAuthResults } from './mx.js'
+import { withAuthResults } from './intake.js'
 import { parseInbound } from './parse.js'
 
 export interface LocalDeliveryDeps {

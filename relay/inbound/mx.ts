@@ -17,33 +17,26 @@ import {
   reply,
   unofferedParameter,
 } from '../smtp-door.js'
-import type { AuthVerdict, InboundRecipient, Store } from '../../storage/store.js'
-import { parseInbound } from './parse.js'
-import { splitHead } from './pieces.js'
-import { type DnsResolve, dmarcRejects, verifyInbound } from './verify.js'
-
-/**
- * Where received mail goes: the Store's `inbound` namespace (in `mailroom serve`, its `receive`
- * made by the engine thread, which takes over the memory of the pieces of `raw`). `receive`
- * stores the message for every recipient of one account in one transaction; the door
- * acknowledges only once it resolved.
- */
-export type InboundReceiver = Pick<Store['inbound'], 'recipient' | 'receive'>
+import type { InboundRecipient, Store } from '../../storage/store.js'
+import type { MessageIntake } from './intake.js'
 
 export interface MxDeps {
-  inbound: InboundReceiver
+  /** Looks each recipient up at RCPT. */
+  inbound: Pick<Store['inbound'], 'recipient'>
+  /**
+   * Checks, parses and stores a message once it arrived whole (inboundIntake): in this thread,
+   * or in `mailroom serve` the engine thread's, which then owns the memory of its pieces.
+   */
+  intake: MessageIntake
   config: Pick<Config, 'smtp' | 'maxMessageSize' | 'maxRecipients'>
-  /** This MX's public name: in the greeting, and the authserv-id of Authentication-Results. */
+  /** This MX's public name, in its greeting. */
   hostname: string
   /** Bytes an inbox may hold (the inbox quota setting), asked about at each RCPT. */
   quota: number
   logger: Logger
-  clock: () => number
   tls: { key: string | Buffer; cert: string | Buffer }
   /** Message bytes held in memory, shared with every other door of the process. */
   budget: ByteBudget
-  /** SPF, DKIM and DMARC lookups (authResolver). */
-  resolver: DnsResolve
   /** Connections per client; the door's own when not given. */
   connections?: ConnectionCounter
   /** Where messages received and refusals are counted (GET /metrics). */
@@ -58,12 +51,11 @@ const MAIL_PARAMETERS: ReadonlySet<string> = new Set(['SIZE', 'BODY'])
  * domains. No AUTH: a recipient that is no inbox is refused at RCPT (550 5.1.1), so nothing is
  * stored and no bounce is sent back to a forged sender; a domain no account receives for is
  * `550 5.7.1 relay not permitted`, so it is never an open relay. At the end of DATA the message
- * is checked (SPF, DKIM, DMARC, ARC), refused when its From domain's DMARC policy says reject,
- * otherwise stored with an Authentication-Results header for each account it is for, and only
- * then answered 250.
+ * is handed to `intake` (checked, refused when its From domain's DMARC policy says reject,
+ * otherwise stored for each account it is for), and only then answered.
  */
 export function createMxServer(deps: MxDeps): SMTPServer {
-  const { inbound, config, logger, clock, budget, hostname, metrics } = deps
+  const { inbound, config, logger, budget, hostname, metrics } = deps
   /** Counts a refusal by its reason, and hands the reply on. */
   const counted = <E>(reason: MxRefusalReason, err: E): E => {
     metrics?.mxRefused(reason)
@@ -224,7 +216,13 @@ export function createMxServer(deps: MxDeps): SMTPServer {
           body.clear()
           const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ''
           const remoteAddress = session.remoteAddress.replace(/^::ffff:/, '')
-          const answer = await accept({ raw, mailFrom, remoteAddress, session, byAccount })
+          const answer = await deps.intake({
+            raw,
+            mailFrom,
+            remoteAddress,
+            heloName: session.hostNameAppearsAs || remoteAddress,
+            byAccount: [...byAccount],
+          })
           if (answer.reason) return callback(counted(answer.reason, reply(answer.code, answer.text)))
           refused.delete(session)
           metrics?.received()
@@ -238,64 +236,6 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       })
     },
   })
-
-  /** Checks, parses and stores a message that arrived whole; the reply to its end of data. */
-  async function accept(message: {
-    raw: Buffer[]
-    mailFrom: string
-    remoteAddress: string
-    session: SMTPServerSession
-    byAccount: Map<number, string[]>
-  }): Promise<{ code: number; text: string; reason?: MxRefusalReason }> {
-    const { raw, mailFrom, remoteAddress, session, byAccount } = message
-    let auth: AuthVerdict
-    try {
-      auth = await verifyInbound({
-        raw,
-        mailFrom,
-        remoteAddress,
-        heloName: session.hostNameAppearsAs || remoteAddress,
-        resolver: deps.resolver,
-        hostname,
-      })
-    } catch (err) {
-      logger.warn({ err, ip: remoteAddress }, 'MX authentication checks failed')
-      return {
-        code: 451,
-        text: "4.4.3 The sender's domain could not be checked now; try again later",
-        reason: 'checks_failed',
-      }
-    }
-    if (dmarcRejects(auth)) {
-      logger.info({ ip: remoteAddress, from: auth.dmarc.domain }, 'MX message refused: DMARC policy reject')
-      return { code: 550, text: `5.7.1 ${dmarcReason(auth)}`, reason: 'dmarc_reject' }
-    }
-    // Parsed as received: the header on top changes nothing an agent reads.
-    const parsed = await parseInbound(raw, mailFrom)
-    const stored = withAuthResults(raw, auth.header, hostname)
-    const receivedAt = clock()
-    const ids: string[] = []
-    const last = [...byAccount.keys()].at(-1)
-    // One transaction per account; the 250 only once every one committed. A failure after one
-    // committed is answered 451: the sender sends again, and that account may get it twice
-    // (SMTP has one reply to a message, whatever the number of its recipients).
-    for (const [accountId, recipients] of byAccount) {
-      const rows = await inbound.receive({
-        accountId,
-        recipients,
-        mailFrom,
-        remoteAddress,
-        receivedAt,
-        // The receiver may take the pieces' memory over: each account but the last gets a copy.
-        raw: accountId === last ? stored : stored.map((piece) => Buffer.from(piece)),
-        parsed,
-        auth,
-      })
-      ids.push(...rows.map((r) => r.id))
-    }
-    logger.info({ ip: remoteAddress, ids, recipients: byAccount.size }, 'MX message received')
-    return { code: 250, text: `2.0.0 Message received as ${ids.slice(0, 10).join(' ')}` }
-  }
 
   server.on('error', (err) => logger.error({ err }, 'MX server error'))
   return server
@@ -311,31 +251,3 @@ function groupByAccount(recipients: string[], accounts: Map<string, number>): Ma
   }
   return out
 }
-
-/** Why DMARC refuses the message, as the sender's postmaster reads it in the bounce. */
-function dmarcReason(auth: AuthVerdict): string {
-  const dkim = auth.dkim.length ? auth.dkim.map((d) => `${d.result} (${d.domain})`).join(', ') : 'none'
-  return `Message refused: the DMARC policy of ${auth.dmarc.domain} is reject, and it failed DMARC (SPF ${auth.spf.result} for ${auth.spf.domain ?? 'no domain'}, DKIM ${dkim})`
-}
-
-/**
- * The message as stored, in pieces: this MX's Authentication-Results on top, then the message
- * (itself, not a copy). One the message already carries in this MX's name is forged (RFC 8601
- * §5: it must be removed or renamed before a reader trusts it): it is renamed
- * X-Forged-Authentication-Results, in a copy of the header block only.
- */
-export function withAuthResults(raw: Buffer | Buffer[], value: string, hostname: string): Buffer[] {
-  const pieces = Array.isArray(raw) ? raw : [raw]
-  const { head: headBytes, rest } = splitHead(pieces)
-  const head = headBytes.toString('latin1')
-  const ours = new RegExp(
-    `^Authentication-Results:([ \\t]*(?:\\r?\\n[ \\t]+)*${regexEscape(hostname)}[ \\t\\r\\n]*;)`,
-    'gim',
-  )
-  const cleaned = head.replace(ours, 'X-Forged-Authentication-Results:$1')
-  const top = Buffer.from(`Authentication-Results: ${value}\r\n`, 'latin1')
-  if (cleaned === head) return [top, ...pieces]
-  return [top, Buffer.from(cleaned, 'latin1'), ...rest]
-}
-
-const regexEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')

@@ -10,10 +10,11 @@ import type { SMTPServer } from 'smtp-server'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { loadConfig } from '../../config.js'
 import { createByteBudget } from '../../relay/byte-budget.js'
-import { createMxServer, type InboundReceiver, type MxDeps, withAuthResults } from '../../relay/inbound/mx.js'
+import { inboundIntake, withAuthResults } from '../../relay/inbound/intake.js'
+import { createMxServer, type MxDeps } from '../../relay/inbound/mx.js'
 import type { MxRefusalReason } from '../../relay/refusal.js'
 import { authResolver } from '../../relay/inbound/verify.js'
-import type { InboundRecipient, NewInboundMessage } from '../../storage/store.js'
+import type { InboundRecipient, NewInboundMessage, Store } from '../../storage/store.js'
 import { loadTls } from '../../relay/tls.js'
 import { silentLogger } from '../helpers.js'
 import { DNSMASQ, describeWith } from '../system/peers.js'
@@ -26,6 +27,8 @@ const execFileAsync = promisify(execFile)
  * The store's half, as small as it can be: acme.test receives for two inboxes of account 1 (one
  * of them full), other.test is catch-all for account 2, and every other domain is no one's.
  */
+type InboundReceiver = Pick<Store['inbound'], 'recipient' | 'receive'>
+
 function fakeInbound() {
   const received: NewInboundMessage[] = []
   const asked: { address: string; quota: number }[] = []
@@ -81,14 +84,19 @@ describeWith('the MX door', 'dnsmasq and swaks', existsSync(DNSMASQ) ? undefined
     const config = loadConfig({ MAILROOM_DATA_DIR: dataDir, ...env })
     const s = (server = createMxServer({
       inbound,
+      intake: inboundIntake({
+        receive: (message) => inbound.receive(message),
+        resolver: authResolver([dns.server]),
+        hostname: 'mx.acme.test',
+        clock: () => 1_800_000_000_000,
+        logger: silentLogger,
+      }),
       config,
       hostname: 'mx.acme.test',
       quota: 5_000_000,
       logger: silentLogger,
-      clock: () => 1_800_000_000_000,
       tls,
       budget: createByteBudget(config.memoryBudget),
-      resolver: authResolver([dns.server]),
       metrics,
     }))
     await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()))

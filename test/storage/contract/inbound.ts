@@ -230,6 +230,26 @@ export function inboundContract(f: Fixture) {
       ])
     })
 
+    it('makes one inbox when two nodes receive for the same new catch-all address at once', async () => {
+      await receiving(true)
+      const other = await f.another()
+      const stores = [f.store, other, f.store, other]
+      const stored = await Promise.all(
+        stores.map((store, i) =>
+          store.inbound.receive(inboundMessage(f.accountId, { recipients: ['Race@in.example'] }, { subject: `m${i}` })),
+        ),
+      )
+      const inboxIds = new Set(stored.map(([row]) => row.inboxId))
+      expect(inboxIds.size).toBe(1)
+      expect((await f.store.inbound.inboxes(f.accountId)).map((i) => [i.address, i.messages])).toEqual([
+        ['agent@in.example', 0],
+        ['race@in.example', 4],
+      ])
+      expect(
+        (await f.store.inbound.list({ accountId: f.accountId, inbox: 'race@in.example', skip: 0, limit: 10 })).total,
+      ).toBe(4)
+    })
+
     it('takes postmaster at every receiving domain, its inbox made by its first message (RFC 5321 §4.5.1)', async () => {
       await receiving()
       await domain('b.example', f.otherAccountId)
