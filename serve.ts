@@ -6,7 +6,9 @@ import { ConfigError, type Config } from './config.js'
 import { AUTH_FAILURE_WINDOW_MS } from './relay/auth-throttle.js'
 import { startEngineThread } from './relay/engine.js'
 import { deliveryTarget, HEARTBEAT_EXPIRY_MS, startHeartbeat } from './relay/heartbeat.js'
+import { inboundIntake } from './relay/inbound/intake.js'
 import { createMxServer } from './relay/inbound/mx.js'
+import { authResolver } from './relay/inbound/verify.js'
 import { createSubmissionServer, submissionLimits } from './relay/submission.js'
 import { startLocalSink } from './relay/sink.js'
 import { loadTls, tlsCertFile } from './relay/tls.js'
@@ -153,15 +155,18 @@ export async function startServer(configured: Config, options: { sink?: boolean 
   const smtpsPort = smtps ? await listenSubmission(smtps, securePort!, 'MAILROOM_SMTPS_PORT') : null
 
   // The MX door: mail from the internet for the receiving domains, into the store's inbound half.
-  // Recipients are looked up here; a message that arrived whole goes to the engine thread, which
-  // checks it (SPF, DKIM, DMARC), parses it and commits it in its group commit, so that neither
-  // that CPU nor the fsync takes turns with the doors.
+  // Recipients are looked up and a message is checked (SPF, DKIM, DMARC) here; it is then parsed
+  // and committed by the engine thread, in its group commit, so that the commit of one message
+  // overlaps the checks of the next and neither the parse nor the fsync takes turns with the doors.
   const mx =
     config.mx.port === null
       ? null
       : createMxServer({
           inbound: { recipient: (address, quota) => store.inbound.recipient(address, quota) },
-          intake: engine.intake,
+          intake: inboundIntake(
+            { resolver: authResolver(config.delivery.dnsServers), hostname: config.inbound.mxHostname, logger },
+            engine.storeChecked,
+          ),
           config,
           hostname: config.inbound.mxHostname,
           quota: config.inbound.quota,

@@ -8,8 +8,7 @@ import { openStore } from '../storage/index.js'
 import type { NewMessage, RefusedSend } from '../storage/store.js'
 import { type CallOutcome, failure, threadCalls } from '../thread-calls.js'
 import { DeliveryWorker } from './delivery.js'
-import { type ArrivedMessage, type IntakeAnswer, inboundIntake } from './inbound/intake.js'
-import { authResolver } from './inbound/verify.js'
+import { type CheckedMessage, type IntakeAnswer, storeChecked } from './inbound/intake.js'
 import type { Intake } from './pipeline.js'
 import { createResolver } from './routes.js'
 import { WebhookWorker } from './webhooks.js'
@@ -21,8 +20,9 @@ import { WebhookWorker } from './webhooks.js'
  * doors on the main event loop, and all queue writes happen in this one thread, so they never
  * wait for each other's locks. So do the spam filter's events and the refusals' counts, written
  * as often as messages (at every spam-indicative subject and refused recipient). A message the
- * MX door received is checked (SPF, DKIM, DMARC), parsed and stored here too, so that the door's
- * event loop only speaks SMTP. The main thread keeps its own connection for everything else.
+ * MX door received and checked is parsed and stored here too, so that one message is parsed and
+ * committed while the door checks the next. The main thread keeps its own connection for
+ * everything else.
  */
 export interface Engine extends Intake {
   /**
@@ -32,11 +32,11 @@ export interface Engine extends Intake {
    */
   enqueue(message: NewMessage): Promise<{ rowId: number }>
   /**
-   * Checks, parses and stores a message the MX door received (inboundIntake, the commit in the
-   * engine thread's group commit); resolves with the door's reply once it is committed or
-   * refused. The memory under the pieces of `raw` is handed over as `enqueue`'s is.
+   * Parses and stores a message the MX door received and checked (storeChecked, the commit in
+   * the engine thread's group commit); resolves with the door's reply once it is committed. The
+   * memory under the pieces of `raw` is handed over as `enqueue`'s is.
    */
-  intake(message: ArrivedMessage): Promise<IntakeAnswer>
+  storeChecked(message: CheckedMessage): Promise<IntakeAnswer>
   /** Why the engine is not delivering (stopping, or its thread died), or null while it is. */
   stopped(): string | null
   stop(): Promise<void>
@@ -46,7 +46,7 @@ type BlockWrites = Pick<Intake, 'addEvent' | 'takeSubject'>
 // Messages from the engine carry batches: whatever one turn of its event loop produced.
 type ToEngine =
   | { enqueue: { id: number; message: NewMessage } }
-  | { intake: { id: number; message: ArrivedMessage } }
+  | { checked: { id: number; message: CheckedMessage } }
   | { blocks: { id: number; method: keyof BlockWrites; args: unknown[] } }
   | { refuse: { id: number; refused: RefusedSend } }
   | { stop: true }
@@ -121,9 +121,9 @@ export async function startEngineThread(
     const { raw, memory } = handOver(message.raw)
     worker.postMessage({ enqueue: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
   }
-  const sendArrived = (id: number, message: ArrivedMessage) => {
+  const sendChecked = (id: number, message: CheckedMessage) => {
     const { raw, memory } = handOver(message.raw)
-    worker.postMessage({ intake: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
+    worker.postMessage({ checked: { id, message: { ...message, raw } } } satisfies ToEngine, memory)
   }
 
   /** A request to the engine, answered with its outcome. */
@@ -141,7 +141,7 @@ export async function startEngineThread(
 
   return {
     enqueue: (message) => ask((id) => send(id, message)),
-    intake: (message) => ask((id) => sendArrived(id, message)),
+    storeChecked: (message) => ask((id) => sendChecked(id, message)),
     addEvent: blocksCall('addEvent'),
     takeSubject: blocksCall('takeSubject'),
     refuse: (refused) => ask<number>((id) => worker.postMessage({ refuse: { id, refused } } satisfies ToEngine)),
@@ -191,10 +191,9 @@ async function runEngineThread(config: Config): Promise<void> {
   // Beside delivery, with slots of its own: a slow or dead endpoint never holds up a delivery.
   const webhooks = new WebhookWorker({ store, config, logger, clock: Date.now, resolver, metrics })
   await webhooks.start()
-  // The MX door's checks and parse run here, on this thread's core, beside the commit.
-  const intake = inboundIntake({
+  // A received message is parsed here, beside its commit, while the door checks the next one.
+  const storeInbound = storeChecked({
     receive: (message) => store.inbound.receive(message),
-    resolver: authResolver(config.delivery.dnsServers),
     hostname: config.inbound.mxHostname,
     clock: Date.now,
     logger,
@@ -208,9 +207,9 @@ async function runEngineThread(config: Config): Promise<void> {
         ({ rowId }) => reply({ id, result: { rowId } }),
         (err: Error) => reply(failure(id, err)),
       )
-    } else if ('intake' in m) {
-      const { id, message } = m.intake
-      intake({ ...message, raw: asBuffers(message.raw) }).then(
+    } else if ('checked' in m) {
+      const { id, message } = m.checked
+      storeInbound({ ...message, raw: asBuffers(message.raw) }).then(
         (result) => reply({ id, result }),
         (err: Error) => reply(failure(id, err)),
       )

@@ -27,32 +27,46 @@ export interface IntakeAnswer {
 }
 
 /**
- * What the MX door does with a message once it arrived whole: check, parse and store it. In
- * `mailroom serve` this runs in the engine thread (relay/engine.ts), beside the group commit the
- * message goes into, so that the checks and the parse (most of a received message's CPU) use the
- * second core rather than the doors' event loop.
+ * What the MX door does with a message once it arrived whole: check it, then parse and store it.
+ * The two stages can run on two threads: in `mailroom serve` the checks run on the door's event
+ * loop and the parse and the commit in the engine thread (relay/engine.ts), so that one message
+ * is checked while the one before it is committed.
  */
 export type MessageIntake = (message: ArrivedMessage) => Promise<IntakeAnswer>
 
-export interface IntakeDeps {
-  receive: Store['inbound']['receive']
+/** A message that passed the checks, with their verdict. */
+export interface CheckedMessage extends ArrivedMessage {
+  auth: AuthVerdict
+}
+
+/** The second stage: parses and stores a checked message; the door's reply. */
+export type StoreChecked = (message: CheckedMessage) => Promise<IntakeAnswer>
+
+export interface CheckDeps {
   /** SPF, DKIM and DMARC lookups (authResolver). */
   resolver: DnsResolve
   /** This MX's public name: the authserv-id of Authentication-Results. */
+  hostname: string
+  logger: Logger
+}
+
+export interface StoreDeps {
+  receive: Store['inbound']['receive']
+  /** This MX's public name, as in CheckDeps. */
   hostname: string
   clock: () => number
   logger: Logger
 }
 
 /**
- * The intake over a store's `receive`: the message is checked (SPF, DKIM, DMARC, ARC), refused
- * when its From domain's DMARC policy says reject, otherwise parsed and stored with an
- * Authentication-Results header, once per account it is for; answered 250 only once every one
- * committed.
+ * The intake: the message is checked (SPF, DKIM, DMARC, ARC) here, refused when its From domain's
+ * DMARC policy says reject, and otherwise handed to `store` (storeChecked, here or in another
+ * thread).
  */
-export function inboundIntake(deps: IntakeDeps): MessageIntake {
-  const { receive, resolver, hostname, clock, logger } = deps
-  return async ({ raw, mailFrom, remoteAddress, heloName, byAccount }) => {
+export function inboundIntake(deps: CheckDeps, store: StoreChecked): MessageIntake {
+  const { resolver, hostname, logger } = deps
+  return async (message) => {
+    const { raw, mailFrom, remoteAddress, heloName } = message
     let auth: AuthVerdict
     try {
       auth = await verifyInbound({ raw, mailFrom, remoteAddress, heloName, resolver, hostname })
@@ -68,6 +82,18 @@ export function inboundIntake(deps: IntakeDeps): MessageIntake {
       logger.info({ ip: remoteAddress, from: auth.dmarc.domain }, 'MX message refused: DMARC policy reject')
       return { code: 550, text: `5.7.1 ${dmarcReason(auth)}`, reason: 'dmarc_reject' }
     }
+    return store({ ...message, auth })
+  }
+}
+
+/**
+ * The second stage over a store's `receive`: the message is parsed and stored with an
+ * Authentication-Results header, once per account it is for; answered 250 only once every one
+ * committed.
+ */
+export function storeChecked(deps: StoreDeps): StoreChecked {
+  const { receive, hostname, clock, logger } = deps
+  return async ({ raw, mailFrom, remoteAddress, byAccount, auth }) => {
     // Parsed as received: the header on top changes nothing an agent reads.
     const parsed = await parseInbound(raw, mailFrom)
     const stored = withAuthResults(raw, auth.header, hostname)

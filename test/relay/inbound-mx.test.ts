@@ -10,7 +10,7 @@ import type { SMTPServer } from 'smtp-server'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { loadConfig } from '../../config.js'
 import { createByteBudget } from '../../relay/byte-budget.js'
-import { inboundIntake, withAuthResults } from '../../relay/inbound/intake.js'
+import { inboundIntake, storeChecked, withAuthResults } from '../../relay/inbound/intake.js'
 import { createMxServer, type MxDeps } from '../../relay/inbound/mx.js'
 import type { MxRefusalReason } from '../../relay/refusal.js'
 import { authResolver } from '../../relay/inbound/verify.js'
@@ -84,13 +84,15 @@ describeWith('the MX door', 'dnsmasq and swaks', existsSync(DNSMASQ) ? undefined
     const config = loadConfig({ MAILROOM_DATA_DIR: dataDir, ...env })
     const s = (server = createMxServer({
       inbound,
-      intake: inboundIntake({
-        receive: (message) => inbound.receive(message),
-        resolver: authResolver([dns.server]),
-        hostname: 'mx.acme.test',
-        clock: () => 1_800_000_000_000,
-        logger: silentLogger,
-      }),
+      intake: inboundIntake(
+        { resolver: authResolver([dns.server]), hostname: 'mx.acme.test', logger: silentLogger },
+        storeChecked({
+          receive: (message) => inbound.receive(message),
+          hostname: 'mx.acme.test',
+          clock: () => 1_800_000_000_000,
+          logger: silentLogger,
+        }),
+      ),
       config,
       hostname: 'mx.acme.test',
       quota: 5_000_000,
