@@ -1,7 +1,8 @@
+import { randomBytes } from 'node:crypto'
 import EmailReplyParser from 'email-reply-parser'
 import { type AddressObject, type AttachmentStream, type Headers, MailParser, type MessageText } from 'mailparser'
 import type { InboundAddress, ParsedInbound } from '../../storage/store.js'
-import { countBoundaryLines, splitHead } from './pieces.js'
+import { ByteRun, base64Length, countBoundaryLines, type MimeLeaf, mimeLeaves, splitHead } from './pieces.js'
 
 /**
  * The bounds of the work one message may cost at intake. A message is at most
@@ -21,6 +22,14 @@ export const PARSE_LIMITS = {
   maxHtmlToText: 1024 * 1024,
   /** Characters of the text email-reply-parser reads (the new part of a reply is at its top). */
   maxReplyInput: 64 * 1024,
+  /**
+   * Bytes of an attachment's body (as encoded) from which mailparser is not given it: a small
+   * marker takes its place, and its size is counted from the encoded bytes. mailparser's splitter
+   * walks a body line by line, hundreds of thousands of short-lived objects for a 25 MB message's
+   * attachment whose bytes are then dropped (about 57 MB of peak RSS growth); below this size the
+   * walk costs little.
+   */
+  elideBody: 256 * 1024,
 }
 
 const CUT_MARK = '\n[cut]'
@@ -30,12 +39,18 @@ const CUT_MARK = '\n[cut]'
  * a reply, the attachments' names, types and sizes (their bytes are counted as they stream by,
  * never kept), and whether it was sent automatically. Within PARSE_LIMITS whatever the message.
  */
-export async function parseInbound(raw: Buffer | Buffer[], mailFrom: string): Promise<ParsedInbound> {
+export async function parseInbound(
+  raw: Buffer | Buffer[],
+  mailFrom: string,
+  elideBody = PARSE_LIMITS.elideBody,
+): Promise<ParsedInbound> {
   const pieces = Array.isArray(raw) ? raw : [raw]
   const parts = countBoundaryLines(pieces, PARSE_LIMITS.maxParts + 1)
   // Too many parts: only the head is parsed (mailparser on the header block alone).
-  const input = parts > PARSE_LIMITS.maxParts ? [headerBlock(pieces)] : pieces
-  const { headers, text, attachments } = await parseMime(input)
+  const { headers, text, attachments } =
+    parts > PARSE_LIMITS.maxParts
+      ? await parseMime([headerBlock(pieces)])
+      : ((await parseElided(pieces, elideBody)) ?? (await parseMime(pieces)))
   const plain = text.text ? cut(text.text, PARSE_LIMITS.maxText) : null
   const html = text.html && text.html.length <= PARSE_LIMITS.maxHtml ? text.html : null
   return {
@@ -56,10 +71,93 @@ export async function parseInbound(raw: Buffer | Buffer[], mailFrom: string): Pr
   }
 }
 
-/** The MIME parse itself: the headers, the text content, and each attachment's size as it streams by. */
-function parseMime(
-  input: Buffer[],
-): Promise<{ headers: Headers; text: MessageText; attachments: ParsedInbound['attachments'] }> {
+type Mime = { headers: Headers; text: MessageText; attachments: ParsedInbound['attachments'] }
+
+/** A message with its large attachments' bodies left out (elideLargeBodies). */
+interface Elided {
+  /** The message as mailparser is given it: views of the original pieces, and a marker in place of each body left out. */
+  input: Buffer[]
+  /** What each marker says before the number of the body it stands for: random for each parse, so that no sender can write one. */
+  prefix: string
+  /** The size of each body left out, decoded, in order. */
+  sizes: number[]
+  /** How many times the parse found each marker as an attachment's content. */
+  found: number[]
+}
+
+/**
+ * The message parsed with its large attachments left out (elideLargeBodies), null when none is,
+ * or when the parse did not find each marker as the whole content of one attachment: then it read
+ * the structure otherwise than the scan did, and the message is to be parsed whole.
+ */
+async function parseElided(pieces: Buffer[], minBody: number): Promise<Mime | null> {
+  try {
+    const elided = elideLargeBodies(pieces, minBody)
+    if (!elided) return null
+    const mime = await parseMime(elided.input, elided)
+    return elided.found.every((n) => n === 1) ? mime : null
+  } catch {
+    return null
+  }
+}
+
+/** Transfer encodings whose body is its content as it is (no encoding, or one mailparser passes through). */
+const UNENCODED = ['', '7bit', '8bit', 'binary']
+
+/** The types mailparser reads as the message's text when they are not attachments (it makes message/delivery-status text too). */
+const TEXT_TYPES = ['text/plain', 'text/html', 'message/delivery-status']
+
+/**
+ * The message with the bodies of its large attachments (PARSE_LIMITS.elideBody, in base64 or not
+ * encoded) each replaced by a marker in the same transfer encoding, their sizes counted from the
+ * encoded bytes; the rest of the message is views of its pieces. A text part shown inline is
+ * kept (it is the message's text), so are a quoted-printable body (its decoded size needs
+ * decoding), a base64 body with anything but the alphabet and white space in it, and one with a
+ * line that starts with `--`. Null when nothing is left out, or the scan found the structure
+ * beyond its limits.
+ */
+export function elideLargeBodies(pieces: Buffer[], minBody: number): Elided | null {
+  if (!Number.isFinite(minBody)) return null
+  const run = new ByteRun(pieces)
+  const leaves = mimeLeaves(run, minBody)
+  if (!leaves?.length) return null
+  const prefix = `mailroom-elided-${randomBytes(12).toString('hex')}-`
+  const input: Buffer[] = []
+  const sizes: number[] = []
+  let at = 0
+  for (const leaf of leaves) {
+    if (readAsText(leaf) || leaf.dashLines) continue
+    const size =
+      leaf.encoding === 'base64'
+        ? base64Length(run.views(leaf.start, leaf.end))
+        : UNENCODED.includes(leaf.encoding)
+          ? leaf.end - leaf.start
+          : null
+    if (size === null) continue
+    const marker = Buffer.from(`${prefix}${sizes.length}`)
+    input.push(
+      ...run.views(at, leaf.start),
+      leaf.encoding === 'base64' ? Buffer.from(marker.toString('base64')) : marker,
+    )
+    sizes.push(size)
+    at = leaf.end
+  }
+  if (!sizes.length) return null
+  input.push(...run.views(at, run.length))
+  return { input, prefix, sizes, found: sizes.map(() => 0) }
+}
+
+/** Whether mailparser reads a part as text rather than as an attachment (its createNode); an unknown type as text, to keep it. */
+function readAsText({ contentType, disposition }: MimeLeaf): boolean {
+  return !contentType || (TEXT_TYPES.includes(contentType) && (disposition === '' || disposition === 'inline'))
+}
+
+/**
+ * The MIME parse itself: the headers, the text content, and each attachment's size as it streams
+ * by. With `elided`, an attachment whose content is one of its markers gets the size of the body
+ * the marker stands for, and the marker is counted as found.
+ */
+function parseMime(input: Buffer[], elided?: Elided): Promise<Mime> {
   return new Promise((resolve, reject) => {
     const parser = new MailParser({
       // What agents get is the text, the HTML as received, and the list of attachments: no HTML
@@ -86,13 +184,36 @@ function parseMime(
         size: 0,
       }
       attachments.push(entry)
-      data.content.on('data', (chunk: Buffer) => (entry.size += chunk.length))
-      data.content.on('end', () => data.release?.())
+      // The start of the content, enough to tell a marker.
+      const start: Buffer[] = []
+      data.content.on('data', (chunk: Buffer) => {
+        if (elided && entry.size <= MARKER_MAX) start.push(chunk)
+        entry.size += chunk.length
+      })
+      data.content.on('end', () => {
+        const marker = elided && entry.size <= MARKER_MAX ? markerIndex(Buffer.concat(start), elided) : null
+        if (elided && marker !== null) {
+          entry.size = elided.sizes[marker]
+          elided.found[marker]++
+        }
+        data.release?.()
+      })
     })
     parser.on('error', reject)
     parser.on('end', () => resolve({ headers, text, attachments }))
     feed(parser, input).catch(reject)
   })
+}
+
+/** The longest a marker is (its prefix, and the number of the body it stands for). */
+const MARKER_MAX = 64
+
+/** Which body a marker stands for, null for content that is not a marker of this parse. */
+function markerIndex(content: Buffer, elided: Elided): number | null {
+  const text = content.toString('latin1')
+  if (!text.startsWith(elided.prefix)) return null
+  const digits = text.slice(elided.prefix.length)
+  return /^\d{1,6}$/.test(digits) && Number(digits) < elided.sizes.length ? Number(digits) : null
 }
 
 /** How much of the message mailparser is given at a time. */
