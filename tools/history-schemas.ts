@@ -35,7 +35,7 @@ export const MailMessage = z.object({
   recipients: z.array(
     z.object({
       recipient: z.string(),
-      status: z.enum(['queued', 'deferred', 'delivered', 'failed']),
+      status: z.enum(['queued', 'deferred', 'delivered', 'failed', 'held', 'rejected']),
       suppressed: z.boolean(),
       nextAttemptAt: orNull(Iso),
       attempts: z.number().int(),

@@ -2,13 +2,15 @@ import type { Context } from 'hono'
 import { MailroomError, unauthorized } from '../errors.js'
 import { AUTH_FAILURE_WINDOW_MS, authFailureCount } from '../relay/auth-throttle.js'
 import { hashApiKey, isApiKey } from '../storage/secrets.js'
-import type { KeyOwner } from '../storage/store.js'
+import type { KeyOwner, PolicyHolder } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 
 /** Who a request speaks for: an API key's account, or an OAuth access token's. */
 export interface Identity extends KeyOwner {
   /** The scopes of an access token; undefined for an API key, which may do everything. */
   scopes?: string[]
+  /** What the send policy belongs to: the API key, or the token's OAuth grant. */
+  holder?: PolicyHolder
 }
 
 /** What a door (REST, MCP) accepts besides X-API-KEY: tokens bound to one of its resources (RFC 8707). */

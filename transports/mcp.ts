@@ -21,6 +21,7 @@ import { isObject, mcpInputSchema, mcpOutputSchema, structuredResult } from './j
 import { parseInput } from './input.js'
 import { mayCall, outOfScope } from './scopes.js'
 import { notServed, serves, type Toolset } from './toolsets.js'
+import type { ElicitationModes, PolicyHolder, SendPolicy } from '../storage/store.js'
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18'
 
@@ -47,6 +48,12 @@ export type Caller = {
   sandbox?: boolean
   scopes?: string[]
   toolset?: Toolset
+  /** The caller's send policy and what it belongs to (docs/approval.md). */
+  holder?: PolicyHolder
+  policy?: SendPolicy | null
+  /** The MCP session's id, and the elicitation modes its client declared at initialize. */
+  sessionId?: string
+  elicitation?: ElicitationModes | null
 }
 export type CallerOf = (extra: { authInfo?: { extra?: Record<string, unknown> } }) => Caller
 

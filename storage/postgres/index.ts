@@ -9,6 +9,7 @@ import { createDomainStore } from './domains.js'
 import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createInboundStore } from './inbound.js'
+import { approvalStubs, notYet } from '../approval.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createServerStore } from './servers.js'
 import { createHistoryStore } from './history.js'
@@ -337,7 +338,11 @@ function createStore(
         return changed(await changing(() => db.delete(t).where(where))) > 0
       },
     },
-    mail: { ...createMailStore(pool, outbox, reads), ...createHistoryStore(pool, outbox) },
+    mail: {
+      ...createMailStore(pool, outbox, reads),
+      ...createHistoryStore(pool, outbox),
+      sentBefore: notYet('postgres mail.sentBefore'),
+    },
     queue: createQueueStore(pool, outbox),
     blocks: createBlockStore(db, pool, hot),
     traps: {
@@ -372,6 +377,7 @@ function createStore(
     mcpSessions: createMcpSessionStore(pool),
     servers: createServerStore(pool),
     inbound: createInboundStore(pool, outbox),
+    ...approvalStubs('postgres'),
     async maintain() {
       // The planner's statistics of the tables that grow; autovacuum does the same in time.
       await pool.query('ANALYZE messages, deliveries, delivery_attempts, block_events, idempotency_keys, oauth_tokens')

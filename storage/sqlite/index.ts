@@ -14,6 +14,7 @@ import { groupCommit } from './group-commit.js'
 import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createInboundStore } from './inbound.js'
+import { approvalStubs, notYet } from '../approval.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createServerStore } from './servers.js'
 import { createOAuthStore } from './oauth.js'
@@ -399,7 +400,10 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         )
       },
     },
-    mail: reader ? { ...mail, log: reader.log, stats: reader.stats } : mail,
+    mail: {
+      ...(reader ? { ...mail, log: reader.log, stats: reader.stats } : mail),
+      sentBefore: notYet('sqlite mail.sentBefore'),
+    },
     queue: createQueueStore(sqlite, outbox, volume),
     blocks: {
       async events(accountId, rule, since) {
@@ -569,6 +573,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     mcpSessions: createMcpSessionStore(sqlite),
     servers: createServerStore(sqlite),
     inbound: createInboundStore(sqlite, outbox),
+    ...approvalStubs('sqlite'),
     async maintain() {
       sqlite.pragma('optimize')
     },
