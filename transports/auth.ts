@@ -105,7 +105,8 @@ export function createAuth(services: Services): { authenticate: Authenticate; si
     const token = oauthTokenOf(c)
     if (token) return tokenIdentity(c, token, door)
     const owner = key ? await store.apiKeys.owner(key.trim()) : undefined
-    if (owner !== undefined) return owner
+    if (owner !== undefined)
+      return owner.keyId === undefined ? owner : { ...owner, holder: { kind: 'key', id: owner.keyId } }
     if (key) await fail(c, ip, 'API key')
     throw refusal(door, unauthorized().message)
   }
@@ -124,8 +125,8 @@ export function createAuth(services: Services): { authenticate: Authenticate; si
         `the access token is for ${found.grant.resource}, not this endpoint (${door.resources[0]})`,
         'invalid_token',
       )
-    const { accountId, sandbox, scopes } = found.grant
-    return { accountId, sandbox, scopes }
+    const { accountId, sandbox, scopes, id, policy } = found.grant
+    return { accountId, sandbox, scopes, holder: { kind: 'grant', id }, policy: policy ?? null }
   }
 }
 
