@@ -1,35 +1,15 @@
 import { type Command, InvalidArgumentError, Option } from 'commander'
-import type { Hold } from '../storage/store.js'
 import { accountAction, adminAction, positiveInt } from './common.js'
 
 // `mailroom approvals`: the operator decides messages held for a person's approval, of any
 // account (docs/approval.md). The console does the same for an account's person.
 
 const BY = 'the operator (mailroom approvals)'
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
-
 const txidOf = (value: string) => {
   if (!/^[0-9a-fA-F]{18,19}$/.test(value))
     throw new InvalidArgumentError('must be a transaction id: 18 or 19 hex characters')
   return value.toLowerCase()
 }
-
-const holdJson = (h: Hold) => ({
-  id: h.txid,
-  account: h.accountId,
-  order: h.orderId,
-  status: h.status,
-  from: h.envFrom,
-  to: h.recipients,
-  subject: h.subject,
-  reason: h.reason,
-  holder: h.holderLabel,
-  createdAt: iso(h.createdAt),
-  expiresAt: iso(h.expiresAt),
-  decidedAt: iso(h.decidedAt),
-  decidedBy: h.decidedBy,
-  ...(h.sandbox ? { sandbox: true } : {}),
-})
 
 export function addApprovalCommands(program: Command): void {
   const approvals = program
@@ -45,13 +25,14 @@ export function addApprovalCommands(program: Command): void {
       )
       .option('--limit <n>', 'at most this many', positiveInt('--limit'), 100),
     async (rt, o) => {
+      const { approvalRecord } = await import('../tools/approval-schemas.js')
       const { total, rows } = await rt.store.holds.list({
         accountId: o.account,
         ...(o.status === 'all' ? {} : { status: o.status }),
         skip: 0,
         limit: o.limit,
       })
-      return { total, approvals: rows.map(holdJson) }
+      return { total, approvals: rows.map((h) => ({ ...approvalRecord(h), account: h.accountId, order: h.orderId })) }
     },
     (r) =>
       [

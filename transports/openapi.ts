@@ -12,7 +12,7 @@ const ERROR_RESPONSES: Record<number, string> = {
   401: 'The API key (X-API-KEY, or a bearer token) is missing or invalid.',
   403: 'Not allowed to this caller (a sandbox key, or an access token without the scope it needs).',
   404: 'No such record, or it belongs to another account.',
-  409: 'A request with the same Idempotency-Key is still being processed; retry after Retry-After seconds.',
+  409: 'A request with the same Idempotency-Key is still being processed (retry after Retry-After seconds), or the held message was decided already.',
   422: 'The Idempotency-Key was used within 24 hours for a different request.',
   413: 'The request body (or the message) is too large.',
   415: 'Unsupported request content type.',
