@@ -13,6 +13,10 @@ export interface Identity extends KeyOwner {
   holder?: PolicyHolder
 }
 
+/** An API key's identity: its owner, the key holding its send policy. */
+export const keyIdentity = (owner: KeyOwner): Identity =>
+  owner.keyId === undefined ? owner : { ...owner, holder: { kind: 'key', id: owner.keyId } }
+
 /** What a door (REST, MCP) accepts besides X-API-KEY: tokens bound to one of its resources (RFC 8707). */
 export interface Door {
   /** The resource indicators its tokens may be bound to. */
@@ -105,8 +109,7 @@ export function createAuth(services: Services): { authenticate: Authenticate; si
     const token = oauthTokenOf(c)
     if (token) return tokenIdentity(c, token, door)
     const owner = key ? await store.apiKeys.owner(key.trim()) : undefined
-    if (owner !== undefined)
-      return owner.keyId === undefined ? owner : { ...owner, holder: { kind: 'key', id: owner.keyId } }
+    if (owner !== undefined) return keyIdentity(owner)
     if (key) await fail(c, ip, 'API key')
     throw refusal(door, unauthorized().message)
   }

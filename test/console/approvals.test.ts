@@ -1,6 +1,7 @@
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { holdMessage } from '../tools/held.js'
+import { expectAccessible } from './axe.js'
 import { type ConsoleEnv, describeChromium, newPage, screenshot, startConsole } from './browser.js'
 
 // A person decides a held message from its approvalUrl, by keyboard alone: sign in, read the
@@ -51,6 +52,7 @@ describeChromium('console: approvals', () => {
     expect(await held.locator('iframe, b').count()).toBe(0)
     expect(await held.textContent()).toContain('every send of API key 1 waits for approval')
     await screenshot(page, 'approval')
+    await expectAccessible(page, 'a held message')
 
     await tabTo(
       page,
