@@ -35,20 +35,11 @@ afterAll(() => rm(dataDir, { recursive: true, force: true }))
 
 beforeEach(async () => {
   d = await deliveringEnv()
-  const { store, config, logger, clock, budget } = d.env.services
-  server = createSubmissionServer({
-    store,
-    relay: d.ctx.relay,
-    config,
-    logger,
-    clock,
-    budget,
-    tls,
-    limits: submissionLimits(config),
-  })
+  const { services } = d.env
+  server = createSubmissionServer({ ...services, relay: d.ctx.relay, tls, limits: submissionLimits(services.config) })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
   client = await SmtpClient.open((server.server.address() as AddressInfo).port)
-  await client.login(`mb${d.env.orderId}`, await store.orders.password(d.env.orderId))
+  await client.login(`mb${d.env.orderId}`, await services.store.orders.password(d.env.orderId))
 })
 afterEach(async () => {
   client.close()
