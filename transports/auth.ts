@@ -13,7 +13,7 @@ export interface Identity extends KeyOwner {
   holder?: PolicyHolder
 }
 
-/** An API key's identity: its owner, the key holding its send policy. */
+/** An API key's owner as a request's identity: the key holds its send policy (docs/approval.md). */
 export const keyIdentity = (owner: KeyOwner): Identity =>
   owner.keyId === undefined ? owner : { ...owner, holder: { kind: 'key', id: owner.keyId } }
 
@@ -128,8 +128,9 @@ export function createAuth(services: Services): { authenticate: Authenticate; si
         `the access token is for ${found.grant.resource}, not this endpoint (${door.resources[0]})`,
         'invalid_token',
       )
-    const { accountId, sandbox, scopes, id, policy } = found.grant
-    return { accountId, sandbox, scopes, holder: { kind: 'grant', id }, policy: policy ?? null }
+    const { accountId, sandbox, scopes, policy } = found.grant
+    // The grant holds the send policy: the authorizing key's, carried over like `sandbox`.
+    return { accountId, sandbox, scopes, holder: { kind: 'grant', id: found.grant.id }, policy: policy ?? null }
   }
 }
 

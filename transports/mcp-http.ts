@@ -5,6 +5,7 @@ import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js'
 import type { Context, Hono } from 'hono'
 import { randomUUID } from 'node:crypto'
 import { MailroomError, unauthorized } from '../errors.js'
+import type { PolicyHolder, SendPolicy } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 import { isObject } from './json-schema.js'
 import { jsonText, parseJson, readBody, reserveBody } from './request-body.js'
@@ -34,6 +35,8 @@ const callerOf: CallerOf = (extra) => ({
   sandbox: extra.authInfo?.extra?.sandbox === true,
   scopes: extra.authInfo?.extra?.scopes as string[] | undefined,
   toolset: extra.authInfo?.extra?.toolset as Toolset | undefined,
+  holder: extra.authInfo?.extra?.holder as PolicyHolder | undefined,
+  policy: extra.authInfo?.extra?.policy as SendPolicy | null | undefined,
 })
 
 const rpcError = (c: Context, status: 400 | 404 | 405, message: string) => {
@@ -109,13 +112,13 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
         throw new MailroomError(401, unauthorized(NO_CREDENTIALS).message, { headers: err.headers })
       throw err
     }
-    const { accountId, sandbox, scopes } = identity
+    const { accountId, sandbox, scopes, holder, policy } = identity
     // Each request's own key or token decides, in a session too: a session is bound to an account,
     // not a key (an OAuth client refreshes its token, a new one each hour, within one session).
     // The tools the client asked for (`?tools=send,log`): an MCP client keeps the URL it was given
     // for every request of its session.
     const toolset = parseToolset(c.req.query('tools') ?? '')
-    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes, toolset }
+    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes, toolset, holder, policy }
     const credential = apiKeyOf(c) ?? oauthTokenOf(c)!
     const authInfo = { token: credential, clientId: `account-${accountId}`, scopes: scopes ?? [], extra: caller }
 

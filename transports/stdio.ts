@@ -13,8 +13,8 @@ import { createServices, type Runtime } from '../runtime.js'
 import { storeName } from '../storage/index.js'
 import type { ServerHeartbeat } from '../storage/store.js'
 import { TOOLS } from '../tools/index.js'
-import { keyIdentity } from './auth.js'
 import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from './mcp.js'
+import { keyIdentity } from './auth.js'
 import type { Toolset } from './toolsets.js'
 
 // stdout carries JSON-RPC only: every log line goes to stderr (see createLogger).
