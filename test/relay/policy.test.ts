@@ -7,7 +7,7 @@ import { rawMail } from '../../tools/raw-mail.js'
 import { replyToMessage } from '../../tools/reply-to-message.js'
 import { sendAdvMail } from '../../tools/send-adv-mail.js'
 import { sendMail } from '../../tools/send-mail.js'
-import { createTestEnv, type TestEnv } from '../helpers.js'
+import { call, createTestEnv, type TestEnv } from '../helpers.js'
 import { expectNothingQueued, expectRefused, logRows, run, storedCounts, TXID } from '../tools/support.js'
 
 // Send policies in the pipeline (docs/approval.md), through the send tools' handlers: a held
@@ -216,6 +216,24 @@ describe('a send refused by its policy', () => {
       429,
       /^maxPerDay 1 reached for API key \d+: the next send is possible at 2026-11-23T00:00:00.000Z \(in 3600 s\)$/,
     )
+  })
+})
+
+describe("over REST, the API key's own policy", () => {
+  it('holds, then answers 429 with Retry-After past maxPerHour', async () => {
+    env.clock.set(Date.UTC(2026, 10, 22, 12, 59, 30))
+    await store().policies.set({ kind: 'key', id: keyId }, { ...DEFAULT_POLICY, approval: 'always', maxPerHour: 1 })
+    const held = await call(env, 'POST', '/mail/send', MAIL)
+    expect(held.status).toBe(200)
+    expect(await held.json()).toMatchObject({ status: 'held', reason: `every send of API key ${keyId} needs approval` })
+    const refused = await call(env, 'POST', '/mail/send', MAIL)
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get('retry-after')).toBe('30')
+    expect(await refused.json()).toEqual({
+      code: 429,
+      message: `maxPerHour 1 reached for API key ${keyId}: the next send is possible at 2026-11-22T13:00:00.000Z (in 30 s)`,
+    })
+    expect(storedCounts(env).messages).toBe(1)
   })
 })
 
