@@ -295,7 +295,6 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
           rules,
         )
       // Last of the checks: it counts the message once it passes.
-      const { policy } = s
       await refusing(s.order, { ...s, recipient: null }, () =>
         filter.checkSubject(
           { accountId: s.order.accountId, envFrom: s.envFrom, subject: s.subject, messageId: s.messageId },
@@ -303,6 +302,7 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
         ),
       )
       // The policy's counters, then whether a person decides: only for a send that passed every check.
+      const { policy } = s
       let reason: string | null = null
       if (policy) {
         await refusing(s.order, { ...s, recipient: null }, () => takeSend(store, policy, clock()))

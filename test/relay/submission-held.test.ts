@@ -63,8 +63,15 @@ async function sunk(n: number): Promise<string[]> {
 
 describe('SMTP submission under the order send policy', () => {
   it('answers 250 "held"; the destination gets nothing until it is approved, then it once', async () => {
+    // The destination fails the test if the held message reaches it before its approval.
+    let approved = false
+    const early: string[] = []
+    d.sink.state.rcptRule = (rcpt) => {
+      if (rcpt === 'held@example.com' && !approved) early.push(rcpt)
+      return undefined
+    }
     await setPolicy({ approval: 'always' })
-    const info = await submit('held one')
+    const info = await submit('held one', 'held@example.com')
     const [, txid, until, url] = HELD.exec(info.response) ?? []
     expect(txid, info.response).toBeDefined()
     expect(until).toBe(new Date(d.env.clock() + 24 * 3_600_000).toISOString())
@@ -83,6 +90,7 @@ describe('SMTP submission under the order send policy', () => {
       expect.objectContaining({ delivered: 0, response: expect.stringMatching(/^held for a person's approval/) }),
     ])
 
+    approved = true
     await d.env.services.store.holds.decide({ txid, decision: 'approve', by: 'test', now: d.env.clock() })
     expect(await sunk(2)).toEqual(['queued one', 'held one'])
     // Delivered once: its row is final, and nothing is due any more.
@@ -90,6 +98,7 @@ describe('SMTP submission under the order send policy', () => {
       .poll(async () => (await logRows(d.env, { mailid: txid })).rows.map((r) => r.delivered), { timeout: 15_000 })
       .toEqual([1])
     expect(await sunk(2)).toEqual(['queued one', 'held one'])
+    expect(early).toEqual([])
   })
 
   it('refuses a recipient outside allowedRecipients at RCPT TO with 550 5.7.1, storing nothing', async () => {
