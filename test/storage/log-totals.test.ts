@@ -109,6 +109,44 @@ describe('log totals kept between queries', () => {
     ).toBeGreaterThan(2000)
   })
 
+  it("count a held message's rows again once it is approved and delivered", async () => {
+    // Held for approval: its rows wait for no attempt, yet change once a person approves it.
+    const held = await store.holds.create(
+      {
+        txid: randomBytes(9).toString('hex'),
+        accountId: 1,
+        orderId: 1,
+        envFrom: 'many@example.org',
+        recipients: ['r@a.example', 'r@b.example'],
+        headerFrom: null,
+        replyTo: null,
+        subject: 's1',
+        messageId: null,
+        origin: '127.0.0.1',
+        transtype: 'HTTP',
+        interface: 'api',
+        sendingZone: 'default',
+        raw: [Buffer.from('x\r\n')],
+        time: now,
+      },
+      {
+        holder: 'key:1',
+        holderLabel: 'API key 1',
+        reason: 'always',
+        expiresAt: now + 86_400_000,
+        approvalUrl: 'https://mail.example/console/approvals',
+        response: 'held',
+      },
+    )
+    await enqueue(1500)
+    await attempt(5000, () => ({ state: 'delivered', mxHostname: 'mx-a' }))
+    await check()
+    await check()
+    await store.holds.decide({ txid: held.txid, decision: 'approve', by: 'API key 1', now })
+    await attempt(5000, () => ({ state: 'delivered', mxHostname: 'mx-b' }))
+    await check()
+  })
+
   it('count the rows up to where they were kept only once', async () => {
     await enqueue(1500)
     const q: LogQuery = { orderId: 1, skip: 0, limit: 1, dir: 'desc', groupby: 'recipient', from: 'many@example.org' }
