@@ -4,6 +4,8 @@ import { SENT_BEFORE } from '../../storage/sqlite/approval.js'
 import { openSqliteStore } from '../../storage/sqlite/index.js'
 import { newMessage, T0 } from './contract/fixture.js'
 
+const ACCOUNT = { name: 'a', currency: 'USD', priceBase: 1, pricePerMessage: 0, billingDay: 1, createdAt: T0 }
+
 // A send under a policy that asks about new recipients looks each one up in the whole log of its
 // account: a seek into an index per address and per domain, never a walk of the domain's rows.
 describe('send policy query plans', () => {
@@ -13,15 +15,7 @@ describe('send policy query plans', () => {
     (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params) as { detail: string }[]).map((r) => r.detail)
 
   beforeAll(async () => {
-    const account = await store.accounts.create({
-      name: 'a',
-      currency: 'USD',
-      priceBase: 1,
-      pricePerMessage: 0,
-      billingDay: 1,
-      createdAt: T0,
-    })
-    const f = { accountId: account.id, orderId: 0 }
+    const f = { accountId: (await store.accounts.create(ACCOUNT)).id, orderId: 0 }
     for (let o = 0; o < 3; o++)
       f.orderId = (await store.orders.create({ accountId: f.accountId, comment: null, senders: [], now: T0 })).order.id
     // One big domain: most of the log goes to it, as to a large mail provider.
