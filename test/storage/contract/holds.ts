@@ -245,6 +245,24 @@ export function holdsContract(f: Fixture) {
       expect(await claim(T0 + 48 * HOUR)).toEqual([])
     })
 
+    it('tells the webhooks of a rejection by expiry, and keeps a sandbox message and its Message-ID', async () => {
+      await subscribe()
+      const hold = await held(
+        { sandbox: true, messageId: '<abc@a.example>', recipients: ['one@b.example'] },
+        { expiresAt: T0 + HOUR },
+      )
+      expect(hold).toMatchObject({ sandbox: true, messageId: '<abc@a.example>', recipients: ['one@b.example'] })
+      expect(await f.store.holds.expire(T0 + 2 * HOUR)).toBe(1)
+      const told = await events()
+      expect(told.map((e) => e.type)).toEqual(['message.held', 'message.rejected'])
+      expect(told[1].data).toMatchObject({
+        transactionId: hold.txid,
+        messageId: '<abc@a.example>',
+        decidedBy: EXPIRY,
+        expiresAt: new Date(T0 + HOUR).toISOString(),
+      })
+    })
+
     it('lists holds newest first, by status and account, a page at a time', async () => {
       const a = await held({ time: T0 })
       const b = await held({ time: T0 + 1000 })
