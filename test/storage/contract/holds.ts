@@ -80,6 +80,11 @@ export function holdsContract(f: Fixture) {
         changed: 0,
         inFlight: 0,
       })
+      // A cancel changes none of its rows, and leaves its bytes (checked below) to the decision.
+      expect(await f.store.queue.cancel({ txid: m.txid, now: T0, leaseMs: LEASE_MS, response: 'canceled' })).toEqual({
+        changed: 0,
+        inFlight: 0,
+      })
       // The log and the story show it, held; its bytes are kept for the person who decides.
       const { total, rows } = await logOf(f)
       expect(total).toBe(2)
