@@ -2,10 +2,10 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js'
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js'
-import type { ElicitationModes } from '../storage/store.js'
 import type { Context, Hono } from 'hono'
 import { randomUUID } from 'node:crypto'
 import { MailroomError, unauthorized } from '../errors.js'
+import type { ElicitationModes, PolicyHolder, SendPolicy } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 import { isObject } from './json-schema.js'
 import { jsonText, parseJson, readBody, reserveBody } from './request-body.js'
@@ -36,6 +36,8 @@ const callerOf: CallerOf = (extra) => ({
   sandbox: extra.authInfo?.extra?.sandbox === true,
   scopes: extra.authInfo?.extra?.scopes as string[] | undefined,
   toolset: extra.authInfo?.extra?.toolset as Toolset | undefined,
+  holder: extra.authInfo?.extra?.holder as PolicyHolder | undefined,
+  policy: extra.authInfo?.extra?.policy as SendPolicy | null | undefined,
   sessionId: extra.authInfo?.extra?.sessionId as string | undefined,
   elicitation: extra.authInfo?.extra?.elicitation as ElicitationModes | undefined,
 })
@@ -161,13 +163,13 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
         throw new MailroomError(401, unauthorized(NO_CREDENTIALS).message, { headers: err.headers })
       throw err
     }
-    const { accountId, sandbox, scopes } = identity
+    const { accountId, sandbox, scopes, holder, policy } = identity
     // Each request's own key or token decides, in a session too: a session is bound to an account,
     // not a key (an OAuth client refreshes its token, a new one each hour, within one session).
     // The tools the client asked for (`?tools=send,log`): an MCP client keeps the URL it was given
     // for every request of its session.
     const toolset = parseToolset(c.req.query('tools') ?? '')
-    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes, toolset }
+    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes, toolset, holder, policy }
     const credential = apiKeyOf(c) ?? oauthTokenOf(c)!
     const authInfo = { token: credential, clientId: `account-${accountId}`, scopes: scopes ?? [], extra: caller }
 
