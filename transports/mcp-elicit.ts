@@ -89,12 +89,8 @@ export function isElicitationAnswer(m: unknown): m is { id: string; result?: unk
   )
 }
 
-const PREVIEW_LINES = 5
-const PREVIEW_CHARS = 500
-
 /** What the person reads: the envelope, the first lines, why it is held, and where else to decide. */
 export function questionText(q: ApprovalQuestion, url: boolean): string {
-  const preview = q.preview.split(/\r?\n/).slice(0, PREVIEW_LINES).join('\n').slice(0, PREVIEW_CHARS)
   const until = new Date(q.expiresAt).toISOString()
   return [
     `An agent wants to send this message; it is held until a person approves it (${q.reason}).`,
@@ -102,7 +98,7 @@ export function questionText(q: ApprovalQuestion, url: boolean): string {
     `To (${q.to.length}): ${q.to.join(', ')}`,
     `Subject: ${q.subject ?? '(none)'}`,
     '',
-    preview,
+    q.preview,
     '',
     url
       ? `Approve or reject it in the console: ${q.approvalUrl} (until ${until}).`
