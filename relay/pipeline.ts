@@ -88,13 +88,19 @@ export interface Relay {
    */
   checkSender(order: MailOrder, envFrom: string, authors?: string[], rules?: DenyRule[]): Promise<void>
   /**
-   * Recipient deny rules and the spam filter's recipient checks. `message` is what is known of
-   * the message (at SMTP RCPT TO: only the sender).
+   * The send policy's allowed recipients, recipient deny rules and the spam filter's recipient
+   * checks. `message` is what is known of the message (at SMTP RCPT TO: only the sender).
    */
   checkRecipient(
     order: MailOrder,
     recipient: string,
-    message: { envFrom: string; subject?: string | null; messageId?: string | null; field?: string },
+    message: {
+      envFrom: string
+      subject?: string | null
+      messageId?: string | null
+      field?: string
+      policy?: BoundPolicy
+    },
     rules?: DenyRule[],
   ): Promise<void>
   /**
@@ -240,6 +246,7 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
       const rule = findDenyRule(rules ?? (await store.rules.list([order.id])), 'recipient', recipient)
       const field = message.field ?? 'to'
       await refusing(order, { ...message, recipient }, async () => {
+        if (message.policy) checkAllowed(message.policy, recipient, field)
         if (rule)
           throw refusal(
             'deny_rule',
@@ -275,11 +282,6 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
           { code: 452, enhanced: '4.5.3' },
         )
       }
-      const { policy } = s
-      if (policy)
-        await refusing(s.order, { ...s, recipient: null }, async () =>
-          checkAllowed(policy, s.recipients, s.recipientFields),
-        )
       // An API send's From header is the caller's word, so every author in it is checked too; an
       // SMTP client's header is its own business, as with any submission server: only its envelope is checked.
       const rules = await store.rules.list([s.order.id])
@@ -300,6 +302,7 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
         ),
       )
       // The policy's counters, then whether a person decides: only for a send that passed every check.
+      const { policy } = s
       let reason: string | null = null
       if (policy) {
         await refusing(s.order, { ...s, recipient: null }, () => takeSend(store, policy, clock()))

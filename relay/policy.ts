@@ -15,19 +15,16 @@ export interface BoundPolicy {
 }
 
 /**
- * Refuses a send to a recipient outside the policy's allowedRecipients (an address, or `@domain`;
- * none listed: anyone). `fields` names the input field each (lower case) recipient came from.
+ * Refuses a recipient outside the policy's allowedRecipients (an address, or `@domain`; none
+ * listed: anyone). `field` is the input field it came from, for the refusal to name.
  */
-export function checkAllowed(policy: BoundPolicy, recipients: string[], fields?: Map<string, string>): void {
+export function checkAllowed(policy: BoundPolicy, recipient: string, field = 'to'): void {
   const allowed = policy.rules.allowedRecipients
-  if (allowed.length === 0) return
-  const outside = recipients.find((r) => !senderAuthorized(allowed, r))
-  if (outside === undefined) return
-  const field = fields?.get(outside.toLowerCase()) ?? 'to'
+  if (allowed.length === 0 || senderAuthorized(allowed, recipient)) return
   throw new Refusal(
     'recipient_not_allowed',
     403,
-    `${field}: ${outside} is not among the recipients ${holderLabel(policy.holder)} may send to (allowed: ${allowed.join(', ')})`,
+    `${field}: ${recipient} is not among the recipients ${holderLabel(policy.holder)} may send to (allowed: ${allowed.join(', ')})`,
     { code: 550, enhanced: '5.7.1' },
   )
 }

@@ -9,7 +9,7 @@ import { isEmail, notAnEmail } from './addresses.js'
 import { authClient, authFailureCount } from './auth-throttle.js'
 import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
-import { type BoundPolicy, checkAllowed } from './policy.js'
+import type { BoundPolicy } from './policy.js'
 import type { ByteBudget } from './byte-budget.js'
 import { Refusal, type RefusalReason } from './refusal.js'
 import {
@@ -236,10 +236,9 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
       }
       try {
         // A recipient the order's send policy does not allow is refused here, not after the data.
-        const policy = orderPolicy(order)
-        if (policy) checkAllowed(policy, [address.address])
         await relay.checkRecipient(order, address.address, {
           envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          policy: orderPolicy(order),
         })
         callback()
       } catch (err) {
