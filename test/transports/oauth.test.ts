@@ -141,6 +141,8 @@ describe('OAuth authorization server', () => {
       'getInboundMessage',
       'getAttachment',
       'getThread',
+      'getSendPolicy',
+      'getApprovals',
     ])
     const res = await mcpWithToken(env.app, read.access_token, sendMail)
     expect(res.status).toBe(403)
