@@ -207,3 +207,48 @@ export function approvalStubs(backend: string): {
     },
   }
 }
+
+/** Who decides a hold that waited past its expiry. */
+export const EXPIRY_DECIDER = 'expiry (MAILROOM_APPROVAL_TTL)'
+
+/** A stored send policy (JSON text, both backends) as the Store answers it; a field it lacks takes its default. */
+export const policyOf = (stored: string | null): SendPolicy | null =>
+  stored === null ? null : { ...DEFAULT_POLICY, ...(JSON.parse(stored) as Partial<SendPolicy>) }
+
+/** A send policy as both backends store it. */
+export const policyText = (policy: SendPolicy | null | undefined): string | null =>
+  policy ? JSON.stringify(policy) : null
+
+/** Elicitation modes as both backends store them: 'form', 'url', 'form,url', or null for none. */
+export const elicitationText = (modes: ElicitationModes | null | undefined): string | null =>
+  [modes?.form && 'form', modes?.url && 'url'].filter(Boolean).join(',') || null
+
+export const elicitationOf = (stored: string | null): ElicitationModes | null => {
+  if (!stored) return null
+  const modes = stored.split(',')
+  return { form: modes.includes('form'), url: modes.includes('url') }
+}
+
+/** The fixed UTC windows a send counts in, and when each frees. */
+export const sendWindows = (now: number) => {
+  const hour = now - (now % 3_600_000)
+  const day = now - (now % 86_400_000)
+  return { hour: { start: hour, end: hour + 3_600_000 }, day: { start: day, end: day + 86_400_000 } }
+}
+
+/** A hold's row joined with its message's, as both backends read it (their column names mapped). */
+export interface HoldRow extends Omit<Hold, 'recipients' | 'sandbox'> {
+  /** The message's envelope recipients, comma-separated. */
+  rcptTo: string
+  sandbox: boolean | number
+}
+
+export const holdOf = ({ rcptTo, sandbox, ...row }: HoldRow): Hold => ({
+  ...row,
+  // Epoch ms: PostgreSQL's bigint may come back as a string.
+  createdAt: Number(row.createdAt),
+  expiresAt: Number(row.expiresAt),
+  decidedAt: row.decidedAt === null ? null : Number(row.decidedAt),
+  recipients: rcptTo.split(','),
+  sandbox: sandbox === true || sandbox === 1,
+})

@@ -1,6 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import { MailroomError } from '../errors.js'
-import type { ElicitationModes, HoldStore, PolicyStore, SendCountStore, SendPolicy, Hold } from './approval.js'
+import type {
+  ElicitationModes,
+  HoldEventData,
+  HoldStore,
+  PolicyStore,
+  SendCountStore,
+  SendPolicy,
+  Hold,
+} from './approval.js'
 import type { InboundStore, InboundSummary } from './inbound.js'
 
 // Send policies and held messages (Store['policies'], ['sendCounts'], ['holds']).
@@ -447,6 +455,9 @@ export const WEBHOOK_EVENT_TYPES = [
   'message.failed',
   'message.refused',
   'message.received',
+  'message.held',
+  'message.approved',
+  'message.rejected',
 ] as const
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
 
@@ -480,8 +491,8 @@ export interface WebhookEvent {
   accountId: number
   /** When it happened (ms). */
   time: number
-  /** message.received: the received message's summary and the new part of its text. */
-  data: WebhookEventData | InboundSummary
+  /** message.received: the received message's summary and the new part of its text; message.held, .approved, .rejected: the hold. */
+  data: WebhookEventData | InboundSummary | HoldEventData
   /**
    * With queue.record: the delivery row whose outcome it reports. It is written only if the row
    * was recorded in that transaction (an outcome recorded twice is reported once).
