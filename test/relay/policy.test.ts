@@ -7,7 +7,7 @@ import { rawMail } from '../../tools/raw-mail.js'
 import { replyToMessage } from '../../tools/reply-to-message.js'
 import { sendAdvMail } from '../../tools/send-adv-mail.js'
 import { sendMail } from '../../tools/send-mail.js'
-import { call, createTestEnv, type TestEnv } from '../helpers.js'
+import { call, createServedTestEnv, createTestEnv, mcpClient, type TestEnv } from '../helpers.js'
 import { expectNothingQueued, expectRefused, logRows, run, storedCounts, TXID } from '../tools/support.js'
 
 // Send policies in the pipeline (docs/approval.md), through the send tools' handlers: a held
@@ -33,6 +33,8 @@ const under = (rules: Partial<SendPolicy>, extra: Partial<ToolContext> = {}): To
 })
 const send = (ctx: ToolContext, input: Record<string, unknown> = {}) => run(sendMail, { ...MAIL, ...input }, ctx)
 const store = () => env.services.store
+/** A refusal's whole message, as expectRefused's pattern. */
+const exactly = (text: string) => new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`)
 /** What the delivery worker would take now. */
 const claimable = () => store().queue.claim({ node: 'test', now: env.clock(), leaseMs: 60_000, limit: 100 })
 
@@ -177,7 +179,9 @@ describe('a send refused by its policy', () => {
     await expectRefused(
       send(ctx, { to: 'eve@example.com' }),
       403,
-      `to: eve@example.com is not among the recipients API key ${keyId} may send to (allowed: @example.net, boss@example.com)`,
+      exactly(
+        `to: eve@example.com is not among the recipients API key ${keyId} may send to (allowed: @example.net, boss@example.com)`,
+      ),
     )
     await expectRefused(
       run(sendAdvMail, { ...MAIL, bcc: 'eve@example.com' }, ctx),
@@ -198,7 +202,9 @@ describe('a send refused by its policy', () => {
     const err = await expectRefused(
       send(ctx),
       429,
-      `maxPerHour 2 reached for API key ${keyId}: the next send is possible at 2026-11-22T13:00:00.000Z (in 1200 s)`,
+      exactly(
+        `maxPerHour 2 reached for API key ${keyId}: the next send is possible at 2026-11-22T13:00:00.000Z (in 1200 s)`,
+      ),
     )
     expect(err.headers).toEqual({ 'Retry-After': '1200' })
     expect(err.smtp).toEqual({ code: 451, enhanced: '4.7.1' })
@@ -234,6 +240,37 @@ describe("over REST, the API key's own policy", () => {
       message: `maxPerHour 1 reached for API key ${keyId}: the next send is possible at 2026-11-22T13:00:00.000Z (in 30 s)`,
     })
     expect(storedCounts(env).messages).toBe(1)
+  })
+})
+
+describe("over MCP, the API key's own policy", () => {
+  it('answers held to a client without elicitation, and a tool error with the time past maxPerDay', async () => {
+    const served = await createServedTestEnv()
+    try {
+      const id = (await served.services.store.apiKeys.list(served.accountId))[0].id
+      await served.services.store.policies.set(
+        { kind: 'key', id },
+        { ...DEFAULT_POLICY, approval: 'always', maxPerDay: 1 },
+      )
+      const client = await mcpClient(served.base, served.apiKey)
+      try {
+        const held = await client.callTool({ name: 'sendMail', arguments: MAIL })
+        expect(held.isError).toBeFalsy()
+        expect(held.structuredContent).toMatchObject({
+          status: 'held',
+          reason: `every send of API key ${id} needs approval`,
+        })
+        const refused = await client.callTool({ name: 'sendMail', arguments: MAIL })
+        expect(refused.isError).toBe(true)
+        expect(JSON.stringify(refused.content)).toContain(
+          `maxPerDay 1 reached for API key ${id}: the next send is possible at`,
+        )
+      } finally {
+        await client.close()
+      }
+    } finally {
+      await served.close()
+    }
   })
 })
 
