@@ -13,8 +13,9 @@ const mode = (value: string) => {
   return value as SendPolicy['approval']
 }
 
-/** A limit: a positive integer, or `off` for none. */
-const limit = (name: string) => (value: string) => (value === 'off' ? null : positiveInt(name)(value))
+/** A limit: a positive integer, or `off` for none (kept as 'off': commander reads a parser's null as ''). */
+const limit = (name: string) => (value: string) => (value === 'off' ? 'off' : positiveInt(name)(value))
+const limitOf = (value: number | 'off' | undefined) => (value === 'off' ? null : value)
 
 /** `--allow`, repeatable or comma-separated; `any` clears the list (any recipient). */
 const allow = (value: string, previous: string[] | undefined) => {
@@ -49,9 +50,9 @@ function policyOptions(command: Command): Command {
 export function changedPolicy(current: SendPolicy | null, o: OptionValues): SendPolicy | null | undefined {
   const given = {
     approval: o.approval,
-    approveAbove: o.approveAbove,
-    maxPerHour: o.maxPerHour,
-    maxPerDay: o.maxPerDay,
+    approveAbove: limitOf(o.approveAbove),
+    maxPerHour: limitOf(o.maxPerHour),
+    maxPerDay: limitOf(o.maxPerDay),
     allowedRecipients: o.allow,
   }
   const set = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined))

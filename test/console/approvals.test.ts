@@ -61,7 +61,7 @@ describeChromium('console: approvals', () => {
     // The message as text, never as HTML.
     const held = page.getByRole('region', { name: 'Held message' })
     await held.getByText('Quarterly numbers').waitFor()
-    expect(await held.locator('pre').textContent()).toContain('Hello Bob,\nthe numbers are attached.')
+    expect(await held.locator('pre').textContent()).toMatch(/^Hello Bob,\r?\nthe numbers are attached\./)
     expect(await held.locator('iframe').count()).toBe(0)
     expect(await held.textContent()).toMatch(/every send of API key \d+ needs approval/)
     await screenshot(page, 'approval')

@@ -24,9 +24,16 @@ describe('the API key tools', () => {
     })
     const listed = await run(getApiKeys, {}, env.ctx)
     expect(listed).toEqual([
-      { id: 1, prefix: expect.any(String), sandbox: false, created: '2026-11-22 12:00:00', revoked: null },
-      { id: 2, prefix: made.prefix, sandbox: false, created: '2026-11-22 12:00:00', revoked: null },
-      { id: 3, prefix: sandbox.prefix, sandbox: true, created: '2026-11-22 12:00:00', revoked: null },
+      {
+        id: 1,
+        prefix: expect.any(String),
+        sandbox: false,
+        created: '2026-11-22 12:00:00',
+        revoked: null,
+        policy: null,
+      },
+      { id: 2, prefix: made.prefix, sandbox: false, created: '2026-11-22 12:00:00', revoked: null, policy: null },
+      { id: 3, prefix: sandbox.prefix, sandbox: true, created: '2026-11-22 12:00:00', revoked: null, policy: null },
     ])
     expect(JSON.stringify(listed)).not.toContain(made.key)
     expectSchemaRefusal(createApiKey, { sandbox: 'yes' }, 'sandbox')

@@ -19,6 +19,8 @@ const ALWAYS: SendPolicy = {
   allowedRecipients: [],
 }
 const NOW_ISO = '2026-11-22T12:00:00.000Z'
+/** A refusal's message as written (expectRefused reads a string as a pattern). */
+const literal = (text: string) => new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
 
 describe('the approval tools', () => {
   let env: TestEnv
@@ -86,7 +88,9 @@ describe('the approval tools', () => {
       await expectRefused(
         run(tool, { id: held.txid }, person),
         409,
-        `id: message ${held.txid} was not ${verb}: it was approved at 2026-11-22T12:01:00.000Z by API key 1 (console or API)`,
+        literal(
+          `id: message ${held.txid} was not ${verb}: it was approved at 2026-11-22T12:01:00.000Z by API key 1 (console or API)`,
+        ),
       )
     }
     expect(await state(held.txid)).toEqual(before)
@@ -104,7 +108,7 @@ describe('the approval tools', () => {
     await expectRefused(
       run(approveMessage, { id: held.txid }, person),
       409,
-      `id: message ${held.txid} was not approved: it was rejected at ${NOW_ISO} by API key 1 (console or API)`,
+      literal(`id: message ${held.txid} was not approved: it was rejected at ${NOW_ISO} by API key 1 (console or API)`),
     )
     expect(await state(held.txid)).toEqual(before)
   })
@@ -166,7 +170,9 @@ describe('the approval tools', () => {
     await expectRefused(
       run(approveMessage, { id: held.txid }, person),
       409,
-      `id: message ${held.txid} was not approved: it expired at 2026-11-23T12:00:00.000Z and was rejected (MAILROOM_APPROVAL_TTL)`,
+      literal(
+        `id: message ${held.txid} was not approved: it expired at 2026-11-23T12:00:00.000Z and was rejected (MAILROOM_APPROVAL_TTL)`,
+      ),
     )
     expect(await stored(held.txid)).toMatchObject({ status: 'rejected', decidedBy: 'expiry (MAILROOM_APPROVAL_TTL)' })
     expect(await env.services.store.queue.pending()).toBe(0)
