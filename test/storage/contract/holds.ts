@@ -80,6 +80,11 @@ export function holdsContract(f: Fixture) {
         changed: 0,
         inFlight: 0,
       })
+      // A cancel changes none of its rows, and leaves its bytes (checked below) to the decision.
+      expect(await f.store.queue.cancel({ txid: m.txid, now: T0, leaseMs: LEASE_MS, response: 'canceled' })).toEqual({
+        changed: 0,
+        inFlight: 0,
+      })
       // The log and the story show it, held; its bytes are kept for the person who decides.
       const { total, rows } = await logOf(f)
       expect(total).toBe(2)
@@ -238,6 +243,24 @@ export function holdsContract(f: Fixture) {
       expect(await f.store.holds.expire(T0 + HOUR + 20)).toBe(0)
       expect(await f.opened.bodyParts()).toBe(1)
       expect(await claim(T0 + 48 * HOUR)).toEqual([])
+    })
+
+    it('tells the webhooks of a rejection by expiry, and keeps a sandbox message and its Message-ID', async () => {
+      await subscribe()
+      const hold = await held(
+        { sandbox: true, messageId: '<abc@a.example>', recipients: ['one@b.example'] },
+        { expiresAt: T0 + HOUR },
+      )
+      expect(hold).toMatchObject({ sandbox: true, messageId: '<abc@a.example>', recipients: ['one@b.example'] })
+      expect(await f.store.holds.expire(T0 + 2 * HOUR)).toBe(1)
+      const told = await events()
+      expect(told.map((e) => e.type)).toEqual(['message.held', 'message.rejected'])
+      expect(told[1].data).toMatchObject({
+        transactionId: hold.txid,
+        messageId: '<abc@a.example>',
+        decidedBy: EXPIRY,
+        expiresAt: new Date(T0 + HOUR).toISOString(),
+      })
     })
 
     it('lists holds newest first, by status and account, a page at a time', async () => {
