@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { DEFAULT_POLICY } from '../../storage/store.js'
 import { TOOLS } from '../../tools/index.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { expectNothingQueued } from '../tools/support.js'
@@ -114,6 +115,21 @@ describe('OAuth authorization server', () => {
     expect(await grants()).toEqual([
       expect.objectContaining({ clientId, clientName: 'Test agent', resource: MCP_RESOURCE, sandbox: false }),
     ])
+  })
+
+  it("keeps the authorizing key's send policy in the grant: the token's sends are held by it", async () => {
+    const { store } = env.services
+    const policy = { ...DEFAULT_POLICY, approval: 'always' as const }
+    const owner = await store.apiKeys.owner(env.apiKey)
+    await store.policies.set({ kind: 'key', id: owner!.keyId! }, policy)
+    const tokens = await tokensFor(env.app, env.apiKey)
+    const sent = await (await mcpWithToken(env.app, tokens.access_token, sendMail)).json()
+    expect(sent.result.structuredContent).toMatchObject({ status: 'held' })
+    const [grant] = await grants()
+    expect(grant.policy).toEqual(policy)
+    expect(await store.holds.get(sent.result.structuredContent.text)).toMatchObject({
+      holder: `grant:${grant.id}`,
+    })
   })
 
   it('lists only the tools of the scopes allowed, and refuses a mail:read token calling sendMail (403)', async () => {
