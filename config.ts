@@ -207,6 +207,10 @@ export const ConfigSchema = z.object({
   MAILROOM_BLOCK_EVENT_RETENTION: DurationAtLeast(5 * 86_400_000, '5d').prefault('30d'),
   /** Received messages older than this are deleted, with their bytes (at start, then hourly). */
   MAILROOM_INBOUND_RETENTION: DurationAtLeast(3_600_000, '1h').prefault('30d'),
+  /** A message held for a person's approval and not decided within this is rejected (docs/approval.md). */
+  MAILROOM_APPROVAL_TTL: DurationAtLeast(60_000, '1m')
+    .refine((ms) => ms <= MAX_TIMER_MS, `expected at most ${MAX_TIMER_MS}ms`)
+    .prefault('24h'),
   /** The bytes one inbox may hold: past them its mail is refused at RCPT with 452 4.2.2. */
   MAILROOM_INBOX_QUOTA: Size.prefault('1gb'),
   /** The public name of this MX host, which `mailroom domain receive` tells to publish as a domain's MX record. */
@@ -291,6 +295,8 @@ const Settings = ConfigSchema.transform((e) => ({
   /** The bearer token of GET /metrics, or null to serve it to loopback clients only. */
   metricsToken: e.MAILROOM_METRICS_TOKEN ?? null,
   blockEventRetention: e.MAILROOM_BLOCK_EVENT_RETENTION,
+  /** Messages held for approval (docs/approval.md). */
+  approval: { ttl: e.MAILROOM_APPROVAL_TTL },
   /** Received mail (docs/inbound.md). */
   inbound: {
     retention: e.MAILROOM_INBOUND_RETENTION,

@@ -17,6 +17,7 @@ import { createLogger, logStream } from './logger.js'
 import { createMetrics } from './metrics.js'
 import { createServices } from './runtime.js'
 import { openStore, storeName } from './storage/index.js'
+import { DAY_MS } from './storage/store.js'
 import { IDEMPOTENCY_WINDOW_MS } from './tools/idempotency.js'
 import { HTTP_SERVE_OPTIONS, answerClientError, createHttpApp } from './transports/http.js'
 import { MCP_SESSION_IDLE_MS } from './transports/mcp-http.js'
@@ -111,11 +112,24 @@ export async function startServer(configured: Config, options: { sink?: boolean 
       .then((n) => n && logger.info({ swept: n }, 'heartbeats of servers gone without a word swept'))
       .then(() => store.inbound.expireInbound(rt.clock() - config.inbound.retention))
       .then((n) => n && logger.info({ expired: n }, 'received messages past MAILROOM_INBOUND_RETENTION deleted'))
+      // A send policy's counters are read for the current UTC hour and day only.
+      .then(() => store.sendCounts.sweep(rt.clock() - 2 * DAY_MS))
+      .then((n) => n && logger.info({ swept: n }, 'send counters of past days swept'))
       .then(() => store.maintain())
       .catch((err) => logger.error({ err }, 'housekeeping failed'))
   await prune()
   const pruning = setInterval(prune, 3_600_000)
   pruning.unref()
+
+  // Held messages not decided within MAILROOM_APPROVAL_TTL are rejected, within a minute of it. Any
+  // node may do it: a hold is decided once (store.holds), whichever node gets there first.
+  const expireHolds = () =>
+    store.holds
+      .expire(rt.clock())
+      .then((n) => n && logger.info({ rejected: n }, 'held messages past MAILROOM_APPROVAL_TTL rejected'))
+      .catch((err) => logger.error({ err }, 'rejecting expired held messages failed'))
+  const expiring = setInterval(expireHolds, 60_000)
+  expiring.unref()
 
   // HTTP listens before the app is made, so that on port 0 the documents can name the port it got.
   let app: ReturnType<typeof createHttpApp> | undefined
@@ -242,6 +256,7 @@ export async function startServer(configured: Config, options: { sink?: boolean 
       logger.info('shutting down')
       stopping = true
       clearInterval(pruning)
+      clearInterval(expiring)
       const closed = (server: { close(cb: () => void): unknown }) =>
         new Promise<void>((resolve) => void server.close(() => resolve()))
       // Stop taking work first, then let deliveries in flight finish, for up to SHUTDOWN_GRACE_MS.

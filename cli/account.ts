@@ -1,6 +1,7 @@
 import type { Command } from 'commander'
 import { createAccount } from '../accounts.js'
 import { accountAction, accountOption, adminAction, positiveInt } from './common.js'
+import { addPolicyCommand } from './policy.js'
 
 /** `account` and `account key`: accounts and their API keys. */
 export function addAccountCommands(program: Command): void {
@@ -72,6 +73,20 @@ export function addAccountCommands(program: Command): void {
     },
     (r) => `key ${r.revoked} revoked`,
   )
+  addPolicyCommand(
+    key,
+    "Print or set a key's send policy (docs/approval.md): what its sends may do alone, and what waits for a person",
+    ['<key>', 'key id or prefix'],
+    async (rt, k) => {
+      const given = k.replace(/(…|\.\.\.)$/, '')
+      if (/^\d+$/.test(given)) return { kind: 'key', id: Number(given) }
+      for (const account of await rt.store.accounts.list()) {
+        const found = (await rt.store.apiKeys.list(account.id)).find((info) => info.prefix === given)
+        if (found) return { kind: 'key', id: found.id }
+      }
+      throw new Error(`no key ${k}`)
+    },
+  )
 
   // OAuth grants: what a person allowed an application to do for the account (docs/oauth.md).
   accountAction(
@@ -98,10 +113,9 @@ export function addAccountCommands(program: Command): void {
         )
         .join('\n') || 'no grants',
   )
+  const grant = account.command('grant').description('Revoke OAuth grants, or set their send policy')
   adminAction(
-    account
-      .command('grant')
-      .description('Revoke OAuth grants')
+    grant
       .command('revoke')
       .description('Revoke an OAuth grant (from `account grants`): its tokens stop working at their next request')
       .argument('<id>', 'grant id', positiveInt('the grant id')),
@@ -110,5 +124,11 @@ export function addAccountCommands(program: Command): void {
       return { revoked: id }
     },
     (r) => `grant ${r.revoked} revoked`,
+  )
+  addPolicyCommand(
+    grant,
+    "Print or set an OAuth grant's send policy (from `account grants`); a grant starts with its key's",
+    ['<id>', 'grant id'],
+    async (_rt, id) => ({ kind: 'grant', id: positiveInt('the grant id')(id) }),
   )
 }

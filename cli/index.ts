@@ -1,6 +1,7 @@
 import { Command, Help, type Option } from 'commander'
 import { PACKAGE } from '../package-info.js'
 import { addAccountCommands } from './account.js'
+import { addApprovalCommands } from './approvals.js'
 import { addBackupCommand } from './backup.js'
 import { addBlockCommands } from './blocks.js'
 import { addDomainCommands } from './domains.js'
@@ -26,6 +27,7 @@ export function buildCli(): Command {
   addServeCommands(program)
   addAccountCommands(program)
   addOrderCommands(program)
+  addApprovalCommands(program)
   addBlockCommands(program)
   addDomainCommands(program)
   addInboxCommands(program)

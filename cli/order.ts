@@ -2,6 +2,7 @@ import type { Command } from 'commander'
 import { createOrder } from '../accounts.js'
 import type { MailOrder } from '../storage/store.js'
 import { accountAction, accountOption, adminAction, ownedOrder, positiveInt, senderPattern } from './common.js'
+import { addPolicyCommand } from './policy.js'
 
 const collect = (value: string, previous: string[]) => [...previous, senderPattern(value)]
 
@@ -57,6 +58,12 @@ export function addOrderCommands(program: Command): void {
       return { id: o.order, username: `mb${o.order}`, password: await rt.store.orders.rotatePassword(o.order) }
     },
     (r) => `mail order ${r.id}: new SMTP password\nSMTP username: ${r.username}\nSMTP password: ${r.password}`,
+  )
+  addPolicyCommand(
+    order,
+    "Print or set a mail order's send policy: what SMTP submission with it may send alone, and what waits for a person",
+    ['<id>', 'mail order id'],
+    async (_rt, id) => ({ kind: 'order', id: positiveInt('id')(id) }),
   )
   accountAction(
     order.command('list').description("List an account's mail orders").addOption(accountOption()),

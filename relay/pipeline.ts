@@ -2,10 +2,21 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { MailroomError } from '../errors.js'
 import type { Metrics } from '../metrics.js'
-import { byteLength, type DenyRule, type MailOrder, type NewMessage, newEventId, type Store } from '../storage/store.js'
+import {
+  byteLength,
+  type DenyRule,
+  type Hold,
+  holderKey,
+  holderLabel,
+  type MailOrder,
+  type NewMessage,
+  newEventId,
+  type Store,
+} from '../storage/store.js'
 import { findDenyRule, senderAuthorized } from './deny-rules.js'
 import { signMessage } from './dkim.js'
 import { receivedHeader } from './message.js'
+import { approvalReason, approvalUrlOf, type BoundPolicy, checkAllowed, takeSend } from './policy.js'
 import { Refusal, refusal } from './refusal.js'
 import { createSpamFilter } from './spam-filter.js'
 import { createTxidGenerator } from './txid.js'
@@ -56,6 +67,17 @@ export interface Submission {
    * key), and a sandbox order's mail is sandbox mail whatever the door.
    */
   sandbox?: boolean
+  /**
+   * The send policy the sender is held to (docs/approval.md): its API key's or OAuth grant's over
+   * REST and MCP, the order's over SMTP. None: no recipient limit, no counting, nothing held.
+   */
+  policy?: BoundPolicy
+}
+
+/** What became of a submitted message: queued, or held for a person's approval (`hold`). */
+export interface Submitted {
+  txid: string
+  hold: Hold | null
 }
 
 export interface Relay {
@@ -66,20 +88,27 @@ export interface Relay {
    */
   checkSender(order: MailOrder, envFrom: string, authors?: string[], rules?: DenyRule[]): Promise<void>
   /**
-   * Recipient deny rules and the spam filter's recipient checks. `message` is what is known of
-   * the message (at SMTP RCPT TO: only the sender).
+   * The send policy's allowed recipients, recipient deny rules and the spam filter's recipient
+   * checks. `message` is what is known of the message (at SMTP RCPT TO: only the sender).
    */
   checkRecipient(
     order: MailOrder,
     recipient: string,
-    message: { envFrom: string; subject?: string | null; messageId?: string | null; field?: string },
+    message: {
+      envFrom: string
+      subject?: string | null
+      messageId?: string | null
+      field?: string
+      policy?: BoundPolicy
+    },
     rules?: DenyRule[],
   ): Promise<void>
   /**
-   * The one sending pipeline of every door: authorized sender, deny rules, spam filter, then the
-   * message and its log rows are committed to the durable queue. Resolves with the transaction id only after the commit.
+   * The one sending pipeline of every door: authorized sender, deny rules, spam filter, the send
+   * policy, then the message and its log rows are committed to the durable queue, or stored held
+   * for a person's approval. Resolves only after the commit.
    */
-  submit(submission: Submission): Promise<string>
+  submit(submission: Submission): Promise<Submitted>
 }
 
 /**
@@ -107,7 +136,7 @@ export interface RelayDeps {
   store: Store
   /** Where accepted messages and spam-filter events are written; the store's own writes unless given. */
   intake?: Intake
-  config: Pick<Config, 'maxMessageSize' | 'maxRecipients' | 'nodeName'>
+  config: Pick<Config, 'maxMessageSize' | 'maxRecipients' | 'nodeName' | 'publicUrl' | 'approval'>
   logger: Logger
   clock: () => number
   /** Where accepted and refused messages are counted, if anywhere. */
@@ -217,6 +246,7 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
       const rule = findDenyRule(rules ?? (await store.rules.list([order.id])), 'recipient', recipient)
       const field = message.field ?? 'to'
       await refusing(order, { ...message, recipient }, async () => {
+        if (message.policy) checkAllowed(message.policy, recipient, field)
         if (rule)
           throw refusal(
             'deny_rule',
@@ -271,6 +301,13 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
           s.recipients,
         ),
       )
+      // The policy's counters, then whether a person decides: only for a send that passed every check.
+      const { policy } = s
+      let reason: string | null = null
+      if (policy) {
+        await refusing(s.order, { ...s, recipient: null }, () => takeSend(store, policy, clock()))
+        reason = await approvalReason(store, s.order.accountId, policy, s.recipients)
+      }
       const txid = s.txid ?? relay.newTxid()
       const front = [
         ...(s.received
@@ -298,7 +335,7 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
         },
       )
       const sandbox = s.sandbox === true || s.order.sandbox
-      await intake.enqueue({
+      const message: NewMessage = {
         txid,
         accountId: s.order.accountId,
         orderId: s.order.id,
@@ -315,7 +352,22 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
         raw,
         time: clock(),
         ...(sandbox ? { sandbox } : {}),
-      })
+      }
+      // A held message is stored in the store itself, never through the intake (the engine's
+      // queue): its rows are never due, and nothing claims them before a decision.
+      let hold: Hold | null = null
+      if (policy && reason !== null) {
+        const expiresAt = clock() + config.approval.ttl
+        const approvalUrl = approvalUrlOf(config.publicUrl, txid)
+        hold = await store.holds.create(message, {
+          holder: holderKey(policy.holder),
+          holderLabel: holderLabel(policy.holder),
+          reason,
+          expiresAt,
+          approvalUrl,
+          response: `held for a person's approval (${reason}) until ${new Date(expiresAt).toISOString()}: ${approvalUrl}`,
+        })
+      } else await intake.enqueue(message)
       if (s.inReplyTo && s.messageId) await joinThread(s.order.accountId, txid, s.messageId, s.inReplyTo)
       logger.info(
         {
@@ -325,10 +377,11 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
           size,
           via: s.interface,
           ...(sandbox ? { sandbox } : {}),
+          ...(hold ? { reason } : {}),
         },
-        'message queued',
+        hold ? 'message held' : 'message queued',
       )
-      return txid
+      return { txid, hold }
     },
   }
   if (!metrics) return relay
@@ -337,9 +390,9 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
     // What the pipeline accepted and refused, counted by the door it came in by.
     submit: (s) =>
       relay.submit(s).then(
-        (txid) => {
+        (submitted) => {
           metrics.accepted(doorOf(s))
-          return txid
+          return submitted
         },
         (err: unknown) => {
           if (err instanceof Refusal) metrics.refused(doorOf(s), err.reason)

@@ -15,6 +15,8 @@ export const REFUSAL_REASONS = {
   too_large: 'the message is larger than MAILROOM_MAX_MESSAGE_SIZE',
   too_many_recipients: 'more recipients than MAILROOM_MAX_RECIPIENTS',
   no_recipients: 'the message has no recipients',
+  recipient_not_allowed: "a recipient outside the send policy's allowedRecipients (docs/approval.md)",
+  rate_limited: "the send policy's maxPerHour or maxPerDay is reached (docs/approval.md)",
 } as const
 
 export type RefusalReason = keyof typeof REFUSAL_REASONS
@@ -26,8 +28,9 @@ export class Refusal extends MailroomError {
     code: number,
     message: string,
     smtp?: { code: number; enhanced: string },
+    headers?: Record<string, string>,
   ) {
-    super(code, message, { smtp })
+    super(code, message, { smtp, headers })
   }
 }
 

@@ -9,6 +9,7 @@ import { isEmail, notAnEmail } from './addresses.js'
 import { authClient, authFailureCount } from './auth-throttle.js'
 import { messageHead, missingHeaders, readHeaders } from './message.js'
 import type { Relay } from './pipeline.js'
+import type { BoundPolicy } from './policy.js'
 import type { ByteBudget } from './byte-budget.js'
 import { Refusal, type RefusalReason } from './refusal.js'
 import {
@@ -67,9 +68,10 @@ const AUTH_REQUIRED = () => reply(530, '5.7.0 Authentication required')
 /**
  * The SMTP submission server: AUTH PLAIN/LOGIN as mb<id> with the order's password, then the
  * same sending pipeline as REST and MCP. Sender checks answer at MAIL FROM, destination rules at
- * each RCPT TO, and `250 Message queued as <id>` comes only after the commit. Without AUTH
- * every MAIL and RCPT is refused: never an open relay. With `secure`, the connection is TLS from
- * its first byte (implicit TLS, RFC 8314 §3.3) instead of upgraded by STARTTLS.
+ * each RCPT TO, and `250 Message queued as <id>` (or `held as <id>` under the order's send policy,
+ * docs/approval.md) comes only after the commit. Without AUTH every MAIL and RCPT is refused:
+ * never an open relay. With `secure`, the connection is TLS from its first byte (implicit TLS,
+ * RFC 8314 §3.3) instead of upgraded by STARTTLS.
  */
 export function createSubmissionServer(deps: SubmissionDeps, options: { secure?: boolean } = {}): SMTPServer {
   const { store, relay, config, logger, clock, metrics, budget } = deps
@@ -233,8 +235,10 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
         )
       }
       try {
+        // A recipient the order's send policy does not allow is refused here, not after the data.
         await relay.checkRecipient(order, address.address, {
           envFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          policy: orderPolicy(order),
         })
         callback()
       } catch (err) {
@@ -285,10 +289,11 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
           // As a submission server (RFC 6409 §8.2, §8.3), the Date or Message-ID a message lacks is added.
           const txid = relay.newTxid()
           const added = missingHeaders(headers, txid, new Date(clock()), headers.from ?? envFrom)
-          // The order may have been canceled, or its senders changed, since MAIL FROM.
-          await relay.submit({
+          // The order may have been canceled, or its senders or send policy changed, since MAIL FROM.
+          const current = (await store.orders.get(order.id)) ?? order
+          const { hold } = await relay.submit({
             txid,
-            order: (await store.orders.get(order.id)) ?? order,
+            order: current,
             envFrom,
             recipients: session.envelope.rcptTo.map((r) => r.address),
             headerFrom: headers.from,
@@ -302,9 +307,16 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
             transtype: session.secure ? 'ESMTPSA' : 'ESMTPA',
             interface: 'feeder',
             received: { helo: session.hostNameAppearsAs || 'unknown', ip },
+            // SMTP has no key: the order's policy is the one its submissions are held to.
+            policy: orderPolicy(current),
           })
           refused.delete(session)
-          callback(null, `Message queued as ${txid}`)
+          callback(
+            null,
+            hold
+              ? `Message held as ${txid}: waiting for a person's approval until ${new Date(hold.expiresAt).toISOString()} (${hold.approvalUrl})`
+              : `Message queued as ${txid}`,
+          )
         } catch (err) {
           if (!(err instanceof MailroomError)) logger.error({ err }, 'SMTP submission failed')
           callback(asReply(err))
@@ -318,6 +330,10 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
   server.on('error', (err) => logger.error({ err }, 'SMTP server error'))
   return server
 }
+
+/** The send policy of an order's SMTP submissions, if it has one. */
+const orderPolicy = (order: MailOrder): BoundPolicy | undefined =>
+  order.policy ? { holder: { kind: 'order', id: order.id }, rules: order.policy } : undefined
 
 /** Whether a password given matches the order's, in a time that does not tell how much of it did. */
 function safeEqual(a: string, b: string): boolean {

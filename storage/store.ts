@@ -1,6 +1,35 @@
 import { randomBytes } from 'node:crypto'
 import { MailroomError } from '../errors.js'
+import type {
+  ElicitationModes,
+  HoldEventData,
+  HoldStore,
+  PolicyStore,
+  SendCountStore,
+  SendPolicy,
+  Hold,
+} from './approval.js'
 import type { InboundStore, InboundSummary } from './inbound.js'
+
+// Send policies and held messages (Store['policies'], ['sendCounts'], ['holds']).
+export {
+  type ApprovalMode,
+  DEFAULT_POLICY,
+  type ElicitationModes,
+  type Hold,
+  type HoldDecision,
+  type HoldEventData,
+  type HoldStatus,
+  type HoldStore,
+  holderKey,
+  holderLabel,
+  type NewHold,
+  type PolicyHolder,
+  type PolicyStore,
+  type SendCountAnswer,
+  type SendCountStore,
+  type SendPolicy,
+} from './approval.js'
 
 // Received mail's records are part of the Store interface (Store['inbound']).
 export type {
@@ -49,6 +78,8 @@ export interface ApiKeyInfo {
   revokedAt: number | null
   /** A sandbox key: what it sends runs the whole pipeline but never leaves the machine. */
   sandbox: boolean
+  /** Its send policy (docs/approval.md); null or absent: none. */
+  policy?: SendPolicy | null
 }
 
 /** Who an API key speaks for. */
@@ -56,6 +87,10 @@ export interface KeyOwner {
   accountId: number
   /** A sandbox key: its sends are sandbox mail, whatever the order. */
   sandbox: boolean
+  /** The key's id (its send policy's holder). */
+  keyId?: number
+  /** The key's send policy; null or absent: none. */
+  policy?: SendPolicy | null
 }
 
 export interface MailOrder {
@@ -68,6 +103,8 @@ export interface MailOrder {
   createdAt: number
   /** A sandbox order: everything sent with it, over any door, is sandbox mail. */
   sandbox: boolean
+  /** The order's send policy, which SMTP submission (no key) is held to; null or absent: none. */
+  policy?: SendPolicy | null
 }
 
 export interface DenyRule {
@@ -339,7 +376,7 @@ export interface AttemptRecord {
 /** One recipient of a message, with every attempt made for it, oldest first. */
 export interface RecipientHistory {
   recipient: string
-  state: 'queued' | 'deferred' | 'delivered' | 'failed'
+  state: 'queued' | 'deferred' | 'delivered' | 'failed' | 'held' | 'rejected'
   /** Delivery attempts made (a cancel is none). */
   attempts: number
   /** When it is due next (ms); null once final. */
@@ -369,6 +406,8 @@ export interface MessageHistory {
   sandbox: boolean
   /** In the order of the envelope. */
   recipients: RecipientHistory[]
+  /** Its hold, when it was held for approval. */
+  hold?: Hold | null
 }
 
 /** What the volume index counts, per mail order and hour. */
@@ -416,6 +455,9 @@ export const WEBHOOK_EVENT_TYPES = [
   'message.failed',
   'message.refused',
   'message.received',
+  'message.held',
+  'message.approved',
+  'message.rejected',
 ] as const
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
 
@@ -449,8 +491,8 @@ export interface WebhookEvent {
   accountId: number
   /** When it happened (ms). */
   time: number
-  /** message.received: the received message's summary and the new part of its text. */
-  data: WebhookEventData | InboundSummary
+  /** message.received: the received message's summary and the new part of its text; message.held, .approved, .rejected: the hold. */
+  data: WebhookEventData | InboundSummary | HoldEventData
   /**
    * With queue.record: the delivery row whose outcome it reports. It is written only if the row
    * was recorded in that transaction (an outcome recorded twice is reported once).
@@ -601,6 +643,8 @@ export interface OAuthCode {
   resource: string
   /** Allowed with a sandbox key: its tokens send sandbox mail only. */
   sandbox: boolean
+  /** The send policy of the key that allowed it, which its grant keeps; null or absent: none. */
+  policy?: SendPolicy | null
   expiresAt: number
 }
 
@@ -613,6 +657,8 @@ export interface OAuthGrant {
   scopes: string[]
   resource: string
   sandbox: boolean
+  /** Its send policy (the authorizing key's, unless set for the grant); null or absent: none. */
+  policy?: SendPolicy | null
   createdAt: number
   /** When tokens were last issued for it (the code's exchange, or a refresh). */
   refreshedAt: number
@@ -648,6 +694,8 @@ export type OAuthRefresh =
 export interface McpSession {
   accountId: number
   usedAt: number
+  /** The elicitation modes its client declared at initialize; null: none. */
+  elicitation?: ElicitationModes | null
 }
 
 /** A running `mailroom serve`, as its last heartbeat tells (see Store['servers']). */
@@ -731,6 +779,11 @@ export interface Store {
     stats(query: StatsQuery): Promise<StatsResult>
     /** A message of the account by its transaction id, with its recipients' histories; undefined when it has none by that id. */
     message(txid: string, accountId: number): Promise<MessageHistory | undefined>
+    /**
+     * Which of these addresses, and which of their domains (lower case), the account (any of its
+     * orders) has a released delivery to: any state but held or rejected.
+     */
+    sentBefore(accountId: number, recipients: string[]): Promise<{ addresses: Set<string>; domains: Set<string> }>
     /**
      * The counts of the orders' volume index in a window, summed per hour or UTC day: the buckets
      * with anything counted, oldest first. Recipients accepted, attempts delivered, deferred and
@@ -986,7 +1039,13 @@ export interface Store {
      * Records a session of the account, used `now`, then ends the account's sessions beyond the
      * `keep` most recently used. Returns how many it ended.
      */
-    open(input: { id: string; accountId: number; now: number; keep: number }): Promise<number>
+    open(input: {
+      id: string
+      accountId: number
+      now: number
+      keep: number
+      elicitation?: ElicitationModes | null
+    }): Promise<number>
     /** The session by its id, or undefined (never opened, ended, or swept). */
     get(id: string): Promise<McpSession | undefined>
     /** Records that the session was used `now`. */
@@ -1013,6 +1072,12 @@ export interface Store {
   }
   /** Received mail: receiving domains, inboxes, messages and threads (storage/inbound.ts). */
   inbound: InboundStore
+  /** Send policies of keys, grants and orders (storage/approval.ts). */
+  policies: PolicyStore
+  /** The counters of the policies' rate limits, shared by every node. */
+  sendCounts: SendCountStore
+  /** Messages held for a person's approval. */
+  holds: HoldStore
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>
   /**

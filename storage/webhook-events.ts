@@ -1,3 +1,4 @@
+import type { Hold } from './approval.js'
 import { type NewMessage, newEventId, type Webhook, type WebhookEvent, type WebhookEventType } from './store.js'
 
 /** The body posted for an event, as it is signed: `{"type", "timestamp", "data"}`. */
@@ -5,8 +6,10 @@ export function eventPayload(event: WebhookEvent): string {
   return JSON.stringify({ type: event.type, timestamp: new Date(event.time).toISOString(), data: event.data })
 }
 
-/** A `message.accepted` event per recipient of a message just queued. */
-export function acceptedEvents(m: NewMessage): WebhookEvent[] {
+/** A `message.accepted` event per recipient of a message just queued (or approved, at its approval). */
+export function acceptedEvents(
+  m: Pick<NewMessage, 'txid' | 'accountId' | 'recipients' | 'envFrom' | 'subject' | 'messageId' | 'time'>,
+): WebhookEvent[] {
   return m.recipients.map((recipient) => ({
     id: newEventId(),
     type: 'message.accepted',
@@ -24,6 +27,32 @@ export function acceptedEvents(m: NewMessage): WebhookEvent[] {
       attempt: 0,
     },
   }))
+}
+
+/** message.held, message.approved or message.rejected: one event for the whole message, at `time`. */
+export function holdEvent(
+  type: 'message.held' | 'message.approved' | 'message.rejected',
+  hold: Hold,
+  time: number,
+): WebhookEvent {
+  return {
+    id: newEventId(),
+    type,
+    accountId: hold.accountId,
+    time,
+    data: {
+      transactionId: hold.txid,
+      from: hold.envFrom,
+      recipients: hold.recipients,
+      subject: hold.subject,
+      messageId: hold.messageId,
+      reason: hold.reason,
+      holder: hold.holderLabel,
+      approvalUrl: hold.approvalUrl,
+      expiresAt: new Date(hold.expiresAt).toISOString(),
+      decidedBy: hold.decidedBy,
+    },
+  }
 }
 
 /** The stored comma-separated list of event types, as a list. */

@@ -62,6 +62,7 @@ describe('mailroom command: what a command loads', () => {
       'dist/esm-resolve.js',
       'dist/package-info.js',
       'dist/relay/addresses.js',
+      'dist/storage/approval.js',
       'dist/storage/secrets.js',
       'dist/storage/store.js',
       'dist/transports/toolsets.js',

@@ -1,6 +1,8 @@
 import { badInput, notFound } from '../errors.js'
 import { toMailboxes, type Mailbox } from '../relay/addresses.js'
 import { composeMessage, type ComposeInput } from '../relay/message.js'
+import type { Submitted } from '../relay/pipeline.js'
+import type { BoundPolicy } from '../relay/policy.js'
 import type { MailOrder } from '../storage/store.js'
 import { accountOf, type ToolContext } from './define.js'
 
@@ -40,13 +42,16 @@ export const orderFields = (order: MailOrder) => ({
  * Why the caller may not see (or set) the order's SMTP password, or undefined when it may. The
  * password sends what the order sends over SMTP, outside the caller's own limits: so only a caller
  * that may send that mail itself sees it. A sandbox key, or a token granted with one, may send
- * sandbox mail only (a sandbox order's); an access token may send nothing without `mail:send`.
+ * sandbox mail only (a sandbox order's); an access token may send nothing without `mail:send`; a
+ * caller under a send policy may not go around it through an order that has none.
  */
-export function passwordWithheld(ctx: ToolContext, order: Pick<MailOrder, 'sandbox'>): string | undefined {
+export function passwordWithheld(ctx: ToolContext, order: Pick<MailOrder, 'sandbox' | 'policy'>): string | undefined {
   if (ctx.scopes && !ctx.scopes.includes('mail:send'))
     return 'the password sends mail, and this access token was not granted the mail:send scope'
   if (ctx.sandbox && !order.sandbox)
     return 'the password sends real mail, and this caller is a sandbox key (or a token granted with one): it may read the passwords of sandbox orders only'
+  if (ctx.policy && !order.policy)
+    return 'the password sends mail without a send policy, and this caller is held to one: it may read the passwords of orders with a send policy only'
   return undefined
 }
 
@@ -55,15 +60,22 @@ export async function activeOrders(ctx: ToolContext): Promise<MailOrder[]> {
   return (await ctx.store.orders.list(accountOf(ctx))).filter((o) => o.status === 'active')
 }
 
-/** Builds an API send's MIME message and submits it through the one pipeline; its transaction id and Message-ID. */
+/** The caller's send policy as the pipeline takes it, or undefined when none applies (docs/approval.md). */
+export const boundPolicy = (ctx: ToolContext): BoundPolicy | undefined =>
+  ctx.holder && ctx.policy ? { holder: ctx.holder, rules: ctx.policy } : undefined
+
+/**
+ * Builds an API send's MIME message and submits it through the one pipeline: its transaction id,
+ * its hold if it waits for approval, and its Message-ID.
+ */
 export async function sendComposed(
   ctx: ToolContext,
   order: MailOrder,
   input: Omit<ComposeInput, 'txid' | 'date'>,
-): Promise<{ txid: string; messageId: string }> {
+): Promise<Submitted & { messageId: string }> {
   const txid = ctx.relay.newTxid()
   const composed = composeMessage({ ...input, txid, date: new Date(ctx.clock()) })
-  await ctx.relay.submit({
+  const { hold } = await ctx.relay.submit({
     order,
     txid,
     envFrom: input.from.address,
@@ -78,8 +90,9 @@ export async function sendComposed(
     transtype: 'HTTP',
     interface: 'api',
     sandbox: ctx.sandbox,
+    policy: boundPolicy(ctx),
   })
-  return { txid, messageId: composed.messageId }
+  return { txid, hold, messageId: composed.messageId }
 }
 
 /** The field each recipient of a send came from: the first that names it, as the envelope keeps it. */
@@ -104,10 +117,9 @@ export function singleAddress(field: string, value: Parameters<typeof toMailboxe
 
 export const ok = (text: string) => ({ status: 'ok', text })
 
-/** What the send tools say of the mail they send (docs/api.md#the-sandbox has the rest). */
-/** What every send's description ends with: what it sends, and what it returns. */
+/** What every send's description ends with: what it sends, and what it returns (docs/api.md#the-sandbox, docs/approval.md). */
 export const SENDS_AND_RETURNS =
-  "Sends real mail (none with a sandbox key or order), once per idempotency key. Returns `text`: the transaction id (viewMailLog's `mailid`)."
+  "Sends real mail (none with a sandbox key or order), once per idempotency key. Returns `text`: the transaction id (viewMailLog's `mailid`); `status` is `held` when the send policy makes it wait for a person's approval (`approvalUrl`, `expiresAt`, `reason`)."
 
 export const utcDate = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 

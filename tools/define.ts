@@ -4,7 +4,7 @@ import type { Config } from '../config.js'
 import { unauthorized } from '../errors.js'
 import type { ByteBudget } from '../relay/byte-budget.js'
 import type { Relay } from '../relay/pipeline.js'
-import type { Store } from '../storage/store.js'
+import type { PolicyHolder, SendPolicy, Store } from '../storage/store.js'
 
 /** What every handler can use; injected, never reached for. */
 export interface Services {
@@ -29,7 +29,31 @@ export interface ToolContext extends Services {
   sandbox?: boolean
   /** The scopes of the caller's OAuth access token; undefined for an API key, which may do everything. */
   scopes?: readonly string[]
+  /** What the caller's send policy belongs to (its API key or OAuth grant); undefined: no policy applies. */
+  holder?: PolicyHolder
+  /** The caller's send policy (docs/approval.md); null or undefined: none. */
+  policy?: SendPolicy | null
+  /** Asks the person at the MCP client to approve a held message (elicitation); only when the client can be asked. */
+  ask?: AskPerson
 }
+
+/** What the person at the MCP client is asked about a held message. */
+export interface ApprovalQuestion {
+  txid: string
+  from: string
+  to: string[]
+  subject: string | null
+  /** The first lines of its text (at most 5 lines, 500 characters). */
+  preview: string
+  /** Why it needs approval. */
+  reason: string
+  approvalUrl: string
+  expiresAt: number
+}
+
+/** What became of a held message once its person was asked (any node may have applied the answer). */
+export type ApprovalOutcome = 'approved' | 'rejected' | 'held'
+export type AskPerson = (question: ApprovalQuestion) => Promise<ApprovalOutcome>
 
 export interface ToolAnnotations {
   readOnlyHint: boolean
@@ -67,7 +91,7 @@ export interface Tool<I extends z.ZodObject = z.ZodObject, O extends z.ZodType =
   /** No API key needed (pingServer). */
   public?: boolean
   /** Refusals the tool can answer besides 401 (and 413/415 for request bodies), for the documents. */
-  errors: (400 | 403 | 404 | 409 | 422)[]
+  errors: (400 | 403 | 404 | 409 | 422 | 429)[]
   /**
    * Takes an idempotency key (REST: the Idempotency-Key header; MCP: the idempotencyKey argument):
    * a retried call with it runs once (tools/idempotency.ts).

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { MailroomError } from '../errors.js'
 import type { ApiKeyInfo } from '../storage/store.js'
+import { policyRecord, SendPolicyOut } from './approval-schemas.js'
 import { utcDateTime } from './common.js'
 import { accountOf, defineTool, type ToolContext } from './define.js'
 
@@ -10,6 +11,9 @@ export const ApiKey = z.object({
   sandbox: z.boolean(),
   created: z.string(),
   revoked: z.string().nullable(),
+  policy: SendPolicyOut.nullable().describe(
+    'Its send policy (getSendPolicy, docs/approval.md); null: none, its sends go as is.',
+  ),
 })
 
 export const apiKeyRecord = (k: ApiKeyInfo): z.input<typeof ApiKey> => ({
@@ -18,6 +22,7 @@ export const apiKeyRecord = (k: ApiKeyInfo): z.input<typeof ApiKey> => ({
   sandbox: k.sandbox,
   created: utcDateTime(k.createdAt),
   revoked: k.revokedAt === null ? null : utcDateTime(k.revokedAt),
+  policy: k.policy ? policyRecord(k.policy) : null,
 })
 
 /**
@@ -35,7 +40,8 @@ export const getApiKeys = defineTool({
   resultKey: 'keys',
   errors: [],
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  description: "Lists the account's API keys, revoked ones too, by prefix (a key is shown only when created).",
+  description:
+    "Lists the account's API keys, revoked ones too, by prefix (a key is shown only when created), each with its send policy.",
   input: z.object({}),
   output: z.array(ApiKey),
   handler: async (_input, ctx) => (await ctx.store.apiKeys.list(accountOf(ctx))).map(apiKeyRecord),

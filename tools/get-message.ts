@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { notFound } from '../errors.js'
-import type { AttemptRecord, MessageHistory, RecipientHistory } from '../storage/store.js'
+import type { AttemptRecord, Hold, MessageHistory, RecipientHistory } from '../storage/store.js'
 import { accountOf, defineTool } from './define.js'
 import { MailMessage, type TimelineEntry } from './history-schemas.js'
 
@@ -19,8 +19,9 @@ export const getMessage = defineTool({
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   description:
     "One message of the account by transaction id (a send's `text`, the log's `id`): envelope, headers, " +
-    'size, door, and per recipient its status and timeline (accepted, each delivery attempt with MX host, ' +
-    'address, TLS and reply; suppressed when a bounce put the address on the suppression list). 404 if none.',
+    'size, door, and per recipient its status and timeline (accepted; held, approved or rejected when a send ' +
+    'policy held it, see `hold`; each delivery attempt with MX host, address, TLS and reply; suppressed when ' +
+    'a bounce put the address on the suppression list). 404 if none.',
   input: z.object({
     id: z
       .string()
@@ -51,6 +52,7 @@ function messageOf(m: MessageHistory): z.input<typeof MailMessage> {
     transtype: m.transtype,
     createdAt: iso(m.createdAt),
     ...(m.sandbox ? { sandbox: true } : {}),
+    ...(m.hold ? { hold: holdOf(m.hold) } : {}),
     recipients: m.recipients.map((r) => ({
       recipient: r.recipient,
       status: r.state,
@@ -58,14 +60,46 @@ function messageOf(m: MessageHistory): z.input<typeof MailMessage> {
       suppressed: r.listed && r.history.some((a) => a.suppressed),
       nextAttemptAt: r.nextAttemptAt === null ? null : iso(r.nextAttemptAt),
       attempts: r.attempts,
-      timeline: timelineOf(m.createdAt, r),
+      timeline: timelineOf(m.createdAt, r, m.hold ?? null),
     })),
   }
 }
 
-/** Accepted, then each attempt in order, a suppression right after the failure that caused it. */
-function timelineOf(acceptedAt: number, r: RecipientHistory): Entry[] {
+/** Who may decide a held message (docs/approval.md): never a caller held to a send policy. */
+const APPROVER = 'a person: the console with a key without a send policy, or `mailroom approvals`'
+
+const holdOf = (h: Hold) => ({
+  status: h.status,
+  reason: h.reason,
+  holder: h.holderLabel,
+  approver: APPROVER,
+  approvalUrl: h.approvalUrl,
+  expiresAt: iso(h.expiresAt),
+  decidedAt: h.decidedAt === null ? null : iso(h.decidedAt),
+  decidedBy: h.decidedBy,
+})
+
+/**
+ * Accepted; held and its decision when a send policy held it; then each attempt in order, a
+ * suppression right after the failure that caused it.
+ */
+function timelineOf(acceptedAt: number, r: RecipientHistory, hold: Hold | null): Entry[] {
   const entries: Entry[] = [{ time: iso(acceptedAt), event: 'accepted', ...NO_ATTEMPT }]
+  if (hold) {
+    entries.push({
+      time: iso(hold.createdAt),
+      event: 'held',
+      ...NO_ATTEMPT,
+      response: `held for approval by ${hold.holderLabel}'s send policy: ${hold.reason}; until ${iso(hold.expiresAt)}`,
+    })
+    if (hold.status !== 'held' && hold.decidedAt !== null)
+      entries.push({
+        time: iso(hold.decidedAt),
+        event: hold.status,
+        ...NO_ATTEMPT,
+        response: `${hold.status} by ${hold.decidedBy ?? 'a person'}`,
+      })
+  }
   for (const a of r.history) {
     entries.push(attemptEntry(a))
     if (a.suppressed)

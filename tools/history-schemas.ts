@@ -8,7 +8,7 @@ const orNull = <T extends z.ZodType>(t: T) => t.nullable()
 
 export const TimelineEntry = z.object({
   time: Iso,
-  event: z.enum(['accepted', 'deferred', 'delivered', 'failed', 'suppressed']),
+  event: z.enum(['accepted', 'held', 'approved', 'rejected', 'deferred', 'delivered', 'failed', 'suppressed']),
   mxHostname: orNull(z.string()),
   mxAddress: orNull(z.string()),
   tls: orNull(z.boolean()),
@@ -32,10 +32,23 @@ export const MailMessage = z.object({
   transtype: z.string(),
   createdAt: Iso,
   sandbox: z.boolean().optional(),
+  /** Only for a message held for approval (docs/approval.md). */
+  hold: z
+    .object({
+      status: z.enum(['held', 'approved', 'rejected']),
+      reason: z.string(),
+      holder: z.string().describe('Whose send policy held it.'),
+      approver: z.string().describe('Who may decide it.'),
+      approvalUrl: z.string(),
+      expiresAt: Iso,
+      decidedAt: orNull(Iso),
+      decidedBy: orNull(z.string()),
+    })
+    .optional(),
   recipients: z.array(
     z.object({
       recipient: z.string(),
-      status: z.enum(['queued', 'deferred', 'delivered', 'failed']),
+      status: z.enum(['queued', 'deferred', 'delivered', 'failed', 'held', 'rejected']),
       suppressed: z.boolean(),
       nextAttemptAt: orNull(Iso),
       attempts: z.number().int(),

@@ -37,6 +37,10 @@ import { listInboundMessages } from './list-inbound-messages.js'
 import { markInboundRead } from './mark-inbound-read.js'
 import { replyToMessage } from './reply-to-message.js'
 import { setDomainReceiving } from './set-domain-receiving.js'
+import { approveMessage } from './approve-message.js'
+import { getApprovals } from './get-approvals.js'
+import { getSendPolicy } from './get-send-policy.js'
+import { rejectMessage } from './reject-message.js'
 
 /** Every operation of mailroom. REST routes, MCP tools and documents are all derived from this list. */
 export const TOOLS: readonly AnyTool[] = [
@@ -80,4 +84,9 @@ export const TOOLS: readonly AnyTool[] = [
   getThread,
   markInboundRead,
   replyToMessage,
+  // Send policies and messages held for a person's approval (docs/approval.md).
+  getSendPolicy,
+  getApprovals,
+  approveMessage,
+  rejectMessage,
 ]

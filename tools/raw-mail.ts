@@ -1,10 +1,12 @@
 import { z } from 'zod'
 import { badInput } from '../errors.js'
 import { isEmail, notAnEmail } from '../relay/addresses.js'
+import { messageContent } from '../relay/message-content.js'
 import { missingHeaders, readHeaders } from '../relay/message.js'
 import { defineTool } from './define.js'
-import { ok, resolveOrder, SENDS_AND_RETURNS } from './common.js'
-import { GenericResponse, OrderId } from './schemas.js'
+import { boundPolicy, resolveOrder, SENDS_AND_RETURNS } from './common.js'
+import { sendAnswer } from './held.js'
+import { OrderId, SendResponse } from './schemas.js'
 
 export const rawMail = defineTool({
   name: 'rawMail',
@@ -15,7 +17,7 @@ export const rawMail = defineTool({
     bodyTypes: ['application/json', 'multipart/form-data'],
     message: true,
   },
-  errors: [400, 404, 409, 422],
+  errors: [400, 403, 404, 409, 422, 429],
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
@@ -26,7 +28,7 @@ export const rawMail = defineTool({
     raw_email: z.string().min(1).describe('The whole RFC 822 message: headers, a blank line, the body.'),
     id: OrderId.optional(),
   }),
-  output: GenericResponse,
+  output: SendResponse,
   handler: async (input, ctx) => {
     const raw = Buffer.from(input.raw_email, 'utf8')
     const headers = readHeaders(raw)
@@ -43,7 +45,7 @@ export const rawMail = defineTool({
     // The bytes go as submitted, after the Date and Message-ID they lack, if any.
     const txid = ctx.relay.newTxid()
     const added = missingHeaders(headers, txid, new Date(ctx.clock()))
-    await ctx.relay.submit({
+    const submitted = await ctx.relay.submit({
       txid,
       order,
       envFrom: headers.from,
@@ -60,7 +62,9 @@ export const rawMail = defineTool({
       transtype: 'HTTP',
       interface: 'api',
       sandbox: ctx.sandbox,
+      policy: boundPolicy(ctx),
     })
-    return ok(txid)
+    // The person asked about a held message sees the start of its text.
+    return sendAnswer(ctx, submitted, submitted.hold && ctx.ask ? messageContent(raw).text : null)
   },
 })

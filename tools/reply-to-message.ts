@@ -5,22 +5,24 @@ import { toMailboxes } from '../relay/addresses.js'
 import { senderAuthorized } from '../relay/deny-rules.js'
 import { htmlToText } from '../relay/message.js'
 import type { InboundAddress, InboundMessage, MailOrder } from '../storage/store.js'
-import { activeOrders, ok, resolveOrder, sendComposed } from './common.js'
+import { activeOrders, resolveOrder, sendComposed } from './common.js'
 import { accountOf, defineTool, type ToolContext } from './define.js'
 import { InboundId } from './inbound-schemas.js'
-import { GenericResponse, OrderId } from './schemas.js'
+import { sendAnswer } from './held.js'
+import { OrderId, SendResponse } from './schemas.js'
 
 export const replyToMessage = defineTool({
   name: 'replyToMessage',
   title: 'Answer a received message',
   http: { method: 'POST', path: '/inbound/{id}/reply', bodyTypes: ['application/json'], message: true },
-  errors: [400, 404, 409, 422],
+  errors: [400, 403, 404, 409, 422, 429],
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
     'Answers a received message from the inbox that got it, in its thread: to its Reply-To or From (replyAll: ' +
     'and the other recipients), `Re:` subject, In-Reply-To and References set. Refuses an automatic message ' +
-    '(auto-reply, list, bounce) unless `force`. Returns `text`: the transaction id.',
+    '(auto-reply, list, bounce) unless `force`. Returns `text`: the transaction id; `status` `held` when the ' +
+    "send policy makes it wait for a person's approval.",
   input: z.object({
     id: InboundId,
     text: z.string().optional().describe('Plain-text body.'),
@@ -29,7 +31,7 @@ export const replyToMessage = defineTool({
     force: z.boolean().default(false).describe('Answer even an automatic message.'),
     order: OrderId.optional(),
   }),
-  output: GenericResponse,
+  output: SendResponse,
   handler: async (input, ctx) => {
     const accountId = accountOf(ctx)
     if (input.text === undefined && input.html === undefined) throw badInput('text: give text, html or both')
@@ -45,17 +47,18 @@ export const replyToMessage = defineTool({
     const order = await orderFor(ctx, input.order, m.inbox)
     const parent = m.messageId && /^[^\s<>]+$/.test(m.messageId) ? `<${m.messageId}>` : undefined
     const references = m.references.filter((r) => /^[^\s<>]+$/.test(r)).map((r) => `<${r}>`)
+    const body = input.text ?? htmlToText(input.html!)
     const sent = await sendComposed(ctx, order, {
       from,
       to,
       cc,
       subject: replySubject(m.subject),
-      body: input.text ?? htmlToText(input.html!),
+      body,
       ...(input.html === undefined ? { plain: true } : { html: input.html }),
       ...(parent ? { inReplyTo: parent, references: [...references, parent] } : {}),
     })
     await ctx.store.inbound.linkSent({ accountId, messageId: sent.messageId, threadId: m.threadId })
-    return ok(sent.txid)
+    return sendAnswer(ctx, sent, body)
   },
 })
 

@@ -10,6 +10,14 @@ export const GenericResponse = z.object({
   text: z.string().describe('The transaction id of a send, the id of a new rule, or a confirmation.'),
 })
 
+/** What a send answers: queued (`ok`), or stored and waiting for a person's approval (`held`, docs/approval.md). */
+export const SendResponse = GenericResponse.extend({
+  status: z.string().describe('"ok": queued; "held": stored, and sent only once a person approves it.'),
+  approvalUrl: z.string().optional().describe('held: the console page where a person approves or rejects it.'),
+  expiresAt: z.string().optional().describe('held: when it is rejected unless decided (ISO 8601).'),
+  reason: z.string().optional().describe('held: why it needs approval.'),
+})
+
 export const OrderId = z.number().int().min(1).describe('Mail order id (getMailOrders); default: the first active one.')
 
 /** A mail order as its SMTP username names it. */
@@ -117,7 +125,7 @@ export const MailLogEntry = z.object({
   sendingZone: nullable(z.string()),
   bodySize: nullable(z.number().int()),
   seq: nullable(z.number().int()),
-  delivered: nullable(z.number().int()).describe('1 delivered; 0 queued, deferred or failed.'),
+  delivered: nullable(z.number().int()).describe('1 delivered; 0 queued, deferred, failed, held or rejected.'),
   code: nullable(z.number().int()).describe('Last SMTP reply code from the destination.'),
   recipient: nullable(z.string()),
   domain: nullable(z.string()),

@@ -2,21 +2,15 @@ import { z } from 'zod'
 import { badInput } from '../errors.js'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
-import { ok, resolveOrder, SENDS_AND_RETURNS, sendComposed, singleAddress } from './common.js'
-import {
-  EmailAddressesTypes,
-  EmailAddressTypes,
-  GenericResponse,
-  HeaderText,
-  MailAttachment,
-  OrderId,
-} from './schemas.js'
+import { resolveOrder, SENDS_AND_RETURNS, sendComposed, singleAddress } from './common.js'
+import { sendAnswer } from './held.js'
+import { EmailAddressesTypes, EmailAddressTypes, HeaderText, MailAttachment, OrderId, SendResponse } from './schemas.js'
 
 export const sendAdvMail = defineTool({
   name: 'sendAdvMail',
   title: 'Send an email with Cc, Bcc, names and attachments',
   http: { method: 'POST', path: '/mail/advsend', bodyTypes: JSON_AND_FORM, message: true },
-  errors: [400, 404, 409, 422],
+  errors: [400, 403, 404, 409, 422, 429],
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description: `Sends an email with display names, Cc, Bcc, a Reply-To or attachments. ${SENDS_AND_RETURNS}`,
@@ -31,7 +25,7 @@ export const sendAdvMail = defineTool({
     attachments: z.array(MailAttachment).optional(),
     id: OrderId.optional(),
   }),
-  output: GenericResponse,
+  output: SendResponse,
   handler: async (input, ctx) => {
     // Every address is checked before the order is looked up: a bad body is a 400 first.
     const mail = {
@@ -46,6 +40,6 @@ export const sendAdvMail = defineTool({
     }
     if (mail.to.length + mail.cc.length + mail.bcc.length === 0) throw badInput('to: no recipient address given')
     const order = await resolveOrder(ctx, input.id)
-    return ok((await sendComposed(ctx, order, mail)).txid)
+    return sendAnswer(ctx, await sendComposed(ctx, order, mail), mail.body)
   },
 })

@@ -1,8 +1,9 @@
 import { z } from 'zod'
 import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
-import { ok, resolveOrder, SENDS_AND_RETURNS, sendComposed, singleAddress } from './common.js'
-import { emailOf, GenericResponse, HeaderText, OrderId } from './schemas.js'
+import { resolveOrder, SENDS_AND_RETURNS, sendComposed, singleAddress } from './common.js'
+import { sendAnswer } from './held.js'
+import { emailOf, HeaderText, OrderId, SendResponse } from './schemas.js'
 
 const ADV = 'sendAdvMail (POST /mail/advsend)'
 /**
@@ -19,7 +20,7 @@ export const sendMail = defineTool({
   name: 'sendMail',
   title: 'Send a simple email',
   http: { method: 'POST', path: '/mail/send', bodyTypes: JSON_AND_FORM, message: true },
-  errors: [400, 404, 409, 422],
+  errors: [400, 403, 404, 409, 422, 429],
   idempotencyKey: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   description:
@@ -35,19 +36,19 @@ export const sendMail = defineTool({
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     id: OrderId.optional(),
   }),
-  output: GenericResponse,
+  output: SendResponse,
   handler: async (input, ctx) => {
     // Every address is checked before the order is looked up: a bad body is a 400 first.
     const from = singleAddress('from', input.from)
     const to = toMailboxes('to', input.to)
     const order = await resolveOrder(ctx, input.id)
-    const { txid } = await sendComposed(ctx, order, {
+    const sent = await sendComposed(ctx, order, {
       from,
       to,
       replyTo: [from],
       subject: input.subject,
       body: input.body,
     })
-    return ok(txid)
+    return sendAnswer(ctx, sent, input.body)
   },
 })

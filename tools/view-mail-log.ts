@@ -17,8 +17,9 @@ export const viewMailLog = defineTool({
   description:
     "Searches the delivery log, newest first; pass a send's `text` as `mailid` to see how it went. A row is " +
     'one recipient (one message with groupby=message): `id` is the transaction id, `delivered` 1 once ' +
-    "delivered (0: queued, deferred or failed), `code`, `response` and `mxHostname` the destination's last " +
-    'answer; `sandbox`: never sent. Filters combine, all exact but messageId. `total` counts all matches; page with skip and limit.',
+    'delivered (0: queued, deferred, failed, or held for approval or rejected, which `response` says), `code`, ' +
+    "`response` and `mxHostname` the destination's last answer; `sandbox`: never sent. Filters combine, all " +
+    'exact but messageId. `total` counts all matches; page with skip and limit.',
   input: z.object({
     id: OrderId.optional(),
     origin: z

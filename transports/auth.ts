@@ -2,14 +2,20 @@ import type { Context } from 'hono'
 import { MailroomError, unauthorized } from '../errors.js'
 import { AUTH_FAILURE_WINDOW_MS, authFailureCount } from '../relay/auth-throttle.js'
 import { hashApiKey, isApiKey } from '../storage/secrets.js'
-import type { KeyOwner } from '../storage/store.js'
+import type { KeyOwner, PolicyHolder } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 
 /** Who a request speaks for: an API key's account, or an OAuth access token's. */
 export interface Identity extends KeyOwner {
   /** The scopes of an access token; undefined for an API key, which may do everything. */
   scopes?: string[]
+  /** What the send policy belongs to: the API key, or the token's OAuth grant. */
+  holder?: PolicyHolder
 }
+
+/** An API key's owner as a request's identity: the key holds its send policy (docs/approval.md). */
+export const keyIdentity = (owner: KeyOwner): Identity =>
+  owner.keyId === undefined ? owner : { ...owner, holder: { kind: 'key', id: owner.keyId } }
 
 /** What a door (REST, MCP) accepts besides X-API-KEY: tokens bound to one of its resources (RFC 8707). */
 export interface Door {
@@ -103,7 +109,7 @@ export function createAuth(services: Services): { authenticate: Authenticate; si
     const token = oauthTokenOf(c)
     if (token) return tokenIdentity(c, token, door)
     const owner = key ? await store.apiKeys.owner(key.trim()) : undefined
-    if (owner !== undefined) return owner
+    if (owner !== undefined) return keyIdentity(owner)
     if (key) await fail(c, ip, 'API key')
     throw refusal(door, unauthorized().message)
   }
@@ -122,8 +128,9 @@ export function createAuth(services: Services): { authenticate: Authenticate; si
         `the access token is for ${found.grant.resource}, not this endpoint (${door.resources[0]})`,
         'invalid_token',
       )
-    const { accountId, sandbox, scopes } = found.grant
-    return { accountId, sandbox, scopes }
+    const { accountId, sandbox, scopes, policy } = found.grant
+    // The grant holds the send policy: the authorizing key's, carried over like `sandbox`.
+    return { accountId, sandbox, scopes, holder: { kind: 'grant', id: found.grant.id }, policy: policy ?? null }
   }
 }
 

@@ -6,6 +6,7 @@ import type { Child, FC } from 'hono/jsx'
 export const PAGES = {
   overview: { path: '/console', title: 'Overview' },
   log: { path: '/console/log', title: 'Log' },
+  approvals: { path: '/console/approvals', title: 'Approvals' },
   inbox: { path: '/console/inbox', title: 'Inbox' },
   blocks: { path: '/console/blocks', title: 'Blocks' },
   rules: { path: '/console/rules', title: 'Rules' },

@@ -2,8 +2,8 @@ import type { FC } from 'hono/jsx'
 import { WEBHOOK_EVENT_TYPES } from '../storage/store.js'
 import { CheckField, Confirm, DataTable, Section, TextField } from './console-layout.js'
 
-// The pages that manage what runs the service: webhooks, sending domains and API keys
-// (console-pages.tsx has the others).
+// The pages that manage what runs the service: held messages, webhooks, sending domains and API
+// keys (console-pages.tsx has the others).
 
 /** Where a secret shown only once appears (its script fills it), announced to screen readers. */
 export const Reveal: FC<{ id: string }> = ({ id }) => <div id={id} class="reveal" aria-live="polite" />
@@ -19,6 +19,33 @@ const Checkboxes: FC<{ legend: string; name: string; values: readonly string[] }
       </label>
     ))}
   </fieldset>
+)
+
+/**
+ * Messages a send policy held for a person (docs/approval.md). A held message's approvalUrl is this
+ * page with `?id=`: that one is shown first, with its text, never its HTML.
+ */
+export const Approvals: FC = () => (
+  <>
+    <div id="focus" hidden>
+      <Section id="held" heading="Held message">
+        <div id="held" />
+      </Section>
+    </div>
+    <Section id="approvals" heading="Waiting for approval">
+      <p>
+        Messages an agent's send policy held, newest first. Approving one sends it at once; rejecting it means it is
+        never sent. One not decided before its expiry is rejected.
+      </p>
+      <DataTable
+        id="approvals"
+        columns={['From', 'To', 'Subject', 'Why', 'Expires (UTC)']}
+        action
+        caption="Held messages, newest first"
+      />
+    </Section>
+    <Confirm />
+  </>
 )
 
 export const Webhooks: FC = () => (
@@ -61,7 +88,12 @@ export const Keys: FC = () => (
     </Section>
     <Section id="keys" heading="API keys">
       <p>A revoked key is refused from then on, this one too if it signed you in.</p>
-      <DataTable id="keys" columns={['Id', 'Prefix', 'Kind', 'Created (UTC)', 'Revoked (UTC)']} action />
+      <p>
+        A key under a send policy sends within it, may not create keys nor decide held messages (
+        <a href="/console/approvals">Approvals</a>); the operator sets policies (
+        <code>mailroom account key policy</code>).
+      </p>
+      <DataTable id="keys" columns={['Id', 'Prefix', 'Kind', 'Policy', 'Created (UTC)', 'Revoked (UTC)']} action />
     </Section>
     <Confirm />
   </>

@@ -15,7 +15,7 @@ import {
   TextField,
 } from './console-layout.js'
 import { Inbox } from './console-inbox.js'
-import { Domains, Keys, Reveal, Webhooks } from './console-manage.js'
+import { Approvals, Domains, Keys, Reveal, Webhooks } from './console-manage.js'
 
 const INTERVALS: [string, string][] = [
   ['day', 'By day'],
@@ -253,6 +253,7 @@ export function renderPage(page: PageName, asset: AssetUrl, { smtp, priced }: Pa
   const content = {
     overview: <Overview priced={priced} />,
     log: <Log />,
+    approvals: <Approvals />,
     inbox: <Inbox />,
     blocks: <Blocks />,
     rules: <Rules />,

@@ -5,6 +5,7 @@ import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js'
 import type { Context, Hono } from 'hono'
 import { randomUUID } from 'node:crypto'
 import { MailroomError, unauthorized } from '../errors.js'
+import type { ElicitationModes, PolicyHolder, SendPolicy } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 import { isObject } from './json-schema.js'
 import { jsonText, parseJson, readBody, reserveBody } from './request-body.js'
@@ -14,6 +15,7 @@ import { mayCall, outOfScope, scopeChallenge, scopeOf } from './scopes.js'
 import { parseToolset, serves, type Toolset } from './toolsets.js'
 import { TOOLS } from '../tools/index.js'
 import type { AnyTool } from '../tools/define.js'
+import { answerOf, ELICITATION_DECIDER, elicitationModesOf, isElicitationAnswer, wakeAsker } from './mcp-elicit.js'
 
 /** A session nobody used for this long is ended. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000
@@ -34,6 +36,10 @@ const callerOf: CallerOf = (extra) => ({
   sandbox: extra.authInfo?.extra?.sandbox === true,
   scopes: extra.authInfo?.extra?.scopes as string[] | undefined,
   toolset: extra.authInfo?.extra?.toolset as Toolset | undefined,
+  holder: extra.authInfo?.extra?.holder as PolicyHolder | undefined,
+  policy: extra.authInfo?.extra?.policy as SendPolicy | null | undefined,
+  sessionId: extra.authInfo?.extra?.sessionId as string | undefined,
+  elicitation: extra.authInfo?.extra?.elicitation as ElicitationModes | undefined,
 })
 
 const rpcError = (c: Context, status: 400 | 404 | 405, message: string) => {
@@ -61,15 +67,15 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
   }
 
   /**
-   * Whether the session is live and the account's, recording its use. Another account's session
-   * is answered like a missing one: a session id says nothing to whoever guesses or copies it.
+   * The session if it is live and the account's, recording its use. Another account's session is
+   * answered like a missing one: a session id says nothing to whoever guesses or copies it.
    */
   const inSession = async (id: string, accountId: number) => {
     const session = await store.mcpSessions.get(id)
     const now = clock()
-    if (!session || session.accountId !== accountId || now - session.usedAt > MCP_SESSION_IDLE_MS) return false
+    if (!session || session.accountId !== accountId || now - session.usedAt > MCP_SESSION_IDLE_MS) return undefined
     if (now - session.usedAt >= MCP_SESSION_TOUCH_MS) await store.mcpSessions.touch(id, now)
-    return true
+    return session
   }
 
   /**
@@ -86,6 +92,54 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     const response = await transport.handleRequest(request, { parsedBody: body, authInfo })
     setImmediate(() => void server.close().then(() => idle.length < MAX_IDLE_SERVERS && idle.push(server)))
     return { response, sessionId: transport.sessionId }
+  }
+
+  /**
+   * Has a server of its own answer a request on an SSE stream (the POST's response), so that a
+   * tool call can write its question to the client there (elicitation, transports/mcp-elicit.ts)
+   * before its result. The server stays open while the stream does, closed when it ends or the
+   * client hangs up, and is never given to another request: its handler may still be waiting.
+   */
+  const answerOnStream = async (request: Request, body: unknown, authInfo: AuthInfo) => {
+    const server = createMcpServer(services, callerOf)
+    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: false })
+    await server.connect(transport)
+    const response = await transport.handleRequest(request, { parsedBody: body, authInfo })
+    const close = () => void server.close()
+    if (!response.body || !response.headers.get('content-type')?.startsWith('text/event-stream')) {
+      close()
+      return response
+    }
+    // `cancel` (a client that hung up) is in Node's streams, not yet in TypeScript's types.
+    const ends = { flush: close, cancel: close } as Transformer<Uint8Array, Uint8Array>
+    const stream = response.body.pipeThrough(new TransformStream(ends))
+    return new Response(stream, { status: response.status, headers: response.headers })
+  }
+
+  /**
+   * The person's answers to questions asked by any node: applied through the store, so that the
+   * call waiting for them, wherever it runs, reads the decision; that call is woken at once when
+   * it runs here. An id that is not a live question of the account is a 404: nothing changes.
+   */
+  const takeAnswers = async (
+    c: Context,
+    answers: { id: string; result?: unknown; error?: unknown }[],
+    accountId: number,
+  ) => {
+    for (const m of answers) {
+      const meant = answerOf(m.id, m)
+      if (meant.apply === 'nothing') continue
+      const hold = await store.holds.answer({
+        elicitationId: m.id,
+        accountId,
+        action: meant.apply,
+        by: ELICITATION_DECIDER,
+        now: clock(),
+      })
+      if (!hold) return rpcError(c, 404, `no elicitation ${m.id}: it was answered, expired, or is another account's`)
+      wakeAsker(m.id)
+    }
+    return c.body(null, 202)
   }
 
   app.all('/mcp', async (c) => {
@@ -109,13 +163,13 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
         throw new MailroomError(401, unauthorized(NO_CREDENTIALS).message, { headers: err.headers })
       throw err
     }
-    const { accountId, sandbox, scopes } = identity
+    const { accountId, sandbox, scopes, holder, policy } = identity
     // Each request's own key or token decides, in a session too: a session is bound to an account,
     // not a key (an OAuth client refreshes its token, a new one each hour, within one session).
     // The tools the client asked for (`?tools=send,log`): an MCP client keeps the URL it was given
     // for every request of its session.
     const toolset = parseToolset(c.req.query('tools') ?? '')
-    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes, toolset }
+    const caller = { accountId, origin: c.get('clientIp'), sandbox, scopes, toolset, holder, policy }
     const credential = apiKeyOf(c) ?? oauthTokenOf(c)!
     const authInfo = { token: credential, clientId: `account-${accountId}`, scopes: scopes ?? [], extra: caller }
 
@@ -140,23 +194,35 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
     }
     const outside = scopes && toolsOutside(body, scopes, toolset)
     if (outside) return insufficientScope(c, outside, scopes, door)
-    // mailroom sends nothing a client did not ask for (a fixed tool list, no notifications, no
-    // requests to the client): it opens no stream. MCP 2025-06-18, Streamable HTTP, "Listening for
-    // Messages from the Server": a server that offers none answers GET with 405.
+    // mailroom sends nothing a client did not ask for (a fixed tool list, no notifications, and a
+    // question to the client only on the stream of the tool call it is about): it opens no stream
+    // of its own. MCP 2025-06-18, Streamable HTTP, "Listening for Messages from the Server": a
+    // server that offers none answers GET with 405.
     if (c.req.method === 'GET') return rpcError(c, 405, NO_STREAM)
+    // Answers to our questions (elicitation) come back as POSTed JSON-RPC responses, to any node.
+    const answers = c.req.method === 'POST' ? elicitationAnswers(body) : undefined
+    if (answers) return takeAnswers(c, answers, accountId)
     // Only the method decides where the request goes; the transport validates the message itself.
     const initializing = (Array.isArray(body) ? body : [body]).some(
       (m) => (m as { method?: unknown } | null)?.method === 'initialize',
     )
     const sessionId = c.req.header('mcp-session-id')
     if (sessionId) {
-      if (!(await inSession(sessionId, accountId))) return rpcError(c, 404, 'Session not found')
+      const session = await inSession(sessionId, accountId)
+      if (!session) return rpcError(c, 404, 'Session not found')
       if (c.req.method === 'DELETE') {
         await store.mcpSessions.end(sessionId)
         return c.body(null, 200)
       }
       if (c.req.method !== 'POST') return rpcError(c, 405, 'Method not allowed: POST or DELETE a session')
       if (initializing) return rpcError(c, 400, 'Invalid Request: the session is initialized already')
+      // A client that can be asked gets its tool calls answered on a stream, where a send that
+      // holds its message asks the person before its result.
+      if (session.elicitation && hasToolCall(body))
+        return answerOnStream(c.req.raw, body, {
+          ...authInfo,
+          extra: { ...caller, sessionId, elicitation: session.elicitation },
+        })
     } else {
       if (c.req.method !== 'POST') return rpcError(c, 400, 'Bad Request: Mcp-Session-Id header is required')
       if (initializing) {
@@ -164,7 +230,14 @@ export function mountMcp(app: Hono, services: Services, authenticate: Authentica
         // node it reaches, finds it.
         const { response, sessionId: opened } = await answer(c.req.raw, body, authInfo, randomUUID)
         if (opened)
-          await store.mcpSessions.open({ id: opened, accountId, now: clock(), keep: MCP_SESSIONS_PER_ACCOUNT })
+          await store.mcpSessions.open({
+            id: opened,
+            accountId,
+            now: clock(),
+            keep: MCP_SESSIONS_PER_ACCOUNT,
+            // What the client can be asked (elicitation), for its session's tool calls on any node.
+            elicitation: elicitationModesOf(initializeOf(body)?.capabilities),
+          })
         return response
       }
     }
@@ -218,6 +291,22 @@ function insufficientScope(
   const e = outOfScope(tool)
   c.header('WWW-Authenticate', scopeChallenge(wanted, door.metadataUrl, e.message))
   return c.json({ jsonrpc: '2.0', error: { code: -32000, message: e.message, data: e.toJSON() }, id }, 403)
+}
+
+const messagesOf = (body: unknown): unknown[] => (Array.isArray(body) ? body : [body])
+
+/** The params of the body's initialize request, if it has one. */
+function initializeOf(body: unknown): Record<string, unknown> | undefined {
+  const init = messagesOf(body).find((m) => isObject(m) && m.method === 'initialize')
+  return isObject(init) && isObject(init.params) ? init.params : undefined
+}
+
+const hasToolCall = (body: unknown) => messagesOf(body).some((m) => isObject(m) && m.method === 'tools/call')
+
+/** The body's messages when every one is an answer to one of our questions (elicitation). */
+function elicitationAnswers(body: unknown) {
+  const messages = messagesOf(body)
+  return messages.length > 0 && messages.every(isElicitationAnswer) ? messages : undefined
 }
 
 const only = (o: Record<string, unknown>, keys: readonly string[]) => Object.keys(o).every((k) => keys.includes(k))

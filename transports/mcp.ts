@@ -14,13 +14,15 @@ import { didYouMean } from '../did-you-mean.js'
 import { asMailroomError, badInput, type MailroomError, unauthorized } from '../errors.js'
 import { PACKAGE } from '../package-info.js'
 import { SANDBOX_DOMAIN } from '../relay/sandbox.js'
-import type { AnyTool, Services, ToolAnnotations, ToolContext } from '../tools/define.js'
+import type { AnyTool, AskPerson, Services, ToolAnnotations, ToolContext } from '../tools/define.js'
 import { checkIdempotencyKey, IDEMPOTENCY_ARGUMENT, runTool } from '../tools/idempotency.js'
 import { TOOLS } from '../tools/index.js'
 import { isObject, mcpInputSchema, mcpOutputSchema, structuredResult } from './json-schema.js'
 import { parseInput } from './input.js'
 import { mayCall, outOfScope } from './scopes.js'
 import { notServed, serves, type Toolset } from './toolsets.js'
+import type { ElicitationModes, PolicyHolder, SendPolicy } from '../storage/store.js'
+import { askVia } from './mcp-elicit.js'
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18'
 
@@ -34,7 +36,10 @@ export const MCP_INSTRUCTIONS =
   'active one. getRules/addRule/deleteRule manage deny rules; getMailBlocks/delistBlock the spam-filter blocks. ' +
   'With a sandbox API key (or order) nothing leaves the server, and viewMailLog shows each recipient delivered, ' +
   `but bounce@${SANDBOX_DOMAIN} bounces (550 5.1.1, a report to the sender) and defer@${SANDBOX_DOMAIN} is ` +
-  'deferred once, then delivered: rehearse every outcome there.'
+  'deferred once, then delivered: rehearse every outcome there. Under a send policy a send may answer ' +
+  "`status: 'held'`: nothing is sent until a person approves it at `approvalUrl` (give them the link; do not " +
+  'send it again); a client that supports elicitation has its person asked in the conversation first. A 429 ' +
+  'says when the next send is possible.'
 
 /**
  * Who is calling: resolved per request (HTTP: from its API key or OAuth token) or fixed (local
@@ -47,6 +52,17 @@ export type Caller = {
   sandbox?: boolean
   scopes?: string[]
   toolset?: Toolset
+  /** The caller's send policy and what it belongs to (docs/approval.md). */
+  holder?: PolicyHolder
+  policy?: SendPolicy | null
+  /**
+   * The MCP session's id, and the elicitation modes its client declared at initialize: set only
+   * where a question can reach the client (a tools/call answered on its SSE stream).
+   */
+  sessionId?: string
+  elicitation?: ElicitationModes | null
+  /** Asks the person at the client about a held message (transports/mcp-elicit.ts). */
+  ask?: AskPerson
 }
 export type CallerOf = (extra: { authInfo?: { extra?: Record<string, unknown> } }) => Caller
 
@@ -153,7 +169,12 @@ export function createMcpServer(services: Services, callerOf: CallerOf, tools: r
     if (!scopes && !toolset) return { tools: listed }
     return { tools: listed.filter((_tool, i) => mayCall(tools[i], scopes) && serves(toolset, tools[i].name)) }
   })
-  answerToolCalls(server, (params, extra) => call(params.name, params.arguments, callerOf(extra)))
+  answerToolCalls(server, (params, extra) => {
+    const caller = callerOf(extra)
+    // A client that can be asked is asked about a message its send holds, on this call's stream.
+    const ask = caller.elicitation ? askVia(server, extra, caller.elicitation, services) : undefined
+    return call(params.name, params.arguments, ask ? { ...caller, ask } : caller)
+  })
   return server
 }
 

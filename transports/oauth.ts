@@ -226,6 +226,8 @@ export function mountOAuth(
       scopes,
       resource: request.resource,
       sandbox: owner.sandbox,
+      // The key's send policy binds its tokens too: the grant keeps it (docs/approval.md).
+      policy: owner.policy ?? null,
       expiresAt: clock() + CODE_TTL_MS,
     }
     await store.oauth.addCode(code.hash, granted)

@@ -10,9 +10,10 @@ export const API_VERSION = '1.5.0'
 const ERROR_RESPONSES: Record<number, string> = {
   400: 'Invalid input: the message names the field and what is wrong.',
   401: 'The API key (X-API-KEY, or a bearer token) is missing or invalid.',
-  403: 'Not allowed to this caller (a sandbox key, or an access token without the scope it needs).',
+  403: "Not allowed to this caller (a sandbox key, an access token without the scope it needs, a recipient outside the send policy's allowedRecipients, a key under a send policy deciding a held message), or a held send its person declined.",
   404: 'No such record, or it belongs to another account.',
-  409: 'A request with the same Idempotency-Key is still being processed; retry after Retry-After seconds.',
+  429: "A send policy's maxPerHour or maxPerDay is reached (or too many wrong API keys from this address): nothing was sent; try again after Retry-After seconds.",
+  409: 'A request with the same Idempotency-Key is still being processed (retry after Retry-After seconds), or the held message was decided already.',
   422: 'The Idempotency-Key was used within 24 hours for a different request.',
   413: 'The request body (or the message) is too large.',
   415: 'Unsupported request content type.',

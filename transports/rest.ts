@@ -61,6 +61,8 @@ export function mountRest(
           origin: c.get('clientIp'),
           sandbox: owner?.sandbox ?? false,
           scopes: owner?.scopes,
+          holder: owner?.holder,
+          policy: owner?.policy,
           idempotencyKey,
         }
         const { status, result } = await runTool(tool, input, ctx)

@@ -14,6 +14,7 @@ import { storeName } from '../storage/index.js'
 import type { ServerHeartbeat } from '../storage/store.js'
 import { TOOLS } from '../tools/index.js'
 import { MCP_INSTRUCTIONS, answerToolCalls, createMcpServer, mcpToolsOf } from './mcp.js'
+import { keyIdentity } from './auth.js'
 import type { Toolset } from './toolsets.js'
 
 // stdout carries JSON-RPC only: every log line goes to stderr (see createLogger).
@@ -64,7 +65,7 @@ export async function serveStdioLocal(rt: Runtime, apiKey: string | undefined, t
   }
   const delivery = await localDelivery(rt)
   const services = createServices(rt.store, rt.config, { logger: rt.logger, clock: rt.clock, intake: delivery.intake })
-  const server = createMcpServer(services, () => ({ ...owner, origin: '127.0.0.1', toolset }))
+  const server = createMcpServer(services, () => ({ ...keyIdentity(owner), origin: '127.0.0.1', toolset }))
   await server.connect(new StdioServerTransport())
   let stopping: Promise<void> | undefined
   const stop = () =>

@@ -29,6 +29,7 @@ export const TOOLSETS: Readonly<Record<string, readonly string[]>> = {
     'markInboundRead',
     'replyToMessage',
   ],
+  approvals: ['getSendPolicy', 'getApprovals', 'approveMessage', 'rejectMessage'],
 }
 export const ALWAYS_SERVED = ['pingServer']
 

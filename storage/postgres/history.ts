@@ -3,6 +3,7 @@ import type pg from 'pg'
 import { batched, transaction } from './pool.js'
 import { type VolumeTally, volumeTally } from '../volume-tally.js'
 import type { OutboxWriter } from './webhooks.js'
+import type { HoldStore } from '../approval.js'
 import {
   type AttemptRecord,
   BUCKET_MS,
@@ -74,6 +75,7 @@ const VOLUME = `SELECT (hour_start / $4) * $4 AS time, ${VOLUME_COUNTS.map((c) =
 export function createHistoryStore(
   pool: pg.Pool,
   outbox: Pick<OutboxWriter, 'wants' | 'write'>,
+  holdOf: HoldStore['get'],
 ): Pick<Store['mail'], 'message' | 'volume' | 'refuse'> {
   // Refusals that arrive together share a commit; without webhook events to write, the counts
   // are one statement, which needs no transaction.
@@ -103,7 +105,10 @@ export function createHistoryStore(
         await pool.query<Omit<MessageHistory, 'rowId' | 'recipients'> & { id: number }>(MESSAGE, [txid, accountId])
       ).rows
       if (!m) return undefined
-      const rows = (await pool.query<RecipientRow>(RECIPIENTS, [m.id])).rows
+      const [{ rows }, hold] = await Promise.all([
+        pool.query<RecipientRow>(RECIPIENTS, [m.id]),
+        holdOf(txid, accountId),
+      ])
       const addresses = [...new Set(rows.map((r) => r.recipient.toLowerCase()))]
       const { rows: listed } = await pool.query<{ address: string }>(
         "SELECT address FROM block_list WHERE account_id = $1 AND kind = 'recipient' AND address = ANY($2::text[])",
@@ -139,7 +144,7 @@ export function createHistoryStore(
         })
       }
       const { id: rowId, ...fields } = m
-      return { ...fields, rowId, recipients: [...recipients.values()] }
+      return { ...fields, rowId, recipients: [...recipients.values()], ...(hold && { hold }) }
     },
     async volume({ orderIds, from, to, interval }) {
       if (orderIds.length === 0) return []

@@ -9,6 +9,8 @@ import { createDomainStore } from './domains.js'
 import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createInboundStore } from './inbound.js'
+import { policyOf } from '../approval.js'
+import { createHoldStore, createPolicyStore, createSendCountStore, sentBefore } from './approval.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createServerStore } from './servers.js'
 import { createHistoryStore } from './history.js'
@@ -58,8 +60,10 @@ const MIGRATION_LOCK = '7881706716637179757'
 /** The key of the advisory lock the first start's account is made under. */
 const FIRST_ACCOUNT_LOCK = '7881706716637179758'
 
-const ORDER =
-  'SELECT id, account_id AS "accountId", status, comment, created_at AS "createdAt", sandbox FROM mail_orders'
+const ORDER = `SELECT id, account_id AS "accountId", status, comment, created_at AS "createdAt", sandbox,
+  send_policy AS policy FROM mail_orders`
+/** An order as ORDER reads it: its policy JSON text, its senders apart. */
+type OrderRow = Omit<MailOrder, 'senders' | 'policy'> & { policy: string | null }
 const SENDERS = 'SELECT pattern FROM order_senders WHERE order_id = $1 ORDER BY pattern COLLATE "C"'
 
 /**
@@ -132,6 +136,7 @@ const toKeyInfo = (r: typeof schema.apiKeys.$inferSelect): ApiKeyInfo => ({
   createdAt: r.createdAt,
   revokedAt: r.revokedAt,
   sandbox: r.sandbox,
+  policy: policyOf(r.sendPolicy),
 })
 
 function createStore(
@@ -151,19 +156,23 @@ function createStore(
   }
   const hot = { changing, read: cache.read }
   const outbox = outboxWriter(pool, cache)
-  const withSenders = async (db: pg.Pool | pg.ClientBase, row: Omit<MailOrder, 'senders'>): Promise<MailOrder> => ({
+  const holds = createHoldStore(pool, outbox)
+  /** An order's row with its senders; its policy, read as JSON text, parsed. */
+  const withSenders = async (db: pg.Pool | pg.ClientBase, row: OrderRow): Promise<MailOrder> => ({
     ...row,
+    policy: policyOf(row.policy ?? null),
     senders: (await db.query<{ pattern: string }>(SENDERS, [row.id])).rows.map((r) => r.pattern),
   })
   let closed = false
   const keyOwner = (key: string): Promise<KeyOwner | undefined> => {
     const hash = hashApiKey(key)
     return cache.read(`key ${hash}`, async () => {
-      const { rows } = await pool.query<KeyOwner>(
-        'SELECT account_id AS "accountId", sandbox FROM api_keys WHERE hash = $1 AND revoked_at IS NULL',
+      const { rows } = await pool.query<Omit<KeyOwner, 'policy'> & { policy: string | null }>(
+        `SELECT account_id AS "accountId", sandbox, id AS "keyId", send_policy AS policy FROM api_keys
+        WHERE hash = $1 AND revoked_at IS NULL`,
         [hash],
       )
-      return rows[0]
+      return rows[0] && { ...rows[0], policy: policyOf(rows[0].policy) }
     })
   }
 
@@ -192,7 +201,7 @@ function createStore(
             await tx
               .insert(schema.apiKeys)
               .values({ accountId: made.id, prefix: apiKeyPrefix(apiKey), hash: hashApiKey(apiKey), createdAt: now })
-            const [{ passwordEnc: _, ...order }] = await tx
+            const [{ passwordEnc: _, sendPolicy, ...order }] = await tx
               .insert(schema.mailOrders)
               .values({
                 accountId: made.id,
@@ -202,7 +211,7 @@ function createStore(
                 createdAt: now,
               })
               .returning()
-            return { account: made, apiKey, order: { ...order, senders: [] }, password }
+            return { account: made, apiKey, order: { ...order, policy: policyOf(sendPolicy), senders: [] }, password }
           }),
         )
       },
@@ -257,23 +266,21 @@ function createStore(
             const patterns = [...new Set(senders.map((s) => s.toLowerCase()))]
             if (patterns.length)
               await tx.insert(schema.orderSenders).values(patterns.map((pattern) => ({ orderId: row.id, pattern })))
-            const { passwordEnc: _, ...fields } = row
-            return { ...fields, senders: patterns.sort() }
+            const { passwordEnc: _, sendPolicy, ...fields } = row
+            return { ...fields, policy: policyOf(sendPolicy), senders: patterns.sort() }
           }),
         )
         return { order, password }
       },
       async get(id) {
         return cache.read(`order ${id}`, async () => {
-          const [row] = (await pool.query<Omit<MailOrder, 'senders'>>(`${ORDER} WHERE id = $1`, [id])).rows
+          const [row] = (await pool.query<OrderRow>(`${ORDER} WHERE id = $1`, [id])).rows
           return row && withSenders(pool, row)
         })
       },
       async list(accountId) {
         return cache.read(`orders ${accountId}`, async () => {
-          const { rows } = await pool.query<Omit<MailOrder, 'senders'>>(`${ORDER} WHERE account_id = $1 ORDER BY id`, [
-            accountId,
-          ])
+          const { rows } = await pool.query<OrderRow>(`${ORDER} WHERE account_id = $1 ORDER BY id`, [accountId])
           return Promise.all(rows.map((row) => withSenders(pool, row)))
         })
       },
@@ -337,7 +344,11 @@ function createStore(
         return changed(await changing(() => db.delete(t).where(where))) > 0
       },
     },
-    mail: { ...createMailStore(pool, outbox, reads), ...createHistoryStore(pool, outbox) },
+    mail: {
+      ...createMailStore(pool, outbox, reads),
+      ...createHistoryStore(pool, outbox, holds.get),
+      sentBefore: (accountId, recipients) => sentBefore(pool, accountId, recipients),
+    },
     queue: createQueueStore(pool, outbox),
     blocks: createBlockStore(db, pool, hot),
     traps: {
@@ -372,6 +383,9 @@ function createStore(
     mcpSessions: createMcpSessionStore(pool),
     servers: createServerStore(pool),
     inbound: createInboundStore(pool, outbox),
+    policies: createPolicyStore(pool, changing),
+    sendCounts: createSendCountStore(pool),
+    holds,
     async maintain() {
       // The planner's statistics of the tables that grow; autovacuum does the same in time.
       await pool.query('ANALYZE messages, deliveries, delivery_attempts, block_events, idempotency_keys, oauth_tokens')

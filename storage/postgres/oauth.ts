@@ -1,4 +1,5 @@
 import type pg from 'pg'
+import { policyOf, policyText } from '../approval.js'
 import { codeValues, grantValues, scopesOf } from '../oauth-rows.js'
 import type {
   OAuthClient,
@@ -13,17 +14,22 @@ import type {
 import { changed, transaction } from './pool.js'
 
 const GRANT_COLUMNS = `g.id, g.account_id AS "accountId", g.client_id AS "clientId", g.client_name AS "clientName", g.scopes,
-  g.resource, g.sandbox, g.created_at AS "createdAt", g.refreshed_at AS "refreshedAt"`
+  g.resource, g.sandbox, g.send_policy AS policy, g.created_at AS "createdAt", g.refreshed_at AS "refreshedAt"`
 const CODE_COLUMNS = `account_id AS "accountId", client_id AS "clientId", client_name AS "clientName", redirect_uri AS "redirectUri",
-  redirect_uri_named AS "redirectUriNamed", code_challenge AS "codeChallenge", scopes, resource, sandbox, expires_at AS "expiresAt", used_at AS "usedAt", grant_id AS "grantId"`
+  redirect_uri_named AS "redirectUriNamed", code_challenge AS "codeChallenge", scopes, resource, sandbox, send_policy AS policy, expires_at AS "expiresAt", used_at AS "usedAt", grant_id AS "grantId"`
 
 /** The advisory lock registrations are counted and made under ("oauth" in ASCII): nodes cannot both pass a limit. */
 const REGISTRATION_LOCK = '478560613480'
 
-type GrantRow = Omit<OAuthGrant, 'scopes'> & { scopes: string }
-type CodeRow = Omit<OAuthCode, 'scopes'> & { scopes: string; usedAt: number | null; grantId: number | null }
+type GrantRow = Omit<OAuthGrant, 'scopes' | 'policy'> & { scopes: string; policy: string | null }
+type CodeRow = Omit<OAuthCode, 'scopes' | 'policy'> & {
+  scopes: string
+  policy: string | null
+  usedAt: number | null
+  grantId: number | null
+}
 
-const toGrant = (r: GrantRow): OAuthGrant => ({ ...r, scopes: scopesOf(r.scopes) })
+const toGrant = (r: GrantRow): OAuthGrant => ({ ...r, scopes: scopesOf(r.scopes), policy: policyOf(r.policy) })
 
 async function addTokens(db: pg.ClientBase, grantId: number, tokens: OAuthTokenHashes): Promise<void> {
   await db.query(
@@ -69,8 +75,8 @@ export function createOAuthStore(pool: pg.Pool): Store['oauth'] {
     async addCode(hash, c) {
       await pool.query(
         `INSERT INTO oauth_codes (hash, account_id, client_id, client_name, redirect_uri, redirect_uri_named, code_challenge,
-          scopes, resource, sandbox, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-        codeValues(hash, c),
+          scopes, resource, sandbox, expires_at, send_policy) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+        [...codeValues(hash, c), policyText(c.policy)],
       )
     },
     async exchangeCode<R>(i: OAuthExchangeInput<R>) {
@@ -86,13 +92,14 @@ export function createOAuthStore(pool: pg.Pool): Store['oauth'] {
         }
         await db.query('UPDATE oauth_codes SET used_at = $1 WHERE hash = $2', [i.now, i.hash])
         const { usedAt: _u, grantId: _g, ...stored } = row
-        const code = { ...stored, scopes: scopesOf(stored.scopes) }
+        const code = { ...stored, scopes: scopesOf(stored.scopes), policy: policyOf(stored.policy) }
         const refusal = i.refuse(code)
         if (refusal !== undefined) return { state: 'refused', refusal: refusal as R }
         const { rows } = await db.query<{ id: number }>(
-          `INSERT INTO oauth_grants (account_id, client_id, client_name, scopes, resource, sandbox, created_at, refreshed_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id`,
-          [...grantValues(code), i.now],
+          `INSERT INTO oauth_grants (account_id, client_id, client_name, scopes, resource, sandbox, created_at, refreshed_at,
+            send_policy) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) RETURNING id`,
+          // The grant keeps the send policy of the key that allowed the code.
+          [...grantValues(code), i.now, stored.policy],
         )
         await addTokens(db, rows[0].id, i.tokens)
         await db.query('UPDATE oauth_codes SET grant_id = $1 WHERE hash = $2', [rows[0].id, i.hash])

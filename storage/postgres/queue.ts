@@ -243,7 +243,9 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
         if (rows.length)
           await client.query(CANCELED, [rows.map((r) => r.id), rows.map((r) => r.attempt), now, response])
         // As mailroom_record does for outcomes: the message locked, then its bytes dropped if final.
-        await client.query('SELECT mailroom_drop_bodies($1::bigint[])', [[messageRowId]])
+        // Only after a change: a message held for approval has no due row either, and its bytes
+        // wait for the decision.
+        if (rows.length) await client.query('SELECT mailroom_drop_bodies($1::bigint[])', [[messageRowId]])
         const tally = volumeTally()
         for (const r of rows) tally.add(r.orderId, now, 'failed')
         await addVolume(client, tally)

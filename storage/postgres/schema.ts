@@ -50,6 +50,8 @@ export const apiKeys = pgTable(
     revokedAt: ms('revoked_at'),
     /** A sandbox key: everything it sends is sandbox mail (never leaves the machine). */
     sandbox: boolean('sandbox').notNull().default(false),
+    /** Its send policy (storage/approval.ts SendPolicy), JSON; null: none, today's behaviour (docs/approval.md). */
+    sendPolicy: text('send_policy'),
   },
   (t) => [uniqueIndex('api_keys_hash').on(t.hash), index('api_keys_account').on(t.accountId)],
 )
@@ -69,6 +71,8 @@ export const mailOrders = pgTable(
     createdAt: ms('created_at').notNull(),
     /** A sandbox order: everything sent with it, whatever the door, is sandbox mail. */
     sandbox: boolean('sandbox').notNull().default(false),
+    /** Its send policy, JSON, which SMTP submission with it follows; null: none. */
+    sendPolicy: text('send_policy'),
   },
   (t) => [index('mail_orders_account').on(t.accountId, t.status)],
 )
@@ -183,7 +187,8 @@ export const deliveries = pgTable(
     seq: integer('seq').notNull(),
     recipient: text('recipient').notNull(),
     domain: text('domain').notNull(),
-    state: text('state', { enum: ['queued', 'deferred', 'delivered', 'failed'] }).notNull(),
+    /** queued | deferred | delivered | failed, or held | rejected while and once a person decides (holds). */
+    state: text('state', { enum: ['queued', 'deferred', 'delivered', 'failed', 'held', 'rejected'] }).notNull(),
     delivered: smallint('delivered').notNull().default(0),
     code: integer('code'),
     response: text('response'),
@@ -205,6 +210,8 @@ export const deliveries = pgTable(
     index('deliveries_order_recipient').on(t.orderId, t.recipient, t.messageId),
     index('deliveries_order_mx').on(t.orderId, t.mxHostname, t.messageId),
     index('deliveries_order_delivered').on(t.orderId, t.delivered, t.messageId),
+    // Whether an account ever sent to a domain (a send policy's new recipients, mail.sentBefore).
+    index('deliveries_order_domain').on(t.orderId, t.domain),
     // Only the rows still to deliver: the claim's, the queue's and the count of pending rows.
     index('deliveries_due').on(t.nextAttemptAt, t.id).where(sql`next_attempt_at IS NOT NULL`),
   ],
@@ -475,6 +482,8 @@ export const oauthGrants = pgTable(
     scopes: text('scopes').notNull(),
     resource: text('resource').notNull(),
     sandbox: boolean('sandbox').notNull().default(false),
+    /** The send policy of the key that authorized it, JSON; null: none. */
+    sendPolicy: text('send_policy'),
     createdAt: ms('created_at').notNull(),
     refreshedAt: ms('refreshed_at').notNull(),
   },
@@ -498,6 +507,8 @@ export const oauthCodes = pgTable(
     scopes: text('scopes').notNull(),
     resource: text('resource').notNull(),
     sandbox: boolean('sandbox').notNull().default(false),
+    /** The authorizing key's send policy, JSON, carried into the grant. */
+    sendPolicy: text('send_policy'),
     expiresAt: ms('expires_at').notNull(),
     usedAt: ms('used_at'),
     /** The grant made from it (set once exchanged). */
@@ -536,6 +547,8 @@ export const mcpSessions = pgTable(
       .references(() => accounts.id),
     /** When it was last used, to the minute (transports/mcp-http.ts). */
     usedAt: ms('used_at').notNull(),
+    /** The elicitation modes its client declared at initialize: 'form', 'url' or 'form,url'; null: none. */
+    elicitation: text('elicitation'),
   },
   (t) => [index('mcp_sessions_account').on(t.accountId, t.usedAt), index('mcp_sessions_used').on(t.usedAt)],
 )
@@ -650,4 +663,58 @@ export const sentThreads = pgTable(
     threadId: text('thread_id').notNull(),
   },
   (t) => [index('sent_threads_thread').on(t.accountId, t.threadId)],
+)
+
+/**
+ * Sends counted per send policy holder (storage/approval.ts holderKey) and fixed UTC window, the
+ * hour and the day, for maxPerHour and maxPerDay: one upsert that stops at the limit counts a send
+ * atomically across nodes. Swept two days on.
+ */
+export const sendCounts = pgTable(
+  'send_counts',
+  {
+    holder: text('holder').notNull(),
+    period: text('period', { enum: ['hour', 'day'] }).notNull(),
+    /** The window's start. */
+    start: ms('start').notNull(),
+    count: integer('count').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.holder, t.period, t.start] })],
+)
+
+/**
+ * Messages held for a person's approval (docs/approval.md), one row per message, kept once decided
+ * as its story. The message and its delivery rows are stored at once, `held` and never due, so
+ * the queue does not see them until approval makes them due.
+ */
+export const holds = pgTable(
+  'holds',
+  {
+    /** The message's transaction id. */
+    txid: text('txid').primaryKey(),
+    /** The messages row. */
+    messageRowId: bigint('message_row_id', { mode: 'number' }).notNull(),
+    accountId: integer('account_id').notNull(),
+    orderId: integer('order_id').notNull(),
+    /** holderKey of the policy that held it (`key:3`), and in words. */
+    holder: text('holder').notNull(),
+    holderLabel: text('holder_label').notNull(),
+    reason: text('reason').notNull(),
+    status: text('status', { enum: ['held', 'approved', 'rejected'] }).notNull(),
+    createdAt: ms('created_at').notNull(),
+    expiresAt: ms('expires_at').notNull(),
+    decidedAt: ms('decided_at'),
+    decidedBy: text('decided_by'),
+    approvalUrl: text('approval_url').notNull(),
+    /** The elicitation asking the person at the MCP client, answered on whichever node it lands. */
+    elicitationId: text('elicitation_id'),
+    elicitationState: text('elicitation_state', { enum: ['asked', 'cancelled'] }),
+  },
+  (t) => [
+    uniqueIndex('holds_message').on(t.messageRowId),
+    uniqueIndex('holds_elicitation').on(t.elicitationId),
+    index('holds_account').on(t.accountId, t.status, t.createdAt),
+    // The expiry sweep reads only the holds still waiting.
+    index('holds_expires').on(t.expiresAt).where(sql`status = 'held'`),
+  ],
 )

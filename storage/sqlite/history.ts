@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3'
 import { groupCommit } from './group-commit.js'
 import type { OutboxWriter } from './webhooks.js'
 import { volumeTally } from '../volume-tally.js'
+import { holdReader } from './approval.js'
 import {
   type AttemptOutcome,
   type AttemptRecord,
@@ -83,6 +84,7 @@ export function createHistoryStore(
     sqlite.prepare(`SELECT delivery_id AS deliveryId, time, state, code, response, mx_hostname AS mxHostname,
     mx_address AS mxAddress, tls, next_attempt_at AS nextAttemptAt, suppressed FROM delivery_attempts
     WHERE delivery_id IN (SELECT id FROM deliveries WHERE message_id = ?) ORDER BY delivery_id, attempt`)
+  const holdOf = holdReader(sqlite)
   const listed = sqlite
     .prepare("SELECT 1 FROM block_list WHERE account_id = ? AND address = ? AND kind = 'recipient' LIMIT 1")
     .pluck()
@@ -103,7 +105,9 @@ export function createHistoryStore(
     }
     const rows = recipients.all(m.id) as (Omit<RecipientHistory, 'listed' | 'history'> & { id: number })[]
     const { id, sandbox, ...fields } = m
+    const hold = holdOf(txid, accountId)
     return {
+      ...(hold && { hold }),
       ...fields,
       rowId: id,
       sandbox: sandbox === 1,

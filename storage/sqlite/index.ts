@@ -14,6 +14,8 @@ import { groupCommit } from './group-commit.js'
 import { createAuthFailureStore } from './auth-failures.js'
 import { createIdempotencyStore } from './idempotency.js'
 import { createInboundStore } from './inbound.js'
+import { policyOf } from '../approval.js'
+import { createHoldStore, createPolicyStore, createSendCountStore, sentBeforeReader } from './approval.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createServerStore } from './servers.js'
 import { createOAuthStore } from './oauth.js'
@@ -90,8 +92,8 @@ export function openDataDir(
 
 export type SqliteStore = Store & { db: Db; sqlite: Database.Database }
 
-/** An order as its row is read: `sandbox` is SQLite's 0 or 1. */
-type OrderRow = Omit<MailOrder, 'senders' | 'sandbox'> & { sandbox: number }
+/** An order as its row is read: `sandbox` is SQLite's 0 or 1, the policy JSON. */
+type OrderRow = Omit<MailOrder, 'senders' | 'sandbox' | 'policy'> & { sandbox: number; policy: string | null }
 
 export function openSqliteStore(options: SqliteOptions): SqliteStore {
   const sqlite = options.file === ':memory:' ? memoryDatabase() : new Database(options.file)
@@ -123,12 +125,14 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
 
   // The statements of every send, prepared once: drizzle would build and prepare them on each call.
   const hot = {
-    key: sqlite.prepare('SELECT account_id AS accountId, sandbox FROM api_keys WHERE hash = ? AND revoked_at IS NULL'),
+    key: sqlite.prepare(
+      'SELECT id, account_id AS accountId, sandbox, send_policy AS policy FROM api_keys WHERE hash = ? AND revoked_at IS NULL',
+    ),
     order: sqlite.prepare(
-      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox FROM mail_orders WHERE id = ?',
+      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox, send_policy AS policy FROM mail_orders WHERE id = ?',
     ),
     orders: sqlite.prepare(
-      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox FROM mail_orders WHERE account_id = ? ORDER BY id',
+      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox, send_policy AS policy FROM mail_orders WHERE account_id = ? ORDER BY id',
     ),
     senders: sqlite.prepare('SELECT pattern FROM order_senders WHERE order_id = ? ORDER BY pattern').pluck(),
     rules: sqlite.prepare(
@@ -180,6 +184,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     ...row,
     sandbox: row.sandbox === 1,
     senders: hot.senders.all(row.id) as string[],
+    policy: policyOf(row.policy),
   })
   /** Runs a change to the cached settings and drops what the cache holds. */
   const changing = <T>(change: () => T): T => {
@@ -197,6 +202,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     createdAt: r.createdAt,
     revokedAt: r.revokedAt,
     sandbox: r.sandbox,
+    policy: policyOf(r.sendPolicy),
   })
 
   const store: SqliteStore = {
@@ -261,8 +267,12 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       async owner(key) {
         const hash = hashApiKey(key)
         return cache.read(`key ${hash}`, () => {
-          const row = hot.key.get(hash) as { accountId: number; sandbox: number } | undefined
-          return row && { accountId: row.accountId, sandbox: row.sandbox === 1 }
+          const row = hot.key.get(hash) as
+            | { id: number; accountId: number; sandbox: number; policy: string | null }
+            | undefined
+          return (
+            row && { accountId: row.accountId, sandbox: row.sandbox === 1, keyId: row.id, policy: policyOf(row.policy) }
+          )
         })
       },
       async list(accountId) {
@@ -399,7 +409,10 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
         )
       },
     },
-    mail: reader ? { ...mail, log: reader.log, stats: reader.stats } : mail,
+    mail: {
+      ...(reader ? { ...mail, log: reader.log, stats: reader.stats } : mail),
+      sentBefore: sentBeforeReader(sqlite),
+    },
     queue: createQueueStore(sqlite, outbox, volume),
     blocks: {
       async events(accountId, rule, since) {
@@ -569,6 +582,9 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     mcpSessions: createMcpSessionStore(sqlite),
     servers: createServerStore(sqlite),
     inbound: createInboundStore(sqlite, outbox),
+    policies: createPolicyStore(sqlite, changing),
+    sendCounts: createSendCountStore(sqlite),
+    holds: createHoldStore(sqlite, { outbox, volume }),
     async maintain() {
       sqlite.pragma('optimize')
     },

@@ -177,10 +177,14 @@ export function createMailStore(
 
   const countOf = (text: string, params: unknown[]) => (prepare(text).get(...params) as { n: number }).n
   const lastMessage = sqlite.prepare('SELECT COALESCE(MAX(id), 0) FROM messages').pluck()
-  // Only the deliveries still queued are in this index, so the smallest id is found among them.
+  // Only the deliveries still queued are in this index, so the smallest id is found among them. A
+  // message held for approval has none queued, but its rows change once approved: the first of
+  // those counts too (the partial index holds_expires has only the holds still waiting).
   const firstQueued = sqlite
     .prepare(
-      'SELECT message_id FROM deliveries WHERE id = (SELECT MIN(id) FROM deliveries INDEXED BY deliveries_due WHERE next_attempt_at IS NOT NULL)',
+      `SELECT MIN(first) FROM (SELECT message_id AS first FROM deliveries WHERE id = (SELECT MIN(id) FROM deliveries
+        INDEXED BY deliveries_due WHERE next_attempt_at IS NOT NULL)
+      UNION ALL SELECT MIN(message_row_id) FROM holds INDEXED BY holds_expires WHERE status = 'held')`,
     )
     .pluck()
   // The totals of exact-filter queries, least recently used first.
@@ -205,7 +209,7 @@ export function createMailStore(
       return n
     }
     const last = lastMessage.get() as number
-    const queued = query.changing ? (firstQueued.get() as number | undefined) : undefined
+    const queued = query.changing ? ((firstQueued.get() as number | null) ?? undefined) : undefined
     const upto = queued === undefined ? last : Math.min(last, queued - 1)
     const from = kept?.upto ?? 0
     // Kept only if that covers at least half of the messages since the last mark: a delivery

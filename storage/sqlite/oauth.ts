@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3'
+import { policyOf, policyText } from '../approval.js'
 import { codeValues, grantValues, scopesOf } from '../oauth-rows.js'
 import type {
   OAuthClient,
@@ -11,14 +12,19 @@ import type {
 } from '../store.js'
 
 const GRANT_COLUMNS = `g.id, g.account_id AS accountId, g.client_id AS clientId, g.client_name AS clientName, g.scopes,
-  g.resource, g.sandbox, g.created_at AS createdAt, g.refreshed_at AS refreshedAt`
+  g.resource, g.sandbox, g.send_policy AS policy, g.created_at AS createdAt, g.refreshed_at AS refreshedAt`
 const CODE_COLUMNS = `account_id AS accountId, client_id AS clientId, client_name AS clientName, redirect_uri AS redirectUri,
-  redirect_uri_named AS redirectUriNamed, code_challenge AS codeChallenge, scopes, resource, sandbox, expires_at AS expiresAt, used_at AS usedAt, grant_id AS grantId`
+  redirect_uri_named AS redirectUriNamed, code_challenge AS codeChallenge, scopes, resource, sandbox, send_policy AS policy, expires_at AS expiresAt, used_at AS usedAt, grant_id AS grantId`
 
-type GrantRow = Omit<OAuthGrant, 'scopes' | 'sandbox'> & { scopes: string; sandbox: number }
-type CodeRow = Omit<OAuthCode, 'scopes' | 'sandbox' | 'redirectUriNamed'> & {
+type GrantRow = Omit<OAuthGrant, 'scopes' | 'sandbox' | 'policy'> & {
   scopes: string
   sandbox: number
+  policy: string | null
+}
+type CodeRow = Omit<OAuthCode, 'scopes' | 'sandbox' | 'redirectUriNamed' | 'policy'> & {
+  scopes: string
+  sandbox: number
+  policy: string | null
   redirectUriNamed: number
   usedAt: number | null
   grantId: number | null
@@ -31,6 +37,7 @@ const toGrant = (r: GrantRow): OAuthGrant => ({
   ...r,
   scopes: scopesOf(r.scopes),
   sandbox: r.sandbox === 1,
+  policy: policyOf(r.policy),
 })
 
 /** OAuth clients, codes, grants and tokens (see Store['oauth']). */
@@ -47,13 +54,14 @@ export function createOAuthStore(sqlite: Database.Database): Store['oauth'] {
       'SELECT id, name, redirect_uris AS redirectUris, registered_from AS registeredFrom, created_at AS createdAt FROM oauth_clients WHERE id = ?',
     ),
     addCode: sqlite.prepare(`INSERT INTO oauth_codes (hash, account_id, client_id, client_name, redirect_uri,
-      redirect_uri_named, code_challenge, scopes, resource, sandbox, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      redirect_uri_named, code_challenge, scopes, resource, sandbox, expires_at, send_policy)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     code: sqlite.prepare(`SELECT ${CODE_COLUMNS} FROM oauth_codes WHERE hash = ?`),
     useCode: sqlite.prepare('UPDATE oauth_codes SET used_at = ? WHERE hash = ?'),
     codeGrant: sqlite.prepare('UPDATE oauth_codes SET grant_id = ? WHERE hash = ?'),
     addGrant: sqlite
       .prepare(`INSERT INTO oauth_grants (account_id, client_id, client_name, scopes, resource, sandbox,
-      created_at, refreshed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+      created_at, refreshed_at, send_policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
       .pluck(),
     grant: sqlite.prepare(`SELECT ${GRANT_COLUMNS} FROM oauth_grants g WHERE g.id = ?`),
     grants: sqlite.prepare(`SELECT ${GRANT_COLUMNS} FROM oauth_grants g WHERE g.account_id = ? ORDER BY g.id`),
@@ -99,10 +107,12 @@ export function createOAuthStore(sqlite: Database.Database): Store['oauth'] {
       scopes: scopesOf(stored.scopes),
       sandbox: stored.sandbox === 1,
       redirectUriNamed: stored.redirectUriNamed === 1,
+      policy: policyOf(stored.policy),
     }
     const refusal = i.refuse(code)
     if (refusal !== undefined) return { state: 'refused', refusal: refusal as R }
-    const id = q.addGrant.get(...sqliteValues(grantValues(code)), i.now, i.now) as number
+    // The grant keeps the send policy of the key that allowed the code.
+    const id = q.addGrant.get(...sqliteValues(grantValues(code)), i.now, i.now, stored.policy) as number
     addTokens(id, i.tokens)
     q.codeGrant.run(id, i.hash)
     return { state: 'granted', grant: grantOf(id) }
@@ -137,7 +147,7 @@ export function createOAuthStore(sqlite: Database.Database): Store['oauth'] {
       return row && { ...row, redirectUris: JSON.parse(row.redirectUris) as string[] }
     },
     async addCode(hash, c) {
-      q.addCode.run(...sqliteValues(codeValues(hash, c)))
+      q.addCode.run(...sqliteValues(codeValues(hash, c)), policyText(c.policy))
     },
     async exchangeCode<R>(input: OAuthExchangeInput<R>) {
       return exchangeCode.immediate(input) as OAuthExchange<R>

@@ -206,7 +206,9 @@ export function createQueueStore(
             nextAttemptAt: null,
             time: now,
           })
-        dropBody.run({ id: messageRowId })
+        // Only after a change: a message held for approval has no due row either, and its bytes
+        // wait for the decision.
+        if (rows.length) dropBody.run({ id: messageRowId })
         volume.end()
         return rows.length
       })

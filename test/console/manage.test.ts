@@ -144,7 +144,15 @@ describeChromium('console: keys, orders, webhooks, domains and content', () => {
       const hook = (await env.api('GET', '/webhooks')).body.at(-1)
       expect(hook).toMatchObject({
         url: `https://hooks.example.com/${viewport.width}`,
-        events: ['message.delivered', 'message.failed', 'message.refused', 'message.received'],
+        events: [
+          'message.delivered',
+          'message.failed',
+          'message.refused',
+          'message.received',
+          'message.held',
+          'message.approved',
+          'message.rejected',
+        ],
       })
       await page.locator('#webhooks tbody tr').filter({ hasText: hook.url }).waitFor()
       await shot(page, 'webhooks')

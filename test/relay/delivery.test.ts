@@ -67,29 +67,31 @@ describe('delivery', () => {
     cleanup.push(() => worker.stop())
     await worker.start()
     const send = (to: string[], extra: Record<string, unknown> = {}) =>
-      relay.submit({
-        order: {
-          id: env.orderId,
-          accountId: env.accountId,
-          status: 'active',
-          comment: null,
-          senders: [],
-          createdAt: 0,
-        },
-        envFrom: 'sender@example.org',
-        recipients: to,
-        headerFrom: 'sender@example.org',
-        replyTo: null,
-        subject: 'delivery test',
-        messageId: '<t@example.org>',
-        raw: [
-          Buffer.from(`From: sender@example.org\r\nTo: ${to.join(', ')}\r\nSubject: delivery test\r\n\r\nhello\r\n`),
-        ],
-        origin: '127.0.0.1',
-        transtype: 'HTTP',
-        interface: 'api',
-        ...extra,
-      })
+      relay
+        .submit({
+          order: {
+            id: env.orderId,
+            accountId: env.accountId,
+            status: 'active',
+            comment: null,
+            senders: [],
+            createdAt: 0,
+          },
+          envFrom: 'sender@example.org',
+          recipients: to,
+          headerFrom: 'sender@example.org',
+          replyTo: null,
+          subject: 'delivery test',
+          messageId: '<t@example.org>',
+          raw: [
+            Buffer.from(`From: sender@example.org\r\nTo: ${to.join(', ')}\r\nSubject: delivery test\r\n\r\nhello\r\n`),
+          ],
+          origin: '127.0.0.1',
+          transtype: 'HTTP',
+          interface: 'api',
+          ...extra,
+        })
+        .then((submitted) => submitted.txid)
     const rows = async (mailid: string) =>
       (
         await env.services.store.mail.log({
@@ -439,7 +441,7 @@ describe('delivery', () => {
     const worker = new DeliveryWorker({ ...smart.services, resolver: stubResolver({}) })
     cleanup.push(() => worker.stop())
     await worker.start()
-    const txid = await smart.services.relay.submit({
+    const { txid } = await smart.services.relay.submit({
       order: {
         id: smart.orderId,
         accountId: smart.accountId,

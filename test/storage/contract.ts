@@ -4,6 +4,7 @@ import { authFailuresContract } from './contract/auth-failures.js'
 import { durabilityContract } from './contract/durability.js'
 import { type Fixture, type OpenedStore, T0 } from './contract/fixture.js'
 import { historyContract } from './contract/history.js'
+import { holdsContract } from './contract/holds.js'
 import { identityContract } from './contract/identity.js'
 import { idempotencyContract } from './contract/idempotency.js'
 import { inboundContract } from './contract/inbound.js'
@@ -11,6 +12,7 @@ import { blocksContract, rulesContract, spamFilterContract, trapsContract } from
 import { logContract } from './contract/log.js'
 import { mcpSessionsContract } from './contract/mcp-sessions.js'
 import { oauthContract } from './contract/oauth.js'
+import { policiesContract } from './contract/policies.js'
 import { queueContract } from './contract/queue.js'
 import { sandboxContract } from './contract/sandbox.js'
 import { serversContract } from './contract/servers.js'
@@ -77,5 +79,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     serversContract(f)
     historyContract(f)
     inboundContract(f)
+    policiesContract(f)
+    holdsContract(f)
   })
 }

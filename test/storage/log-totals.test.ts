@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { buildLogQuery } from '../../storage/sqlite/mail.js'
 import { openSqliteStore, type SqliteStore } from '../../storage/sqlite/index.js'
-import type { AttemptOutcome, LogQuery } from '../../storage/store.js'
+import type { AttemptOutcome, LogQuery, NewMessage } from '../../storage/store.js'
 
 // A log total of exact filters is counted in full once, then, asked again, only for the messages
 // since (storage/sqlite/mail.ts, keptTotal). It must always be the count of every row: after new
@@ -21,27 +21,27 @@ describe('log totals kept between queries', () => {
   })
   afterEach(() => store.close())
 
-  /** `n` messages: two in three from one sender, every third to two recipients. */
+  /** The `i`th message: two in three from one sender, every third to two recipients. */
+  const message = (i: number, time: number): NewMessage => ({
+    txid: randomBytes(9).toString('hex'),
+    accountId: 1,
+    orderId: 1,
+    envFrom: i % 3 ? 'many@example.org' : 'few@example.org',
+    recipients: i % 3 ? ['r@a.example'] : ['r@a.example', 'r@b.example'],
+    headerFrom: null,
+    replyTo: null,
+    subject: `s${i % 2}`,
+    messageId: null,
+    origin: '127.0.0.1',
+    transtype: 'HTTP',
+    interface: 'api',
+    sendingZone: 'default',
+    raw: [Buffer.from('x\r\n')],
+    time,
+  })
+  /** `n` messages. */
   const enqueue = async (n: number, time = now) => {
-    for (let i = 0; i < n; i++) {
-      await store.mail.enqueue({
-        txid: randomBytes(9).toString('hex'),
-        accountId: 1,
-        orderId: 1,
-        envFrom: i % 3 ? 'many@example.org' : 'few@example.org',
-        recipients: i % 3 ? ['r@a.example'] : ['r@a.example', 'r@b.example'],
-        headerFrom: null,
-        replyTo: null,
-        subject: `s${i % 2}`,
-        messageId: null,
-        origin: '127.0.0.1',
-        transtype: 'HTTP',
-        interface: 'api',
-        sendingZone: 'default',
-        raw: [Buffer.from('x\r\n')],
-        time,
-      })
-    }
+    for (let i = 0; i < n; i++) await store.mail.enqueue(message(i, time))
   }
   /** Takes up to `limit` due deliveries and records each with the outcome `outcome` gives it. */
   const attempt = async (limit: number, outcome: (k: number) => Pick<AttemptOutcome, 'state' | 'mxHostname'>) => {
@@ -107,6 +107,25 @@ describe('log totals kept between queries', () => {
     expect(
       (await store.mail.log({ orderId: 1, skip: 0, limit: 1, dir: 'desc', groupby: 'recipient', delivered: 1 })).total,
     ).toBeGreaterThan(2000)
+  })
+
+  it("count a held message's rows again once it is approved and delivered", async () => {
+    // Held for approval: its rows wait for no attempt, yet change once a person approves it.
+    const held = await store.holds.create(message(0, now), {
+      holder: 'key:1',
+      holderLabel: 'API key 1',
+      reason: 'always',
+      expiresAt: now + 86_400_000,
+      approvalUrl: 'https://mail.example/console/approvals',
+      response: 'held',
+    })
+    await enqueue(1500)
+    await attempt(5000, () => ({ state: 'delivered', mxHostname: 'mx-a' }))
+    await check()
+    await check()
+    await store.holds.decide({ txid: held.txid, decision: 'approve', by: 'API key 1', now })
+    await attempt(5000, () => ({ state: 'delivered', mxHostname: 'mx-b' }))
+    await check()
   })
 
   it('count the rows up to where they were kept only once', async () => {

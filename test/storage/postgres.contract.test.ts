@@ -2,11 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { afterAll } from 'vitest'
 import { openPostgresStore } from '../../storage/postgres/index.js'
 import { type OpenedStore, storeContract } from './contract.js'
-import { createTestDatabase, describePostgres } from './postgres.js'
-
-/** The tables to empty between tests: all but the settings counter (and drizzle's own, in its schema). */
-const TABLES = `SELECT string_agg(format('%I', tablename), ', ') AS tables FROM pg_tables
-  WHERE schemaname = 'public' AND tablename <> 'settings_version'`
+import { createTestDatabase, describePostgres, emptyTables } from './postgres.js'
 
 await describePostgres('Store contract: PostgreSQL', () => {
   const secret = randomBytes(32)
@@ -19,8 +15,7 @@ await describePostgres('Store contract: PostgreSQL', () => {
   storeContract('PostgreSQL', async (): Promise<OpenedStore> => {
     const { url } = await (database ??= createTestDatabase())
     const store = await openPostgresStore({ url, secret })
-    const { rows } = await store.pool.query<{ tables: string }>(TABLES)
-    await store.pool.query(`TRUNCATE ${rows[0].tables} RESTART IDENTITY CASCADE`)
+    await emptyTables(store.pool)
     return {
       store,
       // Another node on the same database.

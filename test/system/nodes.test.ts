@@ -2,8 +2,6 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { createServer, request } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -12,58 +10,12 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { startSink } from '../relay/sink.js'
 import { createTestDatabase, describePostgres } from '../storage/postgres.js'
 import { BIN, startMailroom, waitFor } from './peers.js'
+import { type Node, roundRobin, startTwoNodes } from './nodes.js'
 
 // Several `mailroom serve` processes over one PostgreSQL database share accounts, rules, the log
 // and the queue: each message is delivered once, by whichever node claims it; a change made
 // through one node is in force on the others within a second; an MCP session opened on one node
 // is served by the other; a node killed with -9 loses nothing.
-
-type Node = Awaited<ReturnType<typeof startMailroom>> & { name: string }
-
-/** A request the proxy passed on: to which node, the JSON-RPC methods in its body, the node's status. */
-type Served = { node: string; method: string; rpc: string; status?: number }
-
-/**
- * A round-robin balancer, as the README recommends before several nodes: each request goes to the
- * next node in turn, on a connection of its own, whatever came before it.
- */
-async function roundRobin(nodes: Node[]) {
-  const served: Served[] = []
-  let next = 0
-  const server = createServer(async (req, res) => {
-    const node = nodes[next++ % nodes.length]
-    const entry: Served = { node: node.name, method: req.method!, rpc: '' }
-    served.push(entry)
-    const chunks: Buffer[] = []
-    for await (const chunk of req) chunks.push(chunk)
-    const body = Buffer.concat(chunks)
-    if (body.length)
-      entry.rpc = [JSON.parse(body.toString())]
-        .flat()
-        .map((m: { method: string }) => m.method)
-        .join()
-    const upstream = request(
-      { host: '127.0.0.1', port: node.httpPort, method: req.method, path: req.url, headers: req.headers, agent: false },
-      (answer) => {
-        entry.status = answer.statusCode
-        res.writeHead(answer.statusCode!, answer.headers)
-        answer.pipe(res)
-      },
-    )
-    upstream.on('error', (err) => res.destroy(err))
-    upstream.end(body)
-  })
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  return {
-    url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`),
-    served,
-    close: () =>
-      new Promise((r) => {
-        server.close(r)
-        server.closeAllConnections()
-      }),
-  }
-}
 
 const MCP_HEADERS = {
   'Content-Type': 'application/json',
@@ -86,16 +38,6 @@ await describePostgres('system: two nodes on one PostgreSQL database', () => {
   let smtpAuth: { user: string; pass: string }
   let env: Record<string, string>
 
-  /** A `mailroom serve` named `name` on the shared database, with a data directory of its own (for its certificate). */
-  const startNode = async (name: string, extra: Record<string, string> = {}): Promise<Node> => {
-    const parent = mkdtempSync(join(tmpdir(), `mailroom-${name}-`))
-    cleanup.push(() => rmSync(parent, { recursive: true, force: true }))
-    // A data directory that does not exist yet: with a server database, only the certificate goes there.
-    const dataDir = join(parent, 'data')
-    const node = await startMailroom({ ...env, MAILROOM_DATA_DIR: dataDir, MAILROOM_NODE_NAME: name, ...extra })
-    cleanup.push(() => node.child.kill('SIGKILL'))
-    return { ...node, name }
-  }
   const rest = (node: Node, path: string, body?: unknown) =>
     fetch(`http://127.0.0.1:${node.httpPort}${path}`, {
       method: body === undefined ? 'GET' : 'POST',
@@ -120,25 +62,15 @@ await describePostgres('system: two nodes on one PostgreSQL database', () => {
     sink.messages.map((m) => /^Subject: (.*)$/m.exec(m.raw.toString('latin1'))?.[1]?.trim() ?? '')
 
   beforeAll(async () => {
-    const db = await createTestDatabase()
-    cleanup.push(db.drop)
     sink = await startSink()
     cleanup.push(sink.close)
-    env = {
-      MAILROOM_DATABASE_URL: db.url,
-      MAILROOM_SECRET_KEY: randomBytes(32).toString('base64'),
-      MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
-      MAILROOM_LEASE_TIMEOUT: '5s',
-    }
-    // The first node makes the database's first account; the second starts beside it.
-    a = await startNode('node-a')
-    const banner = await waitFor(async () => /Try it/.test(a.output()) && a.output())
+    let banner: string
+    ;({ a, b, env, banner } = await startTwoNodes(sink.port, cleanup))
     apiKey = /API key \(shown only now\): (\S+)/.exec(banner)![1]
     smtpAuth = {
       user: /SMTP username: +(\S+)/.exec(banner)![1],
       pass: /SMTP password: +(\S+)/.exec(banner)![1],
     }
-    b = await startNode('node-b')
     expect(b.output()).not.toMatch(/first start/)
   }, 60_000)
   afterAll(async () => {

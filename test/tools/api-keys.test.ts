@@ -18,12 +18,22 @@ describe('the API key tools', () => {
     expect(made.key.startsWith(made.prefix)).toBe(true)
     expect((await call(env, 'GET', '/mail', undefined, { apiKey: made.key })).status).toBe(200)
     const sandbox = await run(createApiKey, { sandbox: true }, env.ctx)
-    expect(await env.services.store.apiKeys.owner(sandbox.key)).toEqual({ accountId: env.accountId, sandbox: true })
+    expect(await env.services.store.apiKeys.owner(sandbox.key)).toMatchObject({
+      accountId: env.accountId,
+      sandbox: true,
+    })
     const listed = await run(getApiKeys, {}, env.ctx)
     expect(listed).toEqual([
-      { id: 1, prefix: expect.any(String), sandbox: false, created: '2026-11-22 12:00:00', revoked: null },
-      { id: 2, prefix: made.prefix, sandbox: false, created: '2026-11-22 12:00:00', revoked: null },
-      { id: 3, prefix: sandbox.prefix, sandbox: true, created: '2026-11-22 12:00:00', revoked: null },
+      {
+        id: 1,
+        prefix: expect.any(String),
+        sandbox: false,
+        created: '2026-11-22 12:00:00',
+        revoked: null,
+        policy: null,
+      },
+      { id: 2, prefix: made.prefix, sandbox: false, created: '2026-11-22 12:00:00', revoked: null, policy: null },
+      { id: 3, prefix: sandbox.prefix, sandbox: true, created: '2026-11-22 12:00:00', revoked: null, policy: null },
     ])
     expect(JSON.stringify(listed)).not.toContain(made.key)
     expectSchemaRefusal(createApiKey, { sandbox: 'yes' }, 'sandbox')

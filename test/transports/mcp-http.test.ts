@@ -19,6 +19,7 @@ import { MCP_SESSION_IDLE_MS, MCP_SESSION_TOUCH_MS, MCP_SESSIONS_PER_ACCOUNT } f
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { extensionsOf } from '../openapi.js'
 import { startDnsmasq } from '../system/peers.js'
+import { holdMessage } from '../tools/held.js'
 import { expectNothingQueued, run } from '../tools/support.js'
 
 const byName = (name: string) => TOOLS.find((t) => t.name === name)!
@@ -32,6 +33,7 @@ function happyArgs(
   txid: string,
   webhookId = 1,
   received = { id: 'in_0', threadId: 'th_0' },
+  held = { approve: '0190f3a2b4c5d6e7f8', reject: '0190f3a2b4c5d6e7f9' },
 ): Record<string, Record<string, unknown>> {
   return {
     pingServer: {},
@@ -78,6 +80,10 @@ function happyArgs(
     getThread: { id: received.threadId },
     markInboundRead: { ids: [received.id] },
     replyToMessage: { id: received.id, text: 'Thanks' },
+    getSendPolicy: {},
+    getApprovals: { status: 'all' },
+    approveMessage: { id: held.approve },
+    rejectMessage: { id: held.reject },
   }
 }
 
@@ -133,7 +139,9 @@ describe('MCP over Streamable HTTP', () => {
       expect(t.inputSchema.type).toBe('object')
       expect(t.outputSchema?.type).toBe('object')
       expect(t.description!.includes('[DESTRUCTIVE]'), t.name).toBe(
-        ['delistBlock', 'deleteRule', 'deleteWebhook', 'cancelMailOrder', 'revokeApiKey'].includes(t.name),
+        ['delistBlock', 'deleteRule', 'deleteWebhook', 'cancelMailOrder', 'revokeApiKey', 'rejectMessage'].includes(
+          t.name,
+        ),
       )
     }
   })
@@ -186,7 +194,12 @@ describe('MCP over Streamable HTTP', () => {
         {},
       ),
     )
-    const args = happyArgs(env, String(rule.id), sentBefore, 1, received)
+    // Two held messages, for approveMessage and rejectMessage.
+    const held = {
+      approve: (await holdMessage(env.services, env)).txid,
+      reject: (await holdMessage(env.services, env)).txid,
+    }
+    const args = happyArgs(env, String(rule.id), sentBefore, 1, received, held)
     for (const t of tools) {
       const result = await client.callTool({ name: t.name, arguments: args[t.name] })
       expect(result.isError, `${t.name}: ${JSON.stringify(result.content)}`).toBeFalsy()

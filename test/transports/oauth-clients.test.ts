@@ -53,12 +53,16 @@ describe('scopes', () => {
     ['getThread', 'mail:read'],
     ['markInboundRead', 'mail:manage'],
     ['replyToMessage', 'mail:send'],
+    ['getSendPolicy', 'mail:read'],
+    ['getApprovals', 'mail:read'],
+    ['approveMessage', 'mail:manage'],
+    ['rejectMessage', 'mail:manage'],
   ])('%s needs %s', (name, scope) => {
     expect(scopeOf(TOOLS.find((t) => t.name === name)!)).toBe(scope)
   })
 
   it('covers every tool', () => {
-    expect(TOOLS).toHaveLength(38)
+    expect(TOOLS).toHaveLength(42)
   })
 })
 

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { DEFAULT_POLICY } from '../../storage/store.js'
 import { TOOLS } from '../../tools/index.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { expectNothingQueued } from '../tools/support.js'
@@ -116,6 +117,21 @@ describe('OAuth authorization server', () => {
     ])
   })
 
+  it("keeps the authorizing key's send policy in the grant: the token's sends are held by it", async () => {
+    const { store } = env.services
+    const policy = { ...DEFAULT_POLICY, approval: 'always' as const }
+    const owner = await store.apiKeys.owner(env.apiKey)
+    await store.policies.set({ kind: 'key', id: owner!.keyId! }, policy)
+    const tokens = await tokensFor(env.app, env.apiKey)
+    const sent = await (await mcpWithToken(env.app, tokens.access_token, sendMail)).json()
+    expect(sent.result.structuredContent).toMatchObject({ status: 'held' })
+    const [grant] = await grants()
+    expect(grant.policy).toEqual(policy)
+    expect(await store.holds.get(sent.result.structuredContent.text)).toMatchObject({
+      holder: `grant:${grant.id}`,
+    })
+  })
+
   it('lists only the tools of the scopes allowed, and refuses a mail:read token calling sendMail (403)', async () => {
     const read = await tokensFor(env.app, env.apiKey, { scope: 'mail:read' })
     expect(read.scope).toBe('mail:read')
@@ -141,6 +157,8 @@ describe('OAuth authorization server', () => {
       'getInboundMessage',
       'getAttachment',
       'getThread',
+      'getSendPolicy',
+      'getApprovals',
     ])
     const res = await mcpWithToken(env.app, read.access_token, sendMail)
     expect(res.status).toBe(403)

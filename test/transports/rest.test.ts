@@ -252,6 +252,10 @@ describe('REST API', () => {
       { op: 'getThread', method: 'GET', path: () => '/threads/th_1' },
       { op: 'markInboundRead', method: 'POST', path: () => '/inbound/read', body: { ids: [`in_${'0'.repeat(24)}`] } },
       { op: 'replyToMessage', method: 'POST', path: () => `/inbound/in_${'0'.repeat(24)}/reply`, body: { text: 'x' } },
+      { op: 'getSendPolicy', method: 'GET', path: () => '/policy' },
+      { op: 'getApprovals', method: 'GET', path: () => '/mail/approvals' },
+      { op: 'approveMessage', method: 'POST', path: () => '/mail/approvals/0190f3a2b4c5d6e7f8/approve' },
+      { op: 'rejectMessage', method: 'POST', path: () => '/mail/approvals/0190f3a2b4c5d6e7f8/reject' },
     ]
 
     it('covers every protected operation', () => {

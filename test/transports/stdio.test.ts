@@ -332,7 +332,7 @@ describe('mailroom stdio', { timeout: PROCESS_WAIT }, () => {
     expect(bad.stdout).toBe('')
     expect(bad.stderr).toBe(
       "mailroom: error: option '--tools <list>' argument 'send,everything' is invalid. --tools: no toolset or tool " +
-        'named everything; the toolsets are send, log, stats, orders, rules, blocks, keys, domains, webhooks, inbox, or name tools ' +
+        'named everything; the toolsets are send, log, stats, orders, rules, blocks, keys, domains, webhooks, inbox, approvals, or name tools ' +
         '(sendMail, …) (see mailroom stdio --help)\n',
     )
   })

@@ -10,7 +10,7 @@ import { BASE, overHttp, tokensFor } from './oauth-flow.js'
 
 const send = { to: 'bob@example.com', from: 'me@example.org', subject: 'hi', body: 'hello' }
 const SETS =
-  'the toolsets are send, log, stats, orders, rules, blocks, keys, domains, webhooks, inbox, or name tools (sendMail, …)'
+  'the toolsets are send, log, stats, orders, rules, blocks, keys, domains, webhooks, inbox, approvals, or name tools (sendMail, …)'
 /** The registry's names, in its order, of those given. */
 const inOrder = (names: string[]) => TOOLS.map((t) => t.name).filter((n) => names.includes(n))
 

@@ -11,6 +11,19 @@ async function revoke(key) {
   })
 }
 
+/** A send policy in one line (as `mailroom account key policy` prints it); none: the key sends as it is. */
+function policy(p) {
+  if (!p) return 'none'
+  const parts = [
+    p.approval === 'always' ? 'approve every send' : p.approval === 'new-recipients' ? 'approve new recipients' : null,
+    p.approveAbove === null ? null : `approve above ${p.approveAbove} recipients`,
+    p.maxPerHour === null ? null : `${p.maxPerHour}/hour`,
+    p.maxPerDay === null ? null : `${p.maxPerDay}/day`,
+    p.allowedRecipients.length ? `only to ${p.allowedRecipients.join(', ')}` : null,
+  ].filter(Boolean)
+  return parts.join('; ') || 'no limits'
+}
+
 const row = (k) =>
   h(
     'tr',
@@ -18,6 +31,7 @@ const row = (k) =>
     h('td', {}, k.id),
     h('td', {}, h('code', {}, `${k.prefix}…`)),
     h('td', {}, k.sandbox ? h('span', { class: 'badge sandbox' }, 'sandbox') : 'real'),
+    h('td', {}, policy(k.policy)),
     h('td', { class: 'nowrap' }, k.created),
     h('td', { class: 'nowrap' }, k.revoked ?? '—'),
     h(

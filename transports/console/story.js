@@ -26,8 +26,16 @@ export async function openStory(id, from) {
       sandboxBadge(),
       ' Sandbox mail: it went through every check and is recorded, but it was never sent.',
     )
+    const held = h(
+      'p',
+      { class: 'notice' },
+      `Held for approval (${message.hold?.reason}): `,
+      h('a', { href: `/console/approvals?id=${encodeURIComponent(message.id)}` }, 'approve or reject it'),
+      '.',
+    )
     body.replaceChildren(
       ...(message.sandbox ? [sandbox] : []),
+      ...(message.hold?.status === 'held' ? [held] : []),
       facts(message),
       ...message.recipients.map(recipient),
       contentSection(message.id),
@@ -56,7 +64,14 @@ function facts(m) {
   )
 }
 
-const STATUS = { queued: 'Queued', deferred: 'Deferred', delivered: 'Delivered', failed: 'Failed' }
+const STATUS = {
+  queued: 'Queued',
+  deferred: 'Deferred',
+  delivered: 'Delivered',
+  failed: 'Failed',
+  held: 'Held for approval',
+  rejected: 'Rejected',
+}
 
 function recipient(r) {
   return h(

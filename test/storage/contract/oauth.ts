@@ -95,7 +95,7 @@ export function oauthContract(f: Fixture) {
         },
       })
       expect(answer).toEqual({ state: 'refused', refusal: { why: 'wrong verifier' } })
-      expect(seen).toEqual([stored])
+      expect(seen).toEqual([{ ...stored, policy: null }])
       expect(await f.store.oauth.accessToken(t.access.hash)).toBeUndefined()
       expect(await f.store.oauth.grants(f.accountId)).toEqual([])
       // Good for one try, right or wrong.

@@ -9,8 +9,8 @@ export function sandboxContract(f: Fixture) {
     it('keeps a key sandbox, and says so with its account; a key is not one unless asked', async () => {
       const sandbox = await f.store.apiKeys.create(f.accountId, T0 + 1, { sandbox: true })
       expect(sandbox.info).toMatchObject({ accountId: f.accountId, sandbox: true, revokedAt: null })
-      expect(await f.store.apiKeys.owner(sandbox.key)).toEqual({ accountId: f.accountId, sandbox: true })
-      expect(await f.store.apiKeys.owner(f.apiKey)).toEqual({ accountId: f.accountId, sandbox: false })
+      expect(await f.store.apiKeys.owner(sandbox.key)).toMatchObject({ accountId: f.accountId, sandbox: true })
+      expect(await f.store.apiKeys.owner(f.apiKey)).toMatchObject({ accountId: f.accountId, sandbox: false })
       expect(await f.store.apiKeys.authenticate(sandbox.key)).toBe(f.accountId)
       expect(await f.store.apiKeys.owner(`${sandbox.key}x`)).toBeUndefined()
       expect((await f.store.apiKeys.list(f.accountId)).map((k) => k.sandbox)).toEqual([false, true])

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
-import type { Store } from '../../../storage/store.js'
+import { DEFAULT_POLICY, type SendPolicy, type Store } from '../../../storage/store.js'
 import { ed25519, type Fixture, T0 } from './fixture.js'
 
 /**
@@ -43,7 +43,31 @@ const listInternally =
   (f, other) =>
     other.blocks.addToList({ accountId: f.accountId, source: 'internal', kind, address, reason, now: T0 })
 
+const SEND_POLICY: SendPolicy = { ...DEFAULT_POLICY, approval: 'always', maxPerHour: 20 }
+
 const SETTING_CHANGES: [string, SettingChange][] = [
+  // Before the key's revocation: the policy is read through the key.
+  [
+    "an API key's send policy",
+    {
+      read: async (f, store) => (await store.apiKeys.owner(f.apiKey))?.policy,
+      change: async (f, other) =>
+        other.policies.set({ kind: 'key', id: (await other.apiKeys.list(f.accountId))[0].id }, SEND_POLICY),
+      undo: async (f, other) =>
+        other.policies.set({ kind: 'key', id: (await other.apiKeys.list(f.accountId))[0].id }, null),
+    },
+  ],
+  [
+    "an order's send policy",
+    {
+      read: async (f, store) => [
+        (await store.orders.get(f.orderId))?.policy,
+        (await store.orders.list(f.accountId))[0].policy,
+      ],
+      change: (f, other) => other.policies.set({ kind: 'order', id: f.orderId }, SEND_POLICY),
+      undo: (f, other) => other.policies.set({ kind: 'order', id: f.orderId }, null),
+    },
+  ],
   [
     'an API key revoked',
     {
