@@ -209,6 +209,10 @@ export async function startMailroom(
     if (child.exitCode !== null) throw new Error(`mailroom serve exited: ${output()}`)
     const m = /"port":(\d+),.*"smtpPort":(\d+).*HTTP and SMTP listening/.exec(output())
     return m ? { httpPort: Number(m[1]), smtpPort: Number(m[2]) } : undefined
+  }).catch((err: Error) => {
+    // A server that did not start in time is stopped, so that it does not outlive the test.
+    child.kill('SIGKILL')
+    throw err
   })
   return { child, ...ports, output }
 }
