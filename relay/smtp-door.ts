@@ -92,10 +92,19 @@ export class MessageBuffer {
   private pendingBytes = 0
   bytes = 0
 
+  /**
+   * `keep`: the chunks are kept as they came, not joined, for a message that is read in place
+   * before it is stored (the MX door's): no copy of the whole, and none of its garbage, while the
+   * message is checked. Only the chunks that share memory with the last one are copied at `take`
+   * (smtp-server may still hold what the client sent after the end of data in that memory).
+   */
+  constructor(private readonly options: { keep?: boolean } = {}) {}
+
   push(chunk: Buffer): void {
+    this.bytes += chunk.length
+    if (this.options.keep) return void this.parts.push(chunk)
     this.pending.push(chunk)
     this.pendingBytes += chunk.length
-    this.bytes += chunk.length
     if (this.pendingBytes >= BODY_PART_SIZE) this.flush()
   }
 
@@ -109,6 +118,9 @@ export class MessageBuffer {
   /** The parts, theirs to hand over: none shares memory with smtp-server's (the last is copied out too). */
   take(): Buffer[] {
     this.flush()
+    const last = this.parts.at(-1)
+    if (this.options.keep && last)
+      this.parts = this.parts.map((part) => (part.buffer === last.buffer ? Buffer.from(part) : part))
     return this.parts
   }
 
@@ -129,8 +141,8 @@ export type Dropped = 'too_large' | 'busy' | 'gone'
  * spooled to disk: the commit takes the message in memory all the same, so a spool would only
  * move the peak there). A client that goes away before the end drops it too.
  */
-export function readWithin(stream: SMTPServerDataStream, held: Reservation) {
-  const body = new MessageBuffer()
+export function readWithin(stream: SMTPServerDataStream, held: Reservation, options: { keep?: boolean } = {}) {
+  const body = new MessageBuffer(options)
   let dropped: Dropped | null = null
   const drop = (why: Dropped) => {
     dropped = why

@@ -199,7 +199,9 @@ export function createMxServer(deps: MxDeps): SMTPServer {
         byAccount.size === 1 ? [...byAccount.keys()][0] : null,
       )
       if (!held) return callback(counted('busy', BUSY()))
-      const { body, dropped } = readWithin(stream, held)
+      // Kept in the chunks it arrives in: checked and parsed in place, then stored (bodyParts
+      // joins the small ones), never copied whole.
+      const { body, dropped } = readWithin(stream, held, { keep: true })
       stream.on('end', async () => {
         clearTimeout(deadline)
         try {

@@ -151,6 +151,44 @@ describeWith('the MX door', 'dnsmasq and swaks', existsSync(DNSMASQ) ? undefined
     expect(stored.endsWith(raw)).toBe(true)
   })
 
+  it('keeps a large message byte for byte, dots included, with or without TLS, and the next one on the connection', async () => {
+    // 3 MB in lines of 76, a tenth of them starting with a dot (sent doubled, RFC 5321 §4.5.2):
+    // the chunks are kept as they arrive, so a seam between reads or a dot must not cost a byte.
+    const lines = Array.from({ length: 40_000 }, (_, i) => `${i % 10 === 0 ? '.' : ''}${String(i).padStart(75, 'x')}`)
+    const raws = await Promise.all([
+      dns.signed(senderMessage('boss@sender.test', 'big', lines.join('\r\n'))),
+      dns.signed(senderMessage('boss@sender.test', 'after', '.\r\n..\r\nend')),
+    ])
+    for (const secure of [false, true]) {
+      const inbound = fakeInbound()
+      const port = await start(inbound)
+      const transport = nodemailer.createTransport({
+        host: '127.0.0.1',
+        port,
+        name: 'mail.sender.test',
+        ignoreTLS: !secure,
+        requireTLS: secure,
+        tls: { rejectUnauthorized: false },
+        pool: true,
+        maxConnections: 1,
+      })
+      for (const raw of raws)
+        await transport.sendMail({ envelope: { from: 'boss@sender.test', to: ['quotes@acme.test'] }, raw })
+      transport.close()
+      expect(inbound.received.map((m) => [m.parsed.subject, m.auth.dkim[0]?.result])).toEqual([
+        ['big', 'pass'],
+        ['after', 'pass'],
+      ])
+      for (const [i, raw] of raws.entries()) {
+        const stored = Buffer.concat(inbound.received[i].raw)
+        const top = Buffer.byteLength(`Authentication-Results: ${inbound.received[i].auth.header}\r\n`)
+        expect(stored.subarray(top).equals(Buffer.from(raw))).toBe(true)
+      }
+      await new Promise<void>((resolve) => server?.close(() => resolve()))
+      server = undefined
+    }
+  })
+
   it('offers STARTTLS and no AUTH, and upgrades', async () => {
     const port = await start()
     const raw = await RawSmtp.open(port)
