@@ -13,8 +13,8 @@ async function delist(address, role) {
   if (!(await ask(`Delist ${address}? ${what}, until it is blocked again.`, 'Delist'))) return
   await guard(async () => {
     await api('POST', '/mail/blocks/delete', { body: { email: address } })
-    say(`${address} was delisted.`)
     await load()
+    say(`${address} was delisted.`)
   })
 }
 

@@ -6,8 +6,8 @@ async function revoke(key) {
   if (!(await ask(`Revoke key ${key.id} (${key.prefix}…)? It is refused from then on.`, 'Revoke'))) return
   await guard(async () => {
     await api('DELETE', `/keys/${key.id}`)
-    say(`Key ${key.id} was revoked.`)
     await load()
+    say(`Key ${key.id} was revoked.`)
   })
 }
 

@@ -97,8 +97,8 @@ function actions(order) {
     if (!(await ask(`Cancel ${name}? It sends no more mail, for good; its log stays.`, 'Cancel order'))) return
     await guard(async () => {
       await api('POST', `/orders/${order.id}/cancel`)
-      say(`${name} was canceled.`)
       await load()
+      say(`${name} was canceled.`)
     })
   }
   return h(

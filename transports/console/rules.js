@@ -15,8 +15,8 @@ async function remove(rule) {
     return
   await guard(async () => {
     await api('DELETE', `/mail/rules/${encodeURIComponent(rule.id)}`)
-    say(`Rule ${rule.id} was deleted.`)
     await load()
+    say(`Rule ${rule.id} was deleted.`)
   })
 }
 
@@ -55,8 +55,8 @@ start(async () => {
       const { type, data, user } = valuesOf(form)
       const added = await api('POST', '/mail/rules', { body: { type, data, ...(user ? { user } : {}) } })
       form.elements.data.value = ''
-      say(`Rule ${added.text} was added.`)
       await load()
+      say(`Rule ${added.text} was added.`)
     })
   })
   await load()

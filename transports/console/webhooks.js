@@ -6,8 +6,8 @@ async function remove(hook) {
   if (!(await ask(`Delete webhook ${hook.id} (${hook.url})? It gets no more events.`, 'Delete'))) return
   await guard(async () => {
     await api('DELETE', `/webhooks/${hook.id}`)
-    say(`Webhook ${hook.id} was deleted.`)
     await load()
+    say(`Webhook ${hook.id} was deleted.`)
   })
 }
 
