@@ -92,8 +92,11 @@ describe('system: a conversation through an inbox', () => {
         subject: 'Your quote',
         body: 'The price is 40 EUR.',
       })
-      await waitFor(async () => sink.count() === 1)
-      const [quote] = await sinkMessages()
+      // smtp-sink writes a message's file as it arrives: wait for its text, not only for the file.
+      const [quote] = await waitFor(async () => {
+        const all = await sinkMessages()
+        return all.length === 1 && all[0].subject ? all : undefined
+      })
       expect(quote.subject).toBe('Your quote')
 
       await customerSends({
@@ -118,8 +121,9 @@ describe('system: a conversation through an inbox', () => {
         id: answer.id,
         text: 'Thank you, it is on its way.',
       })
-      await waitFor(async () => sink.count() === 2)
-      const sent = sink.messages().find((m) => m.text.includes('Thank you, it is on its way.'))!
+      const sent = await waitFor(async () =>
+        sink.messages().find((m) => m.text.includes('Thank you, it is on its way.')),
+      )
       expect(sent.from).toBe('agent@agents.test')
       expect(sent.to).toEqual(['customer@customer.test'])
       const replied = await simpleParser(sent.text)
