@@ -179,35 +179,6 @@ export interface HoldStore {
   expire(now: number): Promise<number>
 }
 
-/** Not built yet: the stub of a store method until its backend implements it (removed once both do). */
-export const notYet =
-  (what: string) =>
-  (..._: unknown[]): never => {
-    throw new Error(`${what}: not implemented yet`)
-  }
-
-/** The stubs of every approval method, until a backend has them. */
-export function approvalStubs(backend: string): {
-  policies: PolicyStore
-  sendCounts: SendCountStore
-  holds: HoldStore
-} {
-  const stub = (name: string) => notYet(`${backend} ${name}`)
-  return {
-    policies: { get: stub('policies.get'), set: stub('policies.set') },
-    sendCounts: { take: stub('sendCounts.take'), current: stub('sendCounts.current'), sweep: stub('sendCounts.sweep') },
-    holds: {
-      create: stub('holds.create'),
-      get: stub('holds.get'),
-      list: stub('holds.list'),
-      decide: stub('holds.decide'),
-      asking: stub('holds.asking'),
-      answer: stub('holds.answer'),
-      expire: stub('holds.expire'),
-    },
-  }
-}
-
 /** Who decides a hold that waited past its expiry. */
 export const EXPIRY_DECIDER = 'expiry (MAILROOM_APPROVAL_TTL)'
 
