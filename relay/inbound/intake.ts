@@ -3,7 +3,6 @@ import type { AuthVerdict, Store } from '../../storage/store.js'
 import type { MxRefusalReason } from '../refusal.js'
 import { parseInbound } from './parse.js'
 import { splitHead } from './pieces.js'
-import { type DnsResolve, dmarcRejects, verifyInbound } from './verify.js'
 
 /** A message the MX door received whole, with what its session said about it. */
 export interface ArrivedMessage {
@@ -28,9 +27,10 @@ export interface IntakeAnswer {
 
 /**
  * What the MX door does with a message once it arrived whole: check it, then parse and store it.
- * The two stages can run on two threads: in `mailroom serve` the checks run on the door's event
- * loop and the parse and the commit in the engine thread (relay/engine.ts), so that one message
- * is checked while the one before it is committed.
+ * The two stages can run on two threads: in `mailroom serve` the checks (inboundIntake, in
+ * verify.ts) run on the door's event loop and the parse and the commit (storeChecked) in the
+ * engine thread (relay/engine.ts), so that one message is checked while the one before it is
+ * committed. The engine thread never loads mailauth.
  */
 export type MessageIntake = (message: ArrivedMessage) => Promise<IntakeAnswer>
 
@@ -42,48 +42,12 @@ export interface CheckedMessage extends ArrivedMessage {
 /** The second stage: parses and stores a checked message; the door's reply. */
 export type StoreChecked = (message: CheckedMessage) => Promise<IntakeAnswer>
 
-export interface CheckDeps {
-  /** SPF, DKIM and DMARC lookups (authResolver). */
-  resolver: DnsResolve
-  /** This MX's public name: the authserv-id of Authentication-Results. */
-  hostname: string
-  logger: Logger
-}
-
 export interface StoreDeps {
   receive: Store['inbound']['receive']
   /** This MX's public name, as in CheckDeps. */
   hostname: string
   clock: () => number
   logger: Logger
-}
-
-/**
- * The intake: the message is checked (SPF, DKIM, DMARC, ARC) here, refused when its From domain's
- * DMARC policy says reject, and otherwise handed to `store` (storeChecked, here or in another
- * thread).
- */
-export function inboundIntake(deps: CheckDeps, store: StoreChecked): MessageIntake {
-  const { resolver, hostname, logger } = deps
-  return async (message) => {
-    const { raw, mailFrom, remoteAddress, heloName } = message
-    let auth: AuthVerdict
-    try {
-      auth = await verifyInbound({ raw, mailFrom, remoteAddress, heloName, resolver, hostname })
-    } catch (err) {
-      logger.warn({ err, ip: remoteAddress }, 'MX authentication checks failed')
-      return {
-        code: 451,
-        text: "4.4.3 The sender's domain could not be checked now; try again later",
-        reason: 'checks_failed',
-      }
-    }
-    if (dmarcRejects(auth)) {
-      logger.info({ ip: remoteAddress, from: auth.dmarc.domain }, 'MX message refused: DMARC policy reject')
-      return { code: 550, text: `5.7.1 ${dmarcReason(auth)}`, reason: 'dmarc_reject' }
-    }
-    return store({ ...message, auth })
-  }
 }
 
 /**
@@ -120,12 +84,6 @@ export function storeChecked(deps: StoreDeps): StoreChecked {
     logger.info({ ip: remoteAddress, ids, recipients: byAccount.length }, 'MX message received')
     return { code: 250, text: `2.0.0 Message received as ${ids.slice(0, 10).join(' ')}` }
   }
-}
-
-/** Why DMARC refuses the message, as the sender's postmaster reads it in the bounce. */
-function dmarcReason(auth: AuthVerdict): string {
-  const dkim = auth.dkim.length ? auth.dkim.map((d) => `${d.result} (${d.domain})`).join(', ') : 'none'
-  return `Message refused: the DMARC policy of ${auth.dmarc.domain} is reject, and it failed DMARC (SPF ${auth.spf.result} for ${auth.spf.domain ?? 'no domain'}, DKIM ${dkim})`
 }
 
 /**

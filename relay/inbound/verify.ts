@@ -1,7 +1,9 @@
+import type { Logger } from 'pino'
 import { Resolver } from 'node:dns/promises'
 import { Readable } from 'node:stream'
 import { authenticate } from 'mailauth'
 import { cachedResolve } from './dns-cache.js'
+import type { MessageIntake, StoreChecked } from './intake.js'
 import type { AuthVerdict } from '../../storage/store.js'
 
 /** A DNS lookup as mailauth asks for it: `dns.promises.resolve`'s signature. */
@@ -112,4 +114,46 @@ function authResultsValue(headers: string): string {
 /** Whether the From domain's DMARC policy asks that this message be refused: DMARC failed under p=reject (RFC 7489 §6.3). */
 export function dmarcRejects(verdict: AuthVerdict): boolean {
   return verdict.dmarc.result === 'fail' && verdict.dmarc.policy === 'reject'
+}
+
+export interface CheckDeps {
+  /** SPF, DKIM and DMARC lookups (authResolver). */
+  resolver: DnsResolve
+  /** This MX's public name: the authserv-id of Authentication-Results. */
+  hostname: string
+  logger: Logger
+}
+
+/**
+ * The intake: the message is checked (SPF, DKIM, DMARC, ARC) here, refused when its From domain's
+ * DMARC policy says reject, and otherwise handed to `store` (storeChecked, here or in another
+ * thread).
+ */
+export function inboundIntake(deps: CheckDeps, store: StoreChecked): MessageIntake {
+  const { resolver, hostname, logger } = deps
+  return async (message) => {
+    const { raw, mailFrom, remoteAddress, heloName } = message
+    let auth: AuthVerdict
+    try {
+      auth = await verifyInbound({ raw, mailFrom, remoteAddress, heloName, resolver, hostname })
+    } catch (err) {
+      logger.warn({ err, ip: remoteAddress }, 'MX authentication checks failed')
+      return {
+        code: 451,
+        text: "4.4.3 The sender's domain could not be checked now; try again later",
+        reason: 'checks_failed',
+      }
+    }
+    if (dmarcRejects(auth)) {
+      logger.info({ ip: remoteAddress, from: auth.dmarc.domain }, 'MX message refused: DMARC policy reject')
+      return { code: 550, text: `5.7.1 ${dmarcReason(auth)}`, reason: 'dmarc_reject' }
+    }
+    return store({ ...message, auth })
+  }
+}
+
+/** Why DMARC refuses the message, as the sender's postmaster reads it in the bounce. */
+function dmarcReason(auth: AuthVerdict): string {
+  const dkim = auth.dkim.length ? auth.dkim.map((d) => `${d.result} (${d.domain})`).join(', ') : 'none'
+  return `Message refused: the DMARC policy of ${auth.dmarc.domain} is reject, and it failed DMARC (SPF ${auth.spf.result} for ${auth.spf.domain ?? 'no domain'}, DKIM ${dkim})`
 }
