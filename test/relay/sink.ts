@@ -31,7 +31,8 @@ export async function startSink(
     /** How the sink answers MAIL FROM (given the sender); undefined = accept. */
     mailRule: undefined as SinkRule | undefined,
     rcptRule: undefined as SinkRule | undefined,
-    dataRule: undefined as (() => { code: number; message: string } | undefined) | undefined,
+    /** How the sink answers a message's data (given its bytes); undefined = accept. */
+    dataRule: undefined as ((raw: Buffer) => { code: number; message: string } | undefined) | undefined,
     dropDuringData: false,
     /** While set, the reply to each message waits for it (a slow destination). */
     hold: undefined as Promise<void> | undefined,
@@ -75,7 +76,7 @@ export async function startSink(
         if (dropped) return
         state.received++
         await state.hold
-        const r = state.dataRule?.()
+        const r = state.dataRule?.(Buffer.concat(chunks))
         if (r) return cb(Object.assign(new Error(r.message), { responseCode: r.code }))
         messages.push({
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
