@@ -73,7 +73,8 @@ export const Layout: FC<{ page: PageName; asset: AssetUrl; children: Child }> = 
             </button>
           )}
         </header>
-        <main id="main" tabindex={-1}>
+        {/* A signed-in page is busy until its first load from the API has ended (shell.js). */}
+        <main id="main" tabindex={-1} aria-busy={signedIn ? 'true' : undefined}>
           <h1>{title}</h1>
           <div id="alert" class="alert" role="alert" />
           <p id="status" class="status" role="status" />

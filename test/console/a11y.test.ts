@@ -2,7 +2,7 @@ import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { PAGES } from '../../transports/console-layout.js'
 import { expectAccessible } from './axe.js'
-import { type ConsoleEnv, describeChromium, newPage, signIn, startConsole, VIEWPORTS } from './browser.js'
+import { type ConsoleEnv, describeChromium, loaded, newPage, signIn, startConsole, VIEWPORTS } from './browser.js'
 import { DOMAIN, startDomainDns } from './domains.js'
 import { FORGED, receive, receiving } from './inbound.js'
 
@@ -45,8 +45,6 @@ describeChromium('console: accessibility (axe-core)', () => {
     dns?.stop()
   })
 
-  const settled = (page: Page) => page.waitForLoadState('networkidle')
-
   describe.each(VIEWPORTS)('at $name', ({ viewport, isMobile }) => {
     let session: Awaited<ReturnType<typeof newPage>>
     let page: Page
@@ -64,7 +62,7 @@ describeChromium('console: accessibility (axe-core)', () => {
 
     it.each(Object.entries(PAGES).filter(([name]) => name !== 'sign-in'))('%s', async (name, { path }) => {
       await page.goto(`${env.base}${path}`)
-      await settled(page)
+      await loaded(page)
       await expectAccessible(page, name)
     })
 

@@ -133,6 +133,9 @@ export async function newPage(
   return { context, page, problems: () => problems }
 }
 
+/** Waits until a signed-in page's first load from the API has ended: its main part is no longer busy. */
+export const loaded = (page: Page) => page.locator('main:not([aria-busy])').waitFor()
+
 /** Signs in through the sign-in page and waits for the overview (or the page asked for first). */
 export async function signIn(page: Page, base: string, key: string, landing = '/console'): Promise<void> {
   if (!page.url().includes('/console/sign-in')) await page.goto(`${base}/console/sign-in`)

@@ -6,7 +6,16 @@ import { generateDkimKey } from '../../relay/dkim.js'
 import { openRuntime, type Runtime } from '../../runtime.js'
 import { silentLogger } from '../helpers.js'
 import { FORGED, receive, receiving } from './inbound.js'
-import { type ConsoleEnv, describeChromium, newPage, screenshot, signIn, startConsole, VIEWPORTS } from './browser.js'
+import {
+  type ConsoleEnv,
+  describeChromium,
+  loaded,
+  newPage,
+  screenshot,
+  signIn,
+  startConsole,
+  VIEWPORTS,
+} from './browser.js'
 
 /** The receiving domain of these tests. */
 const DOMAIN = 'in.example'
@@ -50,7 +59,7 @@ describeChromium('console: the Inbox page', () => {
       const session = await newPage(env, { viewport, isMobile })
       await signIn(session.page, env.base, env.apiKey)
       await session.page.goto(`${env.base}${path}`)
-      await session.page.waitForLoadState('networkidle')
+      await loaded(session.page)
       return session
     }
     const shot = (page: Page, what: string, fullPage = true) => screenshot(page, `${what}-${viewport.width}`, fullPage)

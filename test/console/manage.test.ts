@@ -2,7 +2,16 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ConsoleEnv, describeChromium, newPage, screenshot, signIn, startConsole, VIEWPORTS } from './browser.js'
+import {
+  type ConsoleEnv,
+  describeChromium,
+  loaded,
+  newPage,
+  screenshot,
+  signIn,
+  startConsole,
+  VIEWPORTS,
+} from './browser.js'
 import { DOMAIN, startDomainDns } from './domains.js'
 
 // The pages and actions that run the service (keys, orders, webhooks, domains) and a message's
@@ -33,7 +42,7 @@ describeChromium('console: keys, orders, webhooks, domains and content', () => {
       const session = await newPage(env, { viewport, isMobile })
       await signIn(session.page, env.base, key)
       await session.page.goto(`${env.base}${path}`)
-      await session.page.waitForLoadState('networkidle')
+      await loaded(session.page)
       return session
     }
     const shot = (page: Page, what: string) => screenshot(page, `${what}-${viewport.width}`)

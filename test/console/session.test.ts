@@ -1,6 +1,15 @@
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { PAGES } from '../../transports/console-layout.js'
-import { type ConsoleEnv, describeChromium, newPage, screenshot, signIn, startConsole, TOUR_MS } from './browser.js'
+import {
+  type ConsoleEnv,
+  describeChromium,
+  loaded,
+  newPage,
+  screenshot,
+  signIn,
+  startConsole,
+  TOUR_MS,
+} from './browser.js'
 
 // Signing in and out of the console in Chromium, what it keeps where, and whose data it shows.
 describeChromium('console: signing in, the key, and accounts', () => {
@@ -107,7 +116,7 @@ describeChromium('console: signing in, the key, and accounts', () => {
         for (const [name, { path }] of Object.entries(PAGES)) {
           if (name === 'sign-in') continue
           await page.goto(`${env.base}${path}`)
-          await page.waitForLoadState('networkidle')
+          await loaded(page)
           seen += await page.locator('main').textContent()
         }
         for (const text of own) expect(seen).toContain(text)
@@ -139,7 +148,7 @@ describeChromium('console: signing in, the key, and accounts', () => {
       await signIn(page, env.base, env.apiKey)
       for (const { path } of Object.values(PAGES).filter((p) => p.path !== '/console/sign-in')) {
         await page.goto(`${env.base}${path}`)
-        await page.waitForLoadState('networkidle')
+        await loaded(page)
         // Nothing wider than the screen: wide tables scroll inside their own box.
         expect(await page.evaluate(() => document.documentElement.scrollWidth), path).toBeLessThanOrEqual(375)
         expect(await page.getByRole('navigation', { name: 'Console' }).isVisible()).toBe(true)
@@ -172,7 +181,7 @@ describeChromium('console: signing in, the key, and accounts', () => {
       await signIn(page, env.base, env.apiKey)
       for (const { path } of Object.values(PAGES)) {
         await page.goto(`${env.base}${path}`)
-        await page.waitForLoadState('networkidle')
+        await loaded(page)
       }
       await Promise.all(counted)
       console.info(`console: every page, its assets and its API calls: ${bytes} bytes on the wire`)

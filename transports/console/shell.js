@@ -3,8 +3,12 @@
 import { session } from './api.js'
 import { $, guard, say } from './dom.js'
 
-/** Starts a signed-in page: `load` fills it from the API. */
-export function start(load) {
+/**
+ * Starts a signed-in page: `load` fills it from the API. The page's main part is marked busy
+ * until that first load has ended, filled or failed: assistive technology announces it once, and
+ * a test knows when the page is ready without waiting for the network to fall quiet.
+ */
+export async function start(load) {
   if (!session.key()) return session.end({ text: 'Sign in to use the console.' })
   $('#sign-out').addEventListener('click', () =>
     session.end({ text: 'You signed out: this tab no longer has the key.' }),
@@ -13,7 +17,11 @@ export function start(load) {
     const button = event.target.closest('[data-copy]')
     if (button) copy(document.getElementById(button.dataset.copy))
   })
-  return guard(load)
+  try {
+    await guard(load)
+  } finally {
+    $('#main').removeAttribute('aria-busy')
+  }
 }
 
 /** Copies an element's text: the Clipboard API where the page is a secure context, else the selection. */
