@@ -715,24 +715,9 @@ async function inboundFigures() {
       `--message=${messageFile}`,
     ])
 
-  const dir = tempDir('inbound')
-  const env = {
-    MAILROOM_DATA_DIR: dir,
-    MAILROOM_MX_LISTEN_PORT: String(await freePort()),
-    MAILROOM_MX_HOSTNAME: 'mx.inbox.test',
-    MAILROOM_DNS_SERVERS: dns.server,
-    MAILROOM_MAX_MESSAGE_SIZE: '26mb',
-  }
-  const mxPort = Number(env.MAILROOM_MX_LISTEN_PORT)
-  const first = await serve(env)
-  await first.stop()
-  await addMailbox(dir)
-  let s = await serve(env, first)
-  // Two messages first: the door answers, and its checks' code is loaded.
-  await load(mxPort, 2, 2)
-
   // Postfix as the MX of the same domain, its virtual(8) delivering into a Maildir, running beside
-  // it. It checks neither SPF nor DKIM, which only favours Postfix.
+  // mailroom. It checks neither SPF nor DKIM, which only favours Postfix. Started first: a start
+  // that fails ends the run before mailroom is set up.
   const postfixDir = tempDir('postfix-mx')
   const postfixPort = await freePort()
   const postfixSh = join(HERE, '../../bench/postfix.sh')
@@ -751,6 +736,22 @@ async function inboundFigures() {
   })
   let inMaildir = 2
   await waitFor(async () => maildirCount(postfixDir) >= inMaildir)
+
+  const dir = tempDir('inbound')
+  const env = {
+    MAILROOM_DATA_DIR: dir,
+    MAILROOM_MX_LISTEN_PORT: String(await freePort()),
+    MAILROOM_MX_HOSTNAME: 'mx.inbox.test',
+    MAILROOM_DNS_SERVERS: dns.server,
+    MAILROOM_MAX_MESSAGE_SIZE: '26mb',
+  }
+  const mxPort = Number(env.MAILROOM_MX_LISTEN_PORT)
+  const first = await serve(env)
+  await first.stop()
+  await addMailbox(dir)
+  let s = await serve(env, first)
+  // Two messages first: the door answers, and its checks' code is loaded.
+  await load(mxPort, 2, 2)
 
   // The legs alternate, which goes first changing each round, so that the machine's drift lands
   // on both; each rate is over the sums of the legs.

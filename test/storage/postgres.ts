@@ -33,14 +33,54 @@ export async function createTestDatabase(): Promise<{ url: string; drop(): Promi
   }
 }
 
-/** The tables to empty between tests: all but the settings counter (and drizzle's own, in its schema). */
-const TABLES = `SELECT string_agg(format('%I', tablename), ', ') AS tables FROM pg_tables
-  WHERE schemaname = 'public' AND tablename <> 'settings_version'`
+/**
+ * Empties every table of mailroom's but the settings counter (and drizzle's own, in its schema),
+ * the sequences that were used started over: a fresh database, without migrating one again. The
+ * tables holding rows are emptied with DELETE, a table still referenced by another's rows after
+ * that one: a TRUNCATE takes 90 ms whatever it empties (most of a contract test's time), a DELETE
+ * of a few rows 3.
+ */
+const EMPTY = `DO $$
+DECLARE
+  name text;
+  left_over int;
+  emptied int;
+BEGIN
+  LOOP
+    left_over := 0;
+    emptied := 0;
+    FOR name IN
+      SELECT t.tablename FROM pg_tables t
+        WHERE t.schemaname = 'public' AND t.tablename <> 'settings_version'
+          AND (xpath('/row/c/text()', query_to_xml(format('SELECT EXISTS (SELECT 1 FROM %I) AS c', t.tablename), false, true, '')))[1]::text = 'true'
+    LOOP
+      BEGIN
+        EXECUTE format('DELETE FROM %I', name);
+        emptied := emptied + 1;
+      EXCEPTION WHEN foreign_key_violation THEN
+        left_over := left_over + 1;
+      END;
+    END LOOP;
+    EXIT WHEN left_over = 0;
+    IF emptied = 0 THEN
+      RAISE EXCEPTION '% tables hold rows that reference each other', left_over;
+    END IF;
+  END LOOP;
+  FOR name IN
+    SELECT s.relname FROM pg_class s
+      JOIN pg_namespace n ON n.oid = s.relnamespace
+      JOIN pg_sequences q ON q.schemaname = n.nspname AND q.sequencename = s.relname
+      JOIN pg_depend d ON d.objid = s.oid AND d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+      JOIN pg_class t ON t.oid = d.refobjid
+      WHERE s.relkind = 'S' AND n.nspname = 'public' AND t.relname <> 'settings_version' AND q.last_value IS NOT NULL
+  LOOP
+    EXECUTE format('ALTER SEQUENCE %I RESTART', name);
+  END LOOP;
+END $$`
 
 /** Empties every table of mailroom's, its sequences started over: a fresh database, without migrating one again. */
 export async function emptyTables(pool: pg.Pool): Promise<void> {
-  const { rows } = await pool.query<{ tables: string }>(TABLES)
-  await pool.query(`TRUNCATE ${rows[0].tables} RESTART IDENTITY CASCADE`)
+  await pool.query(EMPTY)
 }
 
 /** Why no PostgreSQL server can be used at TEST_DATABASE_URL, or undefined when one answers. */
