@@ -5,9 +5,11 @@ import { RawSmtp } from '../test/relay/submission-client.js'
  * A lean SMTP load client, run as its own process: the tests' line-level client over plain
  * sockets, PIPELINING of MAIL, RCPT and DATA, one pre-built 4 KB message reused for every send
  * (no MIME building per message).
- *   node smtp-load.js host port sessions messages [user pass] [--from=A] [--to=A] [--message=FILE]
+ *   node smtp-load.js host port sessions messages [user pass] [--from=A] [--to=A] [--message=FILE] [--starttls]
  * By default from load@bench.example to sink@bench.example, a message of its own; `--message` sends
  * that file's message instead (as it is: its lines end in CRLF), dot-stuffed once here.
+ * `--starttls` upgrades each session with STARTTLS (any certificate) before AUTH, as a mail
+ * program submitting to port 587 does; a session's TLS then carries all of its messages.
  * Prints `{"sent": n, "ms": t}` when every session is done.
  */
 
@@ -49,6 +51,7 @@ async function main(): Promise<void> {
   const message = file ? dataOf(readFileSync(file)) : buildMessage(4096)
   const from = option('from') ?? 'load@bench.example'
   const to = option('to') ?? 'sink@bench.example'
+  const starttls = args.includes('--starttls')
   const total = Number(messages)
   let next = 0
   const started = performance.now()
@@ -57,6 +60,10 @@ async function main(): Promise<void> {
       const s = await RawSmtp.open(Number(port), host)
       expectReply('greeting', await s.greeting, '220')
       expectReply('EHLO', await s.cmd('EHLO bench.example'), '250')
+      if (starttls) {
+        expectReply('STARTTLS', await s.starttls(), '220')
+        expectReply('EHLO', await s.cmd('EHLO bench.example'), '250')
+      }
       if (user) expectReply('AUTH', await s.authPlain(user, pass), '235')
       while (next < total) {
         next++
