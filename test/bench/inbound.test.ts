@@ -1,26 +1,15 @@
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterEach, expect, it } from 'vitest'
 import { DNSMASQ, describeWith } from '../system/peers.js'
-
-const RUN = fileURLToPath(new URL('../../dist/bench/run.js', import.meta.url))
-
-const hasPostfix = () => {
-  try {
-    execFileSync('sh', ['-c', 'command -v postfix'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-}
+import { installed, startRun } from './run-support.js'
 
 /** Why #10 cannot run here, if it cannot: it needs dnsmasq, and Postfix (which the bench installs as root). */
 function missing(): string | undefined {
   if (!existsSync(DNSMASQ)) return `${DNSMASQ} is missing: run test/system/peers.sh`
-  if (!hasPostfix() && process.getuid?.() !== 0) return 'Postfix is not installed, and installing it needs root'
+  if (!installed('postfix') && process.getuid?.() !== 0) return 'Postfix is not installed, and installing it needs root'
   return undefined
 }
 
@@ -32,17 +21,12 @@ describeWith('bench #10: the MX door against Postfix', 'dnsmasq and Postfix', mi
     tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-inbound-'))
     // Postfix drops privileges: its users must reach the run's directory under this one.
     chmodSync(tmp, 0o755)
-    const run = spawn(process.execPath, [RUN, 'inbound'], {
-      env: { ...process.env, TMPDIR: tmp, BENCH_MESSAGES: '20', BENCH_INBOUND_MB: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    run.stdout.on('data', (d) => (stdout += d))
-    run.stderr.on('data', (d) => (stderr += d))
-    const code = await new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))
-    expect(code, stdout + stderr).toBe(0)
-    const rows = stdout.split('\n').filter((l) => l.startsWith('| 10 |'))
+    const run = startRun('inbound', tmp, { BENCH_MESSAGES: '20', BENCH_INBOUND_MB: '1' })
+    expect(await run.exited, run.stdout() + run.stderr()).toBe(0)
+    const rows = run
+      .stdout()
+      .split('\n')
+      .filter((l) => l.startsWith('| 10 |'))
     expect(rows.map((r) => r.split(' | ')[1])).toEqual([
       'MX door, 20 × 4 KB, 16 connections, SPF, DKIM and DMARC checked, each in its inbox at 250',
       'Postfix, until its last 250 (queued, not yet in the Maildir; for scale)',
@@ -64,15 +48,9 @@ describeWith('bench #10: the MX door against Postfix', 'dnsmasq and Postfix', mi
     // Left 0700, the run's directory is out of reach of Postfix's users: its start names the
     // instance in the system's configuration, then its check fails.
     tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-inbound-'))
-    const run = spawn(process.execPath, [RUN, 'inbound'], {
-      env: { ...process.env, TMPDIR: tmp, BENCH_MESSAGES: '4', BENCH_INBOUND_MB: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let output = ''
-    run.stdout.on('data', (d) => (output += d))
-    run.stderr.on('data', (d) => (output += d))
-    expect(await new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))).toBe(1)
-    expect(output).toContain('postfix.sh virtual')
+    const run = startRun('inbound', tmp, { BENCH_MESSAGES: '4', BENCH_INBOUND_MB: '1' })
+    expect(await run.exited).toBe(1)
+    expect(run.stdout() + run.stderr()).toContain('postfix.sh virtual')
     expect(readdirSync(tmp)).toEqual([])
     expect(execFileSync('postconf', ['-h', 'alternate_config_directories'], { encoding: 'utf8' })).not.toContain(tmp)
   }, 180_000)

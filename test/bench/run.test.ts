@@ -1,30 +1,9 @@
-import { spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
 import { waitFor } from '../system/peers.js'
-
-const RUN = fileURLToPath(new URL('../../dist/bench/run.js', import.meta.url))
-
-/** Pids of the processes whose TMPDIR is `dir` or under it (the children of a run inherit theirs). */
-function processesUnder(dir: string): number[] {
-  const pids: number[] = []
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (
-        readFileSync(`/proc/${pid}/environ`, 'latin1')
-          .split('\0')
-          .some((e) => e === `TMPDIR=${dir}` || e.startsWith(`TMPDIR=${dir}/`))
-      )
-        pids.push(Number(pid))
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  return pids
-}
+import { killProcessesNaming, processesNaming, startRun as startFigure } from './run-support.js'
 
 // The benchmark must leave nothing behind, also when it is stopped halfway, by a signal or by its
 // own deadline. The signal reaches only the runner here (as when a supervisor stops it), so the
@@ -32,14 +11,7 @@ function processesUnder(dir: string): number[] {
 describe('bench: a run stopped halfway, or before it starts', () => {
   let tmp: string
   afterEach(() => {
-    // Should the run have left something behind, it must not outlive the test.
-    for (const pid of processesUnder(tmp)) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // gone meanwhile
-      }
-    }
+    killProcessesNaming(tmp)
     rmSync(tmp, { recursive: true, force: true })
   })
 
@@ -49,21 +21,14 @@ describe('bench: a run stopped halfway, or before it starts', () => {
    */
   function startRun(env: Record<string, string> = {}, figure = 'http') {
     tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-interrupt-'))
-    const run = spawn(process.execPath, [RUN, figure], {
-      env: { ...process.env, TMPDIR: tmp, ...env },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    })
-    let stderr = ''
-    run.stderr.on('data', (d) => (stderr += d))
-    const exited = new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))
-    return { run, exited, stderr: () => stderr }
+    return startFigure(figure, tmp, env)
   }
 
   /** Nothing of the run is left: no file under its TMPDIR, no process. */
   async function nothingLeft() {
     expect(readdirSync(tmp)).toEqual([])
     // A child killed with SIGKILL is gone at once, but may take a moment to leave /proc.
-    await waitFor(async () => processesUnder(tmp).length === 0, 5_000)
+    await waitFor(async () => processesNaming(tmp).length === 0, 5_000)
   }
 
   for (const [signal, code] of [
@@ -84,7 +49,7 @@ describe('bench: a run stopped halfway, or before it starts', () => {
         return (
           written.some((f) => /smtp-sink-[^/]+$/.test(f)) &&
           written.some((f) => /http-[^/]+\/mailroom\.db$/.test(f)) &&
-          processesUnder(tmp).length >= 3
+          processesNaming(tmp).length >= 3
         )
       }, 20_000)
       run.kill(signal)
@@ -105,7 +70,7 @@ describe('bench: a run stopped halfway, or before it starts', () => {
     const { exited, stderr } = startRun({}, 'nosuch')
     expect(await exited).toBe(2)
     expect(stderr().trim()).toBe(
-      'no figures named nosuch: run all of them, or one of http, relay, log, rss, dkim, postgres, cli, inbound, hostile',
+      'no figures named nosuch: run all of them, or one of http, relay, log, rss, dkim, postgres, cli, inbound, tls, hostile',
     )
     await nothingLeft()
   })

@@ -21,15 +21,8 @@ import {
 import { openRuntime, type Runtime } from '../../runtime.js'
 import type { RunningServer } from '../../serve.js'
 import { mcpClient, silentLogger, startTestServer } from '../helpers.js'
+import { resolverOf } from './inbound-support.js'
 import { startSink } from './sink.js'
-
-/** What a receiver's DNS answers: only the TXT records given, NXDOMAIN for every other name. */
-const resolverOf = (records: { name: string; value: string }[]) => async (name: string, type: string) => {
-  const found = records.filter((r) => type === 'TXT' && r.name === name)
-  if (!found.length) throw Object.assign(new Error(`queryTxt ENOTFOUND ${name}`), { code: 'ENOTFOUND' })
-  // As DNS hands a long value over: strings of at most 255 characters.
-  return found.map((r) => r.value.match(/.{1,255}/g) as string[])
-}
 
 /** The DKIM results of a message as a receiver sees them, `domain/selector: result` each. */
 async function verify(raw: Buffer, records: { name: string; value: string }[]) {

@@ -5,6 +5,14 @@ import { startDnsmasq } from '../system/peers.js'
 
 // What the tests of the MX door share: the DNS of sending domains, and their messages.
 
+/** What a receiver's DNS answers: only the TXT records given, NXDOMAIN for every other name. */
+export const resolverOf = (records: { name: string; value: string }[]) => async (name: string, type: string) => {
+  const found = records.filter((r) => type === 'TXT' && r.name === name)
+  if (!found.length) throw Object.assign(new Error(`queryTxt ENOTFOUND ${name}`), { code: 'ENOTFOUND' })
+  // As DNS hands a long value over: strings of at most 255 characters.
+  return found.map((r) => r.value.match(/.{1,255}/g) as string[])
+}
+
 /** A TXT record's text as dnsmasq's option takes it: strings of at most 255 characters (RFC 1035 §3.3.14), comma-separated. */
 const txt = (name: string, text: string) => `--txt-record=${name},${text.match(/.{1,255}/g)!.join(',')}`
 
