@@ -68,6 +68,25 @@ describe('composeMessage', () => {
       expect(parsed.attachments).toEqual([])
     })
 
+    // RFC 5322 §2.1.1: 998 characters a line at most. A longer line, first, in the middle or last,
+    // makes the part quoted-printable, whose lines are short; the text is the same once decoded.
+    it.each([
+      ['first', (long: string) => `${long}\nshort`],
+      ['in the middle', (long: string) => `short\r\n${long}\r\nshort`],
+      ['last, without a line break', (long: string) => `short\n${long}`],
+    ])('keeps 998-character lines 7bit, and encodes a longer line %s', async (_where, text) => {
+      for (const [length, encoding] of [
+        [998, '7bit'],
+        [999, 'quoted-printable'],
+      ] as const) {
+        const body = text('y'.repeat(length))
+        const { raw } = compose({ body })
+        expect(headerValues(raw, 'Content-Transfer-Encoding'), `${length}`).toEqual([encoding])
+        expect(longestLine(raw.toString())).toBeLessThanOrEqual(length === 998 ? 998 : 78)
+        expect((await parse(raw)).text).toBe(`${body.replace(/\r\n/g, '\n')}\n`)
+      }
+    })
+
     // A single-part message ends with a line break, added only when the body has none (inside a
     // multipart the CRLF before a boundary belongs to the delimiter).
     it('adds no empty line to a body that already ends with a line break', async () => {
