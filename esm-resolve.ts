@@ -1,6 +1,7 @@
 import { registerHooks } from 'node:module'
+import { Worker, type WorkerOptions } from 'node:worker_threads'
 
-// Loaded first by the command (bin/mailroom.js) and by each thread (`--import`, THREAD_EXEC_ARGV):
+// Loaded first by the command (bin/mailroom.js) and by each thread (`--import`, startThread):
 // Node 22 and 24 look up the package.json of every `.js` file they load as an ES module, and parse
 // that file's whole `exports` map again each time (nodejs/node#58126). drizzle-orm's package.json
 // is 179 KB and the store loads about 110 of its modules: 2 to 3 s of CPU at each start of the
@@ -24,5 +25,31 @@ registerHooks({
   },
 })
 
-/** The `execArgv` of a worker thread: the process's own, and this module loaded first. */
-export const THREAD_EXEC_ARGV = [...process.execArgv, '--import', import.meta.url]
+/** What a worker thread loads first: this module. */
+const LOAD_FIRST = ['--import', import.meta.url]
+
+/**
+ * A worker thread running `url`, given the process's own options and this module loaded first.
+ * A thread refuses V8's options (`node --max-old-space-size=512`) and the process's (`--title`)
+ * with ERR_WORKER_INVALID_EXEC_ARGV, while they already hold for the whole process: only then is
+ * each option tried alone, in a thread stopped at once, and those refused are left out.
+ */
+export function startThread(url: URL, options: Omit<WorkerOptions, 'execArgv'>): Worker {
+  try {
+    return new Worker(url, { ...options, execArgv: [...process.execArgv, ...LOAD_FIRST] })
+  } catch (err) {
+    if (!refusedOptions(err)) throw err
+  }
+  const taken = process.execArgv.filter((option) => {
+    try {
+      void new Worker('', { eval: true, execArgv: [option], stdout: true, stderr: true }).terminate()
+      return true
+    } catch (err) {
+      if (refusedOptions(err)) return false
+      throw err
+    }
+  })
+  return new Worker(url, { ...options, execArgv: [...taken, ...LOAD_FIRST] })
+}
+
+const refusedOptions = (err: unknown) => (err as { code?: string }).code === 'ERR_WORKER_INVALID_EXEC_ARGV'

@@ -1,8 +1,8 @@
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
+import { isMainThread, parentPort, workerData } from 'node:worker_threads'
 import type { Config } from '../config.js'
 import { type EngineCall, type EngineMetrics, forwardedMetrics } from '../metrics.js'
 import { MailroomError } from '../errors.js'
-import { THREAD_EXEC_ARGV } from '../esm-resolve.js'
+import { startThread } from '../esm-resolve.js'
 import { createLogger, type LogStream } from '../logger.js'
 import { openStore } from '../storage/index.js'
 import type { NewMessage, RefusedSend } from '../storage/store.js'
@@ -82,9 +82,8 @@ export async function startEngineThread(
   onFailure: (err: Error) => void,
   metrics?: { replay(calls: EngineCall[]): void },
 ): Promise<Engine> {
-  const worker = new Worker(new URL(import.meta.url), {
+  const worker = startThread(new URL(import.meta.url), {
     workerData: { mailroomEngine: config },
-    execArgv: THREAD_EXEC_ARGV,
   })
   const calls = threadCalls()
   let dead: Error | null = null

@@ -51,15 +51,39 @@ describe('resolving drizzle-orm without its package.json', () => {
 
     // A thread started as the engine and the log's reader are: the process's flags, and the hook.
     writeFileSync(join(dir, 'load.mjs'), LOAD)
-    const thread = `import { Worker } from 'node:worker_threads'
-const { THREAD_EXEC_ARGV } = await import(${JSON.stringify(HOOK)})
-new Worker(new URL('./load.mjs', import.meta.url), { execArgv: THREAD_EXEC_ARGV })
+    const thread = `const { startThread } = await import(${JSON.stringify(HOOK)})
+startThread(new URL('./load.mjs', import.meta.url), {})
 `
     const threaded = run(thread)
     expect(threaded.stderr).toBe('')
     expect(threaded.status).toBe(0)
     // The main thread imported no drizzle module; the thread counted its own.
     expect(threaded.stdout.split('\n').filter(Boolean).sort()).toEqual(['0 reached Node', '0 reached Node'])
+  })
+
+  it("starts a thread beside the options a thread refuses (V8's, the process's), which hold for the process anyway", () => {
+    writeFileSync(
+      join(dir, 'main.mjs'),
+      `const { startThread } = await import(${JSON.stringify(HOOK)})
+startThread(new URL('./thread.mjs', import.meta.url), {})
+`,
+    )
+    // What the thread was given: its options, the hook's pair left out.
+    writeFileSync(
+      join(dir, 'thread.mjs'),
+      "console.log(JSON.stringify(process.execArgv.filter((a) => a !== '--import' && !a.endsWith('esm-resolve.js'))))\n",
+    )
+    const started = (...options: string[]) => {
+      const r = spawnSync(process.execPath, [...options, join(dir, 'main.mjs')], { encoding: 'utf8', timeout: 60_000 })
+      expect(r.stderr).toBe('')
+      expect(r.status).toBe(0)
+      return JSON.parse(r.stdout)
+    }
+    expect(started('--conditions=mailroom-test')).toEqual(['--conditions=mailroom-test'])
+    expect(started('--max-old-space-size=256', '--conditions=mailroom-test', '--stack-trace-limit=5')).toEqual([
+      '--conditions=mailroom-test',
+    ])
+    expect(started('--title=mailroom-test')).toEqual([])
   })
 
   it.each([

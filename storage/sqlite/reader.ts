@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3'
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
+import { isMainThread, parentPort, type Worker, workerData } from 'node:worker_threads'
 import { createMailStore } from './mail.js'
 import { logReadTimedOut, type Store } from '../store.js'
-import { THREAD_EXEC_ARGV } from '../../esm-resolve.js'
+import { startThread } from '../../esm-resolve.js'
 import { type CallOutcome, threadCalls } from '../../thread-calls.js'
 
 /**
@@ -35,9 +35,8 @@ export function readerThread(file: string, timeoutMs: number): Reader {
   const TIMED_OUT = logReadTimedOut(timeoutMs).message
 
   const start = () => {
-    const w = new Worker(new URL(import.meta.url), {
+    const w = startThread(new URL(import.meta.url), {
       workerData: { mailroomReader: file },
-      execArgv: THREAD_EXEC_ARGV,
     })
     w.on('message', (m: CallOutcome) => {
       // A thread left behind at a deadline answers no one.
