@@ -1,12 +1,10 @@
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterEach, expect, it } from 'vitest'
 import { DNSMASQ, describeWith } from '../system/peers.js'
-
-const RUN = fileURLToPath(new URL('../../dist/bench/run.js', import.meta.url))
+import { runBench } from './runner.js'
 
 const hasPostfix = () => {
   try {
@@ -32,15 +30,11 @@ describeWith('bench #10: the MX door against Postfix', 'dnsmasq and Postfix', mi
     tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-inbound-'))
     // Postfix drops privileges: its users must reach the run's directory under this one.
     chmodSync(tmp, 0o755)
-    const run = spawn(process.execPath, [RUN, 'inbound'], {
-      env: { ...process.env, TMPDIR: tmp, BENCH_MESSAGES: '20', BENCH_INBOUND_MB: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const { code, stdout, stderr } = await runBench('inbound', {
+      TMPDIR: tmp,
+      BENCH_MESSAGES: '20',
+      BENCH_INBOUND_MB: '1',
     })
-    let stdout = ''
-    let stderr = ''
-    run.stdout.on('data', (d) => (stdout += d))
-    run.stderr.on('data', (d) => (stderr += d))
-    const code = await new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))
     expect(code, stdout + stderr).toBe(0)
     const rows = stdout.split('\n').filter((l) => l.startsWith('| 10 |'))
     expect(rows.map((r) => r.split(' | ')[1])).toEqual([
@@ -64,15 +58,13 @@ describeWith('bench #10: the MX door against Postfix', 'dnsmasq and Postfix', mi
     // Left 0700, the run's directory is out of reach of Postfix's users: its start names the
     // instance in the system's configuration, then its check fails.
     tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-inbound-'))
-    const run = spawn(process.execPath, [RUN, 'inbound'], {
-      env: { ...process.env, TMPDIR: tmp, BENCH_MESSAGES: '4', BENCH_INBOUND_MB: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const { code, stdout, stderr } = await runBench('inbound', {
+      TMPDIR: tmp,
+      BENCH_MESSAGES: '4',
+      BENCH_INBOUND_MB: '1',
     })
-    let output = ''
-    run.stdout.on('data', (d) => (output += d))
-    run.stderr.on('data', (d) => (output += d))
-    expect(await new Promise<number | null>((resolve) => run.once('exit', (c) => resolve(c)))).toBe(1)
-    expect(output).toContain('postfix.sh virtual')
+    expect(code).toBe(1)
+    expect(stdout + stderr).toContain('postfix.sh virtual')
     expect(readdirSync(tmp)).toEqual([])
     expect(execFileSync('postconf', ['-h', 'alternate_config_directories'], { encoding: 'utf8' })).not.toContain(tmp)
   }, 180_000)

@@ -1,47 +1,18 @@
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
 import { waitFor } from '../system/peers.js'
-
-const RUN = fileURLToPath(new URL('../../dist/bench/run.js', import.meta.url))
-
-/** Pids of the processes whose TMPDIR is `dir` or under it (the children of a run inherit theirs). */
-function processesUnder(dir: string): number[] {
-  const pids: number[] = []
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (
-        readFileSync(`/proc/${pid}/environ`, 'latin1')
-          .split('\0')
-          .some((e) => e === `TMPDIR=${dir}` || e.startsWith(`TMPDIR=${dir}/`))
-      )
-        pids.push(Number(pid))
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  return pids
-}
+import { processesUnder, RUN, removeRun } from './runner.js'
 
 // The benchmark must leave nothing behind, also when it is stopped halfway, by a signal or by its
 // own deadline. The signal reaches only the runner here (as when a supervisor stops it), so the
 // runner itself must stop the server and the sink it started and remove their directories.
 describe('bench: a run stopped halfway, or before it starts', () => {
   let tmp: string
-  afterEach(() => {
-    // Should the run have left something behind, it must not outlive the test.
-    for (const pid of processesUnder(tmp)) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // gone meanwhile
-      }
-    }
-    rmSync(tmp, { recursive: true, force: true })
-  })
+  // Should the run have left something behind, it must not outlive the test.
+  afterEach(() => removeRun(tmp))
 
   /**
    * `npm run bench -- http` (or another `figure`), writing under a TMPDIR of its own: its children carry that (or the
