@@ -76,7 +76,7 @@ describe('bench: a run stopped halfway, or before it starts', () => {
     const { exited, stderr } = startRun({}, 'nosuch')
     expect(await exited).toBe(2)
     expect(stderr().trim()).toBe(
-      'no figures named nosuch: run all of them, or one of http, relay, log, rss, dkim, postgres, cli, inbound, hostile',
+      'no figures named nosuch: run all of them, or one of http, relay, log, rss, dkim, postgres, cli, inbound, hostile, profile',
     )
     await nothingLeft()
   })
