@@ -7,7 +7,7 @@ import { createInterface } from 'node:readline'
  * Where a message's CPU goes (`npm run bench -- profile`). Two profilers watch the same server:
  *
  * - `perf record` samples each thread only while it is on a core (`-e cpu-clock`), through native
- *   code and the kernel as through JavaScript (`node --perf-basic-prof` names the JIT's code, and
+ *   code and the kernel as through JavaScript (`node --perf-prof` names the JIT's code, and
  *   `--interpreted-frames-native-stack` the interpreter's): its samples share out the CPU.
  * - `node --cpu-prof` writes each thread's JavaScript profile at exit. Its sampler signals the
  *   thread every millisecond of wall time, whether it runs, waits for a core or is blocked in a
@@ -21,7 +21,7 @@ import { createInterface } from 'node:readline'
  * samples share it out.
  *
  * Also a command, for what a run kept (BENCH_PROFILE_KEEP):
- *   node dist/bench/profile.js FILE.cpuprofile... [FILE.perf.data --map=FILE.map]... [--top=N]
+ *   node dist/bench/profile.js FILE.cpuprofile... [FILE.perf.data --jit=jit-PID.dump]... [--top=N]
  * prints each profile's phases (shares of its busy samples, by thread for perf's) and the N
  * functions with the most samples of their own.
  */
@@ -128,14 +128,13 @@ export const RULES: Rule[] = [
   { phase: 'startup, loading and exit', url: dep('commander') },
 
   // The profilers' own work in the threads they watch: --cpu-prof's signal handler walking the
-  // stack (all it calls, V8's look-ups of code included), --perf-basic-prof's writes of the names
-  // of new code.
+  // stack (all it calls, V8's look-ups of code included), --perf-prof's writes of new code.
   { phase: 'profiling itself', under: { name: /^v8::sampler::SignalHandler/ } },
   {
     phase: 'profiling itself',
     name: native(
       'v8::sampler::',
-      'v8::internal::(?:\\w+::)?(?:Sampler|SamplingEventsProcessor|CpuSampler|TickSample|ProfilerListener|CpuProfiler|ProfilerCodeObserver|\\w*CodeEventLogger|\\w*PerfBasicLogger)',
+      'v8::internal::(?:\\w+::)?(?:Sampler|SamplingEventsProcessor|CpuSampler|TickSample|ProfilerListener|CpuProfiler|ProfilerCodeObserver|\\w*CodeEventLogger|\\w*Perf(?:Basic|Jit)Logger)',
       'node::inspector::',
     ),
   },
@@ -401,12 +400,14 @@ export function phasesOf(profile: CpuProfile, rules: Rule[] = RULES): Map<number
 
 /** A frame as the report names it: its function, and where it is (the path inside the package or the product). */
 export function frameName(frame: CallFrame): string {
-  if (frame.url.startsWith('native:')) return `${frame.functionName} [${frame.url.slice(7)}]`
+  // A regular expression's code is named by its source, which can run to kilobytes.
+  const name = frame.functionName.length > 100 ? `${frame.functionName.slice(0, 99)}…` : frame.functionName
+  if (frame.url.startsWith('native:')) return `${name} [${frame.url.slice(7)}]`
   const where = frame.url
     .replace(/^file:\/\/.*\/node_modules\//, '')
     .replace(/^file:\/\/.*?\/(?:dist\/)?((?:relay|storage|transports|tools|bench|cli)\/|[^/]+\.js$)/, '$1')
   const at = where ? ` ${where}:${frame.lineNumber + 1}` : ''
-  return `${frame.functionName || '(anonymous)'}${at}`
+  return `${name || '(anonymous)'}${at}`
 }
 
 export interface Breakdown {
@@ -418,9 +419,24 @@ export interface Breakdown {
   /** Busy samples by the function they were taken in (self), for every phase and for "other" alone. */
   self: Map<string, number>
   otherSelf: Map<string, number>
+  /**
+   * Busy samples by the nearest JavaScript function on their stack (what V8's builtins, the
+   * natives and the kernel did for it counted as its own), or their leaf when none is.
+   */
+  scriptSelf: Map<string, number>
   /** Wall time of the busy samples, µs: each sample stands for the time since the one before it. */
   busyUs: number
 }
+
+const noSamples = (): Breakdown => ({
+  samples: 0,
+  busy: 0,
+  phases: new Map(),
+  self: new Map(),
+  otherSelf: new Map(),
+  scriptSelf: new Map(),
+  busyUs: 0,
+})
 
 /**
  * The samples of a profile taken within [from, to] (µs of the monotonic clock, as the profile's
@@ -429,7 +445,13 @@ export interface Breakdown {
 export function breakdown(profile: CpuProfile, window: { from?: number; to?: number } = {}): Breakdown {
   const phases = phasesOf(profile)
   const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-  const out: Breakdown = { samples: 0, busy: 0, phases: new Map(), self: new Map(), otherSelf: new Map(), busyUs: 0 }
+  const parent = new Map(profile.nodes.flatMap((n) => (n.children ?? []).map((c) => [c, n.id] as const)))
+  const scriptOf = (id: number) => {
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at))
+      if (isScript(byId.get(at)!.callFrame)) return byId.get(at)!.callFrame
+    return byId.get(id)!.callFrame
+  }
+  const out = noSamples()
   const add = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1)
   let t = profile.startTime
   for (const [i, id] of profile.samples.entries()) {
@@ -444,6 +466,7 @@ export function breakdown(profile: CpuProfile, window: { from?: number; to?: num
     out.phases.set(phase, (out.phases.get(phase) ?? 0) + 1)
     const name = frameName(byId.get(id)!.callFrame)
     add(out.self, name)
+    add(out.scriptSelf, frameName(scriptOf(id)))
     if (phase === 'other') add(out.otherSelf, name)
   }
   return out
@@ -465,20 +488,34 @@ export function profileFiles(dir: string): { threadId: number; file: string }[] 
 export const readProfile = (file: string): CpuProfile => JSON.parse(readFileSync(file, 'utf8'))
 
 /**
- * The names of the JIT's code from the map `--perf-basic-prof` writes (`start size name` a line):
- * of the entries that cover an address, the latest (freed code's addresses are used again).
+ * The names of the JIT's code, from the dump `node --perf-prof` writes (jit-<pid>.dump, perf's
+ * jitdump format: a header, then records, each with a time of the monotonic clock in ns). Code is
+ * freed and its addresses used again by other code, so an address is named by the latest code
+ * loaded (or moved) there before the sample's time.
  */
-export function jitNames(map: string): (address: number) => string | undefined {
-  const entries = map
-    .split('\n')
-    .flatMap((line, order) => {
-      const m = /^([0-9a-f]+) ([0-9a-f]+) (.+)$/.exec(line)
-      if (!m) return []
-      const start = Number.parseInt(m[1], 16)
-      return [{ start, end: start + Number.parseInt(m[2], 16), name: m[3], order }]
-    })
-    .sort((a, b) => a.start - b.start)
-  return (address) => {
+export function jitNames(dump: Buffer): (address: number, time: number) => string | undefined {
+  const LOAD = 0
+  const MOVE = 1
+  const entries: { start: number; end: number; time: number; name: string }[] = []
+  const byIndex = new Map<number, string>()
+  for (let at = dump.readUInt32LE(8); at + 16 <= dump.length; ) {
+    const [id, size] = [dump.readUInt32LE(at), dump.readUInt32LE(at + 4)]
+    if (size < 16) break
+    const time = Number(dump.readBigUInt64LE(at + 8))
+    if (id === LOAD) {
+      const start = Number(dump.readBigUInt64LE(at + 32))
+      const name = dump.toString('latin1', at + 56, dump.indexOf(0, at + 56))
+      byIndex.set(Number(dump.readBigUInt64LE(at + 48)), name)
+      entries.push({ start, end: start + Number(dump.readBigUInt64LE(at + 40)), time, name })
+    } else if (id === MOVE) {
+      const start = Number(dump.readBigUInt64LE(at + 40))
+      const name = byIndex.get(Number(dump.readBigUInt64LE(at + 56)))
+      if (name) entries.push({ start, end: start + Number(dump.readBigUInt64LE(at + 48)), time, name })
+    }
+    at += size
+  }
+  entries.sort((a, b) => a.start - b.start)
+  return (address, time) => {
     let [lo, hi] = [0, entries.length]
     while (lo < hi) {
       const mid = (lo + hi) >> 1
@@ -487,24 +524,27 @@ export function jitNames(map: string): (address: number) => string | undefined {
     }
     let best: (typeof entries)[number] | undefined
     // Code objects are small: an entry that covers the address starts shortly before it.
-    for (let i = lo - 1; i >= 0 && i >= lo - 64; i--)
-      if (entries[i].end > address && (!best || entries[i].order > best.order)) best = entries[i]
+    for (let i = lo - 1; i >= 0 && i >= lo - 64; i--) {
+      const e = entries[i]
+      if (e.end > address && e.time <= time && (!best || e.time > best.time)) best = e
+    }
     return best?.name
   }
 }
 
 /**
  * A frame of perf's, as a `.cpuprofile` has it: JavaScript by its function, module and line (`JS:`
- * entries of the map, their tier's mark dropped), native code by its symbol and `native:` and its
+ * names of the JIT's, their tier's mark dropped), native code by its symbol and `native:` and its
  * file; the JIT's other code (builtins copied at run time, regular expressions) as `native:jit`.
  */
 export function perfFrame(
   address: number,
+  time: number,
   symbol: string,
   file: string,
-  jit: (address: number) => string | undefined,
+  jit: (address: number, time: number) => string | undefined,
 ): CallFrame {
-  const named = symbol === '[unknown]' ? jit(address) : undefined
+  const named = symbol === '[unknown]' ? jit(address, time) : undefined
   const name = named ?? symbol
   const js = /^JS:[*~^+'!"]*(.*?) ?((?:file|node|data):\S*?|\/\S*?)(?::(\d+):(\d+))?$/.exec(name)
   if (js)
@@ -524,12 +564,12 @@ export interface PerfThread {
 }
 
 /**
- * The samples of a `perf record -g` file by thread, read through `perf script` (which `perf` runs:
- * it must be the one that recorded them); `map` names the JIT's code.
+ * The samples of a `perf record -g -k mono` file by thread, read through `perf script` (which must
+ * be the perf that recorded them); `jit` is the JIT's dump (`--perf-prof`), which names its code.
  */
-export async function perfThreads(data: string, map?: string): Promise<Map<number, PerfThread>> {
-  const jit = map ? jitNames(readFileSync(map, 'latin1')) : () => undefined
-  const script = spawn('perf', ['script', '-i', data, '-F', 'comm,tid,ip,sym,dso'], {
+export async function perfThreads(data: string, jit?: string): Promise<Map<number, PerfThread>> {
+  const names = jit ? jitNames(readFileSync(jit)) : () => undefined
+  const script = spawn('perf', ['script', '-i', data, '-F', 'comm,tid,time,ip,sym,dso', '--ns'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let stderr = ''
@@ -566,13 +606,15 @@ export async function perfThreads(data: string, map?: string): Promise<Map<numbe
     t.profile.samples.push(at)
     t.profile.timeDeltas.push(1)
   }
-  // A sample is a line with its thread's name and id, then a line a frame, leaf first, then an empty line.
-  let sample: { tid: number; name: string; stack: CallFrame[] } | undefined
+  // A sample is a line with its thread's name and id and its time (s.ns, of the monotonic clock),
+  // then a line a frame, leaf first, then an empty line.
+  let sample: { tid: number; name: string; time: number; stack: CallFrame[] } | undefined
   for await (const line of createInterface({ input: script.stdout, crlfDelay: Number.POSITIVE_INFINITY })) {
-    const head = /^\s*(\S+)\s+(\d+)\s*$/.exec(line)
+    const head = /^\s*(\S+)\s+(\d+)\s+(\d+)\.(\d{9}):\s*$/.exec(line)
     const frame = /^\s+([0-9a-f]+) (.*) \((.*)\)$/.exec(line)
-    if (head) sample = { tid: Number(head[2]), name: head[1], stack: [] }
-    else if (frame && sample) sample.stack.push(perfFrame(Number.parseInt(frame[1], 16), frame[2], frame[3], jit))
+    if (head) sample = { tid: Number(head[2]), name: head[1], time: Number(head[3]) * 1e9 + Number(head[4]), stack: [] }
+    else if (frame && sample)
+      sample.stack.push(perfFrame(Number.parseInt(frame[1], 16), sample.time, frame[2], frame[3], names))
     else if (!line.trim() && sample) {
       add(sample.tid, sample.name, sample.stack)
       sample = undefined
@@ -643,7 +685,7 @@ export interface Measured {
 
 /** Breakdowns added together (the threads of a group). */
 function merged(all: Breakdown[]): Breakdown {
-  const out: Breakdown = { samples: 0, busy: 0, phases: new Map(), self: new Map(), otherSelf: new Map(), busyUs: 0 }
+  const out = noSamples()
   const add = <K>(into: Map<K, number>, from: Map<K, number>) => {
     for (const [k, n] of from) into.set(k, (into.get(k) ?? 0) + n)
   }
@@ -654,6 +696,7 @@ function merged(all: Breakdown[]): Breakdown {
     add(out.phases, b.phases)
     add(out.self, b.self)
     add(out.otherSelf, b.otherSelf)
+    add(out.scriptSelf, b.scriptSelf)
   }
   return out
 }
@@ -764,7 +807,7 @@ export function report(m: Measured): string {
 /** The command: each profile's phases and the functions with the most samples of their own. */
 async function main(args: string[]) {
   const n = Number(args.find((a) => a.startsWith('--top='))?.slice(6) ?? 30)
-  const map = args.find((a) => a.startsWith('--map='))?.slice(6)
+  const jit = args.find((a) => a.startsWith('--jit='))?.slice(6)
   const print = (title: string, b: Breakdown) => {
     console.log(`\n## ${title}: ${b.busy} busy samples of ${b.samples}\n`)
     for (const phase of PHASES) {
@@ -773,11 +816,13 @@ async function main(args: string[]) {
     }
     console.log(`\nthe ${n} functions with the most samples of their own:`)
     for (const [name, k] of top(b.self, n)) console.log(`${pct(k / b.busy).padStart(6)}  ${name}`)
+    console.log(`\nthe ${n} JavaScript functions with the most, counting what the natives under them did:`)
+    for (const [name, k] of top(b.scriptSelf, n)) console.log(`${pct(k / b.busy).padStart(6)}  ${name}`)
   }
   for (const file of args.filter((a) => !a.startsWith('--'))) {
     if (file.endsWith('.cpuprofile')) print(basename(file), breakdown(readProfile(file)))
     else
-      for (const [tid, t] of await perfThreads(file, map))
+      for (const [tid, t] of await perfThreads(file, jit))
         print(`${basename(file)}, ${t.name} ${tid}`, breakdown(t.profile))
   }
 }

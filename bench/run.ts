@@ -139,12 +139,19 @@ function tempDir(name: string): string {
   return dir
 }
 
-/** `mailroom serve` over a data directory; `credentials` are those its first start printed. */
-async function serve(env: Record<string, string>, credentials?: { apiKey: string; user: string; password: string }) {
+/**
+ * `mailroom serve` over a data directory; `credentials` are those its first start printed, `cwd`
+ * its working directory.
+ */
+async function serve(
+  env: Record<string, string>,
+  credentials?: { apiKey: string; user: string; password: string },
+  cwd?: string,
+) {
   // Its log goes to a file in its data directory, as it would in production.
   const server = await startMailroom(
     { MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false', ...env },
-    { logFile: join(env.MAILROOM_DATA_DIR, 'serve.log') },
+    { logFile: join(env.MAILROOM_DATA_DIR, 'serve.log'), cwd },
   )
   cleanup.push(() => server.child.kill('SIGKILL'))
   const banner = credentials
@@ -901,26 +908,28 @@ async function profileFigure() {
   const leg = async (name: string, title: string, load: (s: Served, messages: number) => Promise<unknown>) => {
     const dir = tempDir(`profile-${name}`)
     const cpu = tempDir(`profile-${name}-cpu`)
-    const s = await serve({
-      MAILROOM_DATA_DIR: dir,
-      MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
-      MAILROOM_DOMAIN_CONCURRENCY: '16',
-      // Every thread, the engine's included, writes its profile into `cpu` as it ends; and the JIT
-      // names its code for perf (the interpreter's too), in /tmp/perf-<pid>.map: V8 writes it
-      // nowhere else unless told on the command line, which the engine thread would refuse.
-      NODE_OPTIONS: [
-        process.env.NODE_OPTIONS,
-        '--cpu-prof',
-        `--cpu-prof-dir=${cpu}`,
-        '--perf-basic-prof',
-        '--interpreted-frames-native-stack',
-      ]
-        .filter(Boolean)
-        .join(' '),
-    })
+    const s = await serve(
+      {
+        MAILROOM_DATA_DIR: dir,
+        MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
+        MAILROOM_DOMAIN_CONCURRENCY: '16',
+        // Every thread, the engine's included, writes its profile into `cpu` as it ends; and the
+        // JIT's code, the interpreter's included, is written for perf with its names and times
+        // (jit-<pid>.dump, in the server's working directory: `cpu` too).
+        NODE_OPTIONS: [
+          process.env.NODE_OPTIONS,
+          '--cpu-prof',
+          `--cpu-prof-dir=${cpu}`,
+          '--perf-prof',
+          '--interpreted-frames-native-stack',
+        ]
+          .filter(Boolean)
+          .join(' '),
+      },
+      undefined,
+      cpu,
+    )
     const pid = s.child.pid!
-    const jitMap = `/tmp/perf-${pid}.map`
-    const dropMap = stopAtEnd(() => rmSync(jitMap, { force: true }))
     const admin = openDataDir(dir)
     await addDomainKey(
       { store: admin, config: { nodeName: 'bench.example' }, clock: Date.now },
@@ -930,11 +939,14 @@ async function profileFigure() {
     await load(s, warmUp)
     sent += warmUp
     await drained()
-    // perf samples every thread of the server while it is on a core, with its call stack.
+    // perf samples every thread of the server while it is on a core, with its call stack, and
+    // times them by the monotonic clock, as V8 does the JIT's code.
     const perfData = join(cpu, 'perf.data')
-    const perf = spawn('perf', ['record', '-e', 'cpu-clock', '-F', '999', '-g', '-p', String(pid), '-o', perfData], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    })
+    const perf = spawn(
+      'perf',
+      ['record', '-e', 'cpu-clock', '-F', '999', '-g', '-k', 'mono', '-p', String(pid), '-o', perfData],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    )
     let perfErr = ''
     perf.stderr.on('data', (d) => (perfErr += d))
     const perfDone = new Promise((resolve) => perf.once('exit', resolve))
@@ -956,16 +968,11 @@ async function profileFigure() {
       throw new Error(
         `profile ${name}: the server wrote ${readdirSync(cpu).join(', ') || 'no profile'}; one for each thread was expected`,
       )
-    // The map leaves /tmp before perf reads the samples: perf would take some of the names its
-    // addresses had earlier in the process's life; bench/profile.ts takes each address's latest.
-    const map = join(cpu, basename(jitMap))
-    copyFileSync(jitMap, map)
-    await dropMap()
-    const threads = await perfThreads(perfData, map)
+    const jit = join(cpu, `jit-${pid}.dump`)
+    const threads = await perfThreads(perfData, jit)
     if (keep) {
       for (const p of profiles) copyFileSync(p.file, join(keep, `${name}.${basename(p.file)}`))
-      copyFileSync(perfData, join(keep, `${name}.perf.data`))
-      copyFileSync(map, join(keep, `${name}.${basename(map)}`))
+      for (const f of [perfData, jit]) copyFileSync(f, join(keep, `${name}.${basename(f)}`))
     }
     reports.push(
       report({
