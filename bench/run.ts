@@ -877,16 +877,15 @@ const reports: string[] = []
 const nowUs = () => Number(process.hrtime.bigint() / 1000n)
 
 /**
- * `profile` (never part of a whole run): where a message's CPU goes, by phase and thread. Three
- * loads, each on a server of its own whose every thread writes a CPU profile when it stops
- * (`--cpu-prof`), with bench.example a sending domain (DKIM, RSA 2048, registered as in #6), all
- * delivering to one smtp-sink: BENCH_MESSAGES messages of 4 KB over 16 SMTP sessions with
- * STARTTLS and AUTH (the relay load of #3, as a mail program submitting to port 587 sends it); the
- * same without TLS, whose difference is what TLS costs (a JavaScript profile does not see it: a
- * TLS socket's encryption runs inside its write calls, its decryption before any JavaScript); and
- * as many REST sends of 4 KB (autocannon, 32 connections). A tenth as many go first, to warm the
- * server up. What is measured runs from the start of the load until the sink has its last message:
- * each thread's CPU from /proc, and the samples the profiles took meanwhile.
+ * `profile` (never part of a whole run): where a message's CPU goes, by phase and thread
+ * (bench/profile.ts; the README's "Where a relayed message's time goes"). Three loads, each on a
+ * server of its own under `--cpu-prof` and perf, with bench.example a sending domain (DKIM, RSA
+ * 2048, registered as in #6), all delivering to one smtp-sink: BENCH_MESSAGES messages of 4 KB over
+ * 16 SMTP sessions with STARTTLS and AUTH (the relay load of #3, as a mail program submitting to
+ * port 587 sends it); the same without TLS, for comparison; and as many REST sends of 4 KB
+ * (autocannon, 32 connections). A tenth as many go first, to warm the server up. What is measured
+ * runs from the start of the load until the sink has its last message: each thread's CPU from
+ * /proc, and the samples both profilers took meanwhile.
  */
 async function profileFigure() {
   const TOTAL = Number(process.env.BENCH_MESSAGES ?? 10_000)
