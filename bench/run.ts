@@ -1,8 +1,18 @@
 import { execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js'
 import SMTPConnection from 'nodemailer/lib/smtp-connection'
@@ -24,6 +34,7 @@ import {
   RECEIVING_DOMAIN,
   SENDER,
 } from './inbound.js'
+import { machineTimes, perfThreads, profileFiles, report, threadTimes } from './profile.js'
 import { seedLog } from './seed.js'
 
 // npm run bench: the running product measured the way users load it. Every figure is judged only
@@ -86,12 +97,14 @@ function autocannon(
   url: string,
   options: { method?: string; body?: string; headers?: Record<string, string>; connections?: number; amount?: number },
 ): Promise<{ count: number; rate: number }> {
+  // autocannon refuses more connections than requests (saying so on stderr, and exiting 0).
+  const connections = Math.min(options.connections ?? 32, options.amount ?? Number.POSITIVE_INFINITY)
   const args = [
     AUTOCANNON,
     '--json',
     '-c',
-    String(options.connections ?? 32),
-    ...(options.amount ? ['-a', String(options.amount)] : ['-d', String(DURATION)]),
+    String(connections),
+    ...(options.amount === undefined ? ['-d', String(DURATION)] : ['-a', String(options.amount)]),
     '-m',
     options.method ?? 'GET',
   ]
@@ -132,12 +145,19 @@ function tempDir(name: string): string {
   return dir
 }
 
-/** `mailroom serve` over a data directory; `credentials` are those its first start printed. */
-async function serve(env: Record<string, string>, credentials?: { apiKey: string; user: string; password: string }) {
+/**
+ * `mailroom serve` over a data directory; `credentials` are those its first start printed, `cwd`
+ * its working directory.
+ */
+async function serve(
+  env: Record<string, string>,
+  credentials?: { apiKey: string; user: string; password: string },
+  cwd?: string,
+) {
   // Its log goes to a file in its data directory, as it would in production.
   const server = await startMailroom(
     { MAILROOM_SMTP_AUTH_REQUIRES_TLS: 'false', ...env },
-    { logFile: join(env.MAILROOM_DATA_DIR, 'serve.log') },
+    { logFile: join(env.MAILROOM_DATA_DIR, 'serve.log'), cwd },
   )
   cleanup.push(() => server.child.kill('SIGKILL'))
   const banner = credentials
@@ -347,6 +367,14 @@ function smtpLoad(
   return Promise.all(procs).then((ms) => Math.max(...ms))
 }
 
+/** A REST send of 4 KB from bench.example, as large as smtp-load's messages (from load@bench.example). */
+const MAIL_4KB = {
+  from: 'bench@bench.example',
+  to: 'sink@bench.example',
+  subject: 'bench',
+  body: `${'x'.repeat(76)}\n`.repeat(50),
+}
+
 /**
  * #6: what DKIM signing costs. One server takes REST sends and SMTP relaying of 4 KB messages,
  * alternately with and without a sending domain for their From (registered and removed through
@@ -365,19 +393,16 @@ async function dkimFigures() {
   })
   const admin = openDataDir(dir)
   const deps = { store: admin, config: { nodeName: 'bench.example' }, clock: Date.now }
-  // smtp-load's messages are from load@bench.example; the REST ones as large.
-  const mail = {
-    from: 'bench@bench.example',
-    to: 'sink@bench.example',
-    subject: 'bench',
-    body: `${'x'.repeat(76)}\n`.repeat(50),
-  }
   const json = { 'Content-Type': 'application/json', 'X-API-KEY': s.apiKey }
   let sent = 0
   const drained = () => waitFor(async () => sink.count() >= sent, 600_000)
   const leg = async () => {
     await drained()
-    const rest = await autocannon(`${s.base}/mail/send`, { method: 'POST', headers: json, body: JSON.stringify(mail) })
+    const rest = await autocannon(`${s.base}/mail/send`, {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify(MAIL_4KB),
+    })
     sent += rest.count
     await drained()
     const started = performance.now()
@@ -935,12 +960,6 @@ async function tlsFigures() {
   await waitFor(async () => sink.count() >= 4)
   let sent = sink.count()
 
-  const mail = JSON.stringify({
-    from: 'bench@bench.example',
-    to: 'sink@bench.example',
-    subject: 'bench',
-    body: `${'x'.repeat(76)}\n`.repeat(50),
-  })
   const headers = { 'Content-Type': 'application/json', 'X-API-KEY': s.apiKey }
   const relay = (port: number, options: string[], as?: typeof auth) => () => smtpLoad(port, 16, perLeg, as, options)
   const legs = {
@@ -953,9 +972,8 @@ async function tlsFigures() {
       const r = await autocannon(`${s.base}/mail/send`, {
         method: 'POST',
         headers,
-        body: mail,
-        // autocannon refuses more connections than requests (at tiny scales).
-        connections: Math.min(16, perLeg),
+        body: JSON.stringify(MAIL_4KB),
+        connections: 16,
         amount: perLeg,
       })
       if (r.count !== perLeg) throw new Error(`#11: ${r.count} of ${perLeg} REST sends were answered 2xx`)
@@ -1021,10 +1039,152 @@ async function tlsFigures() {
     )
 }
 
+const heading = () =>
+  `mailroom benchmark, ${cpus().length} cores, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`
+
+/** The reports of `profile` (bench/profile.ts), one for each of its loads. */
+const reports: string[] = []
+const nowUs = () => Number(process.hrtime.bigint() / 1000n)
+
+/**
+ * `profile` (never part of a whole run): where a message's CPU goes, by phase and thread
+ * (bench/profile.ts; the README's "Where a relayed message's time goes"). Three loads, each on a
+ * server of its own under `--cpu-prof` and perf, with bench.example a sending domain (DKIM, RSA
+ * 2048, registered as in #6), all delivering to one smtp-sink: BENCH_MESSAGES messages of 4 KB over
+ * 16 SMTP sessions with STARTTLS and AUTH (the relay load of #3, as a mail program submitting to
+ * port 587 sends it); the same without TLS, for comparison; and as many REST sends of 4 KB
+ * (autocannon, 32 connections). A tenth as many go first, to warm the server up. What is measured
+ * runs from the start of the load until the sink has its last message: each thread's CPU from
+ * /proc, and the samples both profilers took meanwhile.
+ */
+async function profileFigure() {
+  const TOTAL = Number(process.env.BENCH_MESSAGES ?? 10_000)
+  const warmUp = Math.ceil(TOTAL / 10)
+  try {
+    execFileSync('perf', ['--version'], { stdio: 'ignore' })
+  } catch {
+    throw new Error(
+      'profile needs perf, which samples what runs on the cores: install it (Debian: apt-get install linux-perf)',
+    )
+  }
+  // The raw profiles, for a closer look (bench/profile.ts as a command, a browser's DevTools, perf report).
+  const keep = process.env.BENCH_PROFILE_KEEP
+  const sink = await startSmtpSink([], { dump: false })
+  const stopSink = stopAtEnd(() => sink.stop())
+  let sent = 0
+  const drained = () => waitFor(async () => sink.count() >= sent, 600_000)
+  type Served = Awaited<ReturnType<typeof serve>>
+  const leg = async (name: string, title: string, load: (s: Served, messages: number) => Promise<unknown>) => {
+    const dir = tempDir(`profile-${name}`)
+    const cpu = tempDir(`profile-${name}-cpu`)
+    const s = await serve(
+      {
+        MAILROOM_DATA_DIR: dir,
+        MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
+        MAILROOM_DOMAIN_CONCURRENCY: '16',
+        // Every thread, the engine's included, writes its profile into `cpu` as it ends; and the
+        // JIT's code, the interpreter's included, is written for perf with its names and times
+        // (jit-<pid>.dump, in the server's working directory: `cpu` too).
+        NODE_OPTIONS: [
+          process.env.NODE_OPTIONS,
+          '--cpu-prof',
+          `--cpu-prof-dir=${cpu}`,
+          '--perf-prof',
+          '--interpreted-frames-native-stack',
+        ]
+          .filter(Boolean)
+          .join(' '),
+      },
+      undefined,
+      cpu,
+    )
+    const pid = s.child.pid!
+    const admin = openDataDir(dir)
+    await addDomainKey(
+      { store: admin, config: { nodeName: 'bench.example' }, clock: Date.now },
+      { accountId: 1, domain: 'bench.example', algorithm: 'rsa' },
+    )
+    await admin.close()
+    await load(s, warmUp)
+    sent += warmUp
+    await drained()
+    // perf samples every thread of the server while it is on a core, with its call stack, and
+    // times them by the monotonic clock, as V8 does the JIT's code.
+    const perfData = join(cpu, 'perf.data')
+    const perf = spawn(
+      'perf',
+      ['record', '-e', 'cpu-clock', '-F', '999', '-g', '-k', 'mono', '-p', String(pid), '-o', perfData],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    )
+    let perfErr = ''
+    perf.stderr.on('data', (d) => (perfErr += d))
+    const perfDone = new Promise((resolve) => perf.once('exit', resolve))
+    await waitFor(async () => {
+      if (perf.exitCode !== null) throw new Error(`perf record exited ${perf.exitCode}: ${perfErr}`)
+      return existsSync(perfData) && statSync(perfData).size > 0
+    })
+    const before = { threads: threadTimes(pid), machine: machineTimes(), at: nowUs() }
+    await load(s, TOTAL)
+    sent += TOTAL
+    await drained()
+    const after = { threads: threadTimes(pid), machine: machineTimes(), at: nowUs() }
+    perf.kill('SIGINT')
+    await perfDone
+    // A clean stop (SIGTERM), after which each thread has written its profile.
+    await s.stop()
+    const profiles = profileFiles(cpu)
+    if (!profiles.some((p) => p.threadId === 0) || profiles.length < 2)
+      throw new Error(
+        `profile ${name}: the server wrote ${readdirSync(cpu).join(', ') || 'no profile'}; one for each thread was expected`,
+      )
+    const jit = join(cpu, `jit-${pid}.dump`)
+    const threads = await perfThreads(perfData, jit)
+    if (keep) {
+      for (const p of profiles) copyFileSync(p.file, join(keep, `${name}.${basename(p.file)}`))
+      for (const f of [perfData, jit]) copyFileSync(f, join(keep, `${name}.${basename(f)}`))
+    }
+    reports.push(
+      report({
+        title,
+        messages: TOTAL,
+        from: before.at,
+        to: after.at,
+        pid,
+        threads: { before: before.threads, after: after.threads },
+        machine: { before: before.machine, after: after.machine },
+        perf: threads,
+        profiles,
+      }),
+    )
+    const seconds = (after.at - before.at) / 1e6
+    const samples = [...threads.values()].reduce((n, t) => n + t.profile.samples.length, 0)
+    console.error(
+      `profile ${name}: ${TOTAL} messages in ${seconds.toFixed(1)} s; server ${pid}, ${profiles.length} --cpu-prof profiles, ${samples} perf samples`,
+    )
+  }
+  const smtp = (options: string[]) => (s: Served, messages: number) =>
+    smtpLoad(s.smtpPort, 16, messages, { user: s.user, password: s.password }, options)
+  await leg(
+    'relay',
+    `Relay: ${TOTAL} × 4 KB over 16 SMTP sessions with STARTTLS and AUTH, DKIM-signed, to smtp-sink`,
+    smtp(['--starttls']),
+  )
+  await leg('relay-plain', `The same without TLS: ${TOTAL} × 4 KB over 16 SMTP sessions with AUTH`, smtp([]))
+  await leg('rest', `REST: ${TOTAL} POST /mail/send of 4 KB over 32 connections, DKIM-signed, to smtp-sink`, (s, n) =>
+    autocannon(`${s.base}/mail/send`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-API-KEY': s.apiKey },
+      body: JSON.stringify(MAIL_4KB),
+      amount: n,
+    }),
+  )
+  await stopSink()
+}
+
 function table(): string {
   const fmt = (v: number) => (Number.isNaN(v) ? '—' : v >= 100 ? v.toFixed(0) : v.toFixed(2))
   const lines = [
-    `mailroom benchmark, ${cpus().length} cores, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
+    heading(),
     '',
     '| # | figure | value | baseline | baseline value | ratio | bar | met |',
     '|---|---|---|---|---|---|---|---|',
@@ -1111,6 +1271,7 @@ async function main() {
     inbound: inboundFigures,
     tls: tlsFigures,
     hostile: hostileFigure,
+    profile: profileFigure,
   }
   const only = process.argv[2]
   if (only && !(only in figures)) {
@@ -1136,14 +1297,15 @@ async function main() {
   }, DEADLINE_SECONDS * 1000).unref()
   try {
     for (const [name, figure] of Object.entries(figures)) {
-      // #8 loads the machine for minutes: run only when named.
-      if (only ? only !== name : name === 'hostile') continue
+      // #8 loads the machine for minutes, and the profile is no figure: each runs only when named.
+      if (only ? only !== name : name === 'hostile' || name === 'profile') continue
       await figure()
       // Each figure stops what it started; its files (#1's database alone takes hundreds of MB)
       // then leave the disk, and their dirty pages the kernel's writeback, before the next.
       for (const dir of figureDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
     }
-    console.log(table())
+    // `profile` has no figures, only its reports.
+    console.log(rows.length ? table() : [heading(), ...reports].join('\n\n'))
   } finally {
     await cleanUp()
   }

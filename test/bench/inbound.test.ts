@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process'
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, expect, it } from 'vitest'
 import { DNSMASQ, describeWith } from '../system/peers.js'
-import { installed, startRun } from './run-support.js'
+import { installed, removeRun, startRun } from './run-support.js'
 
 /** Why #10 cannot run here, if it cannot: it needs dnsmasq, and Postfix (which the bench installs as root). */
 function missing(): string | undefined {
@@ -15,7 +15,7 @@ function missing(): string | undefined {
 
 describeWith('bench #10: the MX door against Postfix', 'dnsmasq and Postfix', missing(), () => {
   let tmp: string
-  afterEach(() => rmSync(tmp, { recursive: true, force: true }))
+  afterEach(() => removeRun(tmp))
 
   it('runs at a tiny scale: both MX hosts take the load, the memory is measured, nothing is left', async () => {
     tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-inbound-'))

@@ -1,9 +1,9 @@
 import { execFileSync, spawn } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, rmSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
 // What the tests of `npm run bench` share: its built runner in a process of its own, and the
-// processes it may leave behind.
+// processes and files it may leave behind.
 
 const RUN = fileURLToPath(new URL('../../dist/bench/run.js', import.meta.url))
 
@@ -42,8 +42,8 @@ export function processesNaming(dir: string): number[] {
   return pids
 }
 
-/** Should a run have left a process behind, it must not outlive its test. */
-export function killProcessesNaming(dir: string): void {
+/** Stops whatever a run left under `dir` (it must not outlive its test), then removes `dir`. */
+export function removeRun(dir: string): void {
   for (const pid of processesNaming(dir)) {
     try {
       process.kill(pid, 'SIGKILL')
@@ -51,6 +51,7 @@ export function killProcessesNaming(dir: string): void {
       // gone meanwhile
     }
   }
+  rmSync(dir, { recursive: true, force: true })
 }
 
 /** Whether `command` is on the PATH. */

@@ -1,19 +1,16 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { waitFor } from '../system/peers.js'
-import { killProcessesNaming, processesNaming, startRun as startFigure } from './run-support.js'
+import { processesNaming, removeRun, startRun as startFigure } from './run-support.js'
 
 // The benchmark must leave nothing behind, also when it is stopped halfway, by a signal or by its
 // own deadline. The signal reaches only the runner here (as when a supervisor stops it), so the
 // runner itself must stop the server and the sink it started and remove their directories.
 describe('bench: a run stopped halfway, or before it starts', () => {
   let tmp: string
-  afterEach(() => {
-    killProcessesNaming(tmp)
-    rmSync(tmp, { recursive: true, force: true })
-  })
+  afterEach(() => removeRun(tmp))
 
   /**
    * `npm run bench -- http` (or another `figure`), writing under a TMPDIR of its own: its children carry that (or the
@@ -70,7 +67,7 @@ describe('bench: a run stopped halfway, or before it starts', () => {
     const { exited, stderr } = startRun({}, 'nosuch')
     expect(await exited).toBe(2)
     expect(stderr().trim()).toBe(
-      'no figures named nosuch: run all of them, or one of http, relay, log, rss, dkim, postgres, cli, inbound, tls, hostile',
+      'no figures named nosuch: run all of them, or one of http, relay, log, rss, dkim, postgres, cli, inbound, tls, hostile, profile',
     )
     await nothingLeft()
   })

@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process'
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, expect, it } from 'vitest'
 import { describeWith, SMTP_SINK, waitFor } from '../system/peers.js'
-import { installed, killProcessesNaming, processesNaming, startRun } from './run-support.js'
+import { installed, processesNaming, removeRun, startRun } from './run-support.js'
 
 /** Why #11 cannot run here, if it cannot: it needs smtp-sink, and Postfix and OpenDKIM (which the bench installs as root). */
 function missing(): string | undefined {
@@ -20,10 +20,7 @@ describeWith(
   missing(),
   () => {
     let tmp: string
-    afterEach(() => {
-      killProcessesNaming(tmp)
-      rmSync(tmp, { recursive: true, force: true })
-    })
+    afterEach(() => removeRun(tmp))
 
     it('runs at a tiny scale: every leg relays, both signers verify, nothing is left', async () => {
       tmp = mkdtempSync(join(tmpdir(), 'mailroom-bench-tls-'))

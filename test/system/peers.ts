@@ -182,14 +182,16 @@ export async function startDnsmasq(records: string[]) {
 /**
  * `mailroom serve` as a child process over a data directory; resolves once it listens. Its output
  * is collected in memory, or with `logFile` written to that file (the bench: reading a log of
- * millions of lines would load its machine).
+ * millions of lines would load its machine). `cwd` is its working directory (the bench's profile:
+ * where V8 writes what it is told to).
  */
 export async function startMailroom(
   env: Record<string, string>,
-  options: { logFile?: string } = {},
+  options: { logFile?: string; cwd?: string } = {},
 ): Promise<{ child: ChildProcess; httpPort: number; smtpPort: number; output: () => string }> {
   const log = options.logFile === undefined ? 'pipe' : openSync(options.logFile, 'w')
   const child = spawn(process.execPath, [BIN, 'serve'], {
+    cwd: options.cwd,
     env: {
       ...process.env,
       MAILROOM_HTTP_PORT: '0',
