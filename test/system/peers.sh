@@ -34,7 +34,10 @@ have_sink() { [ -x "$SINK" ]; }
 have_dnsmasq() { [ -x /usr/sbin/dnsmasq ]; }
 have_chromium() { [ -x /usr/bin/chromium ]; }
 have_systemd_analyze() { command -v systemd-analyze >/dev/null 2>&1; }
-have_tools() { have_swaks && have_sink && have_dnsmasq && have_chromium && have_systemd_analyze; }
+# perf, for the bench's profile (test/bench/profile.test.ts): the wrapper runs only where a perf
+# for the running kernel is installed.
+have_perf() { perf --version >/dev/null 2>&1; }
+have_tools() { have_swaks && have_sink && have_dnsmasq && have_chromium && have_systemd_analyze && have_perf; }
 pg_answers() {
   if command -v pg_isready >/dev/null 2>&1; then
     pg_isready -q -h "$PG_HOST" -p "$PG_PORT"
@@ -58,7 +61,7 @@ have_tools && pg_answers && exit 0
 
 if ! can_install; then
   have_tools ||
-    echo "test/system/peers.sh: swaks, Postfix's smtp-sink, dnsmasq, chromium and systemd-analyze are needed; install swaks, dnsmasq-base, chromium and systemd, and unpack the postfix package into $PEERS/postfix (needs root and apt-get); without chromium the console's tests are SKIPPED, without systemd-analyze the systemd unit's (with CI=true they fail)" >&2
+    echo "test/system/peers.sh: swaks, Postfix's smtp-sink, dnsmasq, chromium, systemd-analyze and perf are needed; install swaks, dnsmasq-base, chromium, systemd and linux-perf, and unpack the postfix package into $PEERS/postfix (needs root and apt-get); without chromium the console's tests are SKIPPED, without systemd-analyze the systemd unit's, without perf the bench profile's (with CI=true they fail)" >&2
   pg_answers || skip_postgres "starting one needs root and apt-get"
   exit 0
 fi
@@ -77,6 +80,7 @@ if ! have_tools; then
   have_dnsmasq || apt_install dnsmasq-base
   have_chromium || apt_install chromium
   have_systemd_analyze || apt_install systemd
+  have_perf || apt_install linux-perf
   if ! have_sink; then
     apt_update
     tmp=$(mktemp -d)
@@ -86,7 +90,7 @@ if ! have_tools; then
     dpkg -x "$tmp"/postfix_*.deb "$PEERS/postfix"
     rm -rf "$tmp"
   fi
-  echo "test/system/peers.sh: swaks $(command -v swaks), smtp-sink $SINK, dnsmasq /usr/sbin/dnsmasq, chromium /usr/bin/chromium, systemd-analyze $(command -v systemd-analyze)"
+  echo "test/system/peers.sh: swaks $(command -v swaks), smtp-sink $SINK, dnsmasq /usr/sbin/dnsmasq, chromium /usr/bin/chromium, systemd-analyze $(command -v systemd-analyze), perf $(command -v perf)"
 fi
 
 pg_answers && exit 0
