@@ -28,19 +28,23 @@ registerHooks({
 /** What a worker thread loads first: this module. */
 const LOAD_FIRST = ['--import', import.meta.url]
 
+/** The process's options a thread is given: all of them, until a thread refuses one. */
+let threadOptions = process.execArgv
+
 /**
  * A worker thread running `url`, given the process's own options and this module loaded first.
  * A thread refuses V8's options (`node --max-old-space-size=512`) and the process's (`--title`)
  * with ERR_WORKER_INVALID_EXEC_ARGV, while they already hold for the whole process: only then is
- * each option tried alone, in a thread stopped at once, and those refused are left out.
+ * each option tried alone, in a thread stopped at once, and those refused are left out of this
+ * thread and every later one.
  */
 export function startThread(url: URL, options: Omit<WorkerOptions, 'execArgv'>): Worker {
   try {
-    return new Worker(url, { ...options, execArgv: [...process.execArgv, ...LOAD_FIRST] })
+    return new Worker(url, { ...options, execArgv: [...threadOptions, ...LOAD_FIRST] })
   } catch (err) {
     if (!refusedOptions(err)) throw err
   }
-  const taken = process.execArgv.filter((option) => {
+  threadOptions = process.execArgv.filter((option) => {
     try {
       void new Worker('', { eval: true, execArgv: [option], stdout: true, stderr: true }).terminate()
       return true
@@ -49,7 +53,7 @@ export function startThread(url: URL, options: Omit<WorkerOptions, 'execArgv'>):
       throw err
     }
   })
-  return new Worker(url, { ...options, execArgv: [...taken, ...LOAD_FIRST] })
+  return new Worker(url, { ...options, execArgv: [...threadOptions, ...LOAD_FIRST] })
 }
 
 const refusedOptions = (err: unknown) => (err as { code?: string }).code === 'ERR_WORKER_INVALID_EXEC_ARGV'
