@@ -980,13 +980,15 @@ async function tlsFigures() {
     },
   }
   type Leg = keyof typeof legs
-  const names = Object.keys(legs) as Leg[]
+  const only = process.env.BENCH_TLS_LEGS?.split(',')
+  const names = (Object.keys(legs) as Leg[]).filter((n) => !only || only.includes(n))
   const ms = Object.fromEntries(names.map((n) => [n, 0])) as Record<Leg, number>
   for (let round = 0; round <= ROUNDS; round++) {
     const took: string[] = []
     for (const name of round % 2 ? [...names].reverse() : names) {
       if (name === 'mailroomDkim') await addDomainKey(deps, { accountId: 1, domain: 'bench.example', algorithm: 'rsa' })
       const started = performance.now()
+      const m0 = machineTimes()
       sent += perLeg
       // The leg ends when the sink has its last message, whenever its client exits (autocannon
       // only at its next second); the sink is polled often, as that wait is part of the leg's time.
@@ -994,8 +996,14 @@ async function tlsFigures() {
       sunk.catch(() => undefined)
       await legs[name]()
       const legMs = (await sunk) - started
+      const m1 = machineTimes()
       if (name === 'mailroomDkim') await admin.domains.remove('bench.example')
-      took.push(`${name} ${((perLeg / legMs) * 1000).toFixed(0)}`)
+      // The whole machine's CPU (the load's client, the sink and Postfix included), in clock ticks of 10 ms.
+      const busyUs = ((m1.total - m0.total - (m1.idle - m0.idle)) * 10_000) / perLeg
+      const idle = (100 * (m1.idle - m0.idle)) / (m1.total - m0.total)
+      took.push(
+        `${name} ${((perLeg / legMs) * 1000).toFixed(0)} (${busyUs.toFixed(0)} µs of CPU a message, ${idle.toFixed(0)}% idle)`,
+      )
       if (round > 0) ms[name] += legMs
     }
     console.error(`#11 round ${round}, msg/s: ${took.join(', ')}${round === 0 ? ' (warm-up, not counted)' : ''}`)
@@ -1031,12 +1039,15 @@ async function tlsFigures() {
       'postfix',
       3.5,
     ],
-  ] as const)
+  ] as const) {
+    // BENCH_TLS_LEGS (a list of the legs' names) runs only those, for a closer look at two of them.
+    if (!(leg in ms && baseLeg in ms)) continue
     record(
       { n: 11, figure, value: rate(leg), unit: 'msg/s', baseline, baselineValue: rate(baseLeg), bar: `≥ ${bar}` },
       'higher',
       bar,
     )
+  }
 }
 
 const heading = () =>
@@ -1048,11 +1059,12 @@ const nowUs = () => Number(process.hrtime.bigint() / 1000n)
 
 /**
  * `profile` (never part of a whole run): where a message's CPU goes, by phase and thread
- * (bench/profile.ts; the README's "Where a relayed message's time goes"). Three loads, each on a
+ * (bench/profile.ts; the README's "Where a relayed message's time goes"). Four loads, each on a
  * server of its own under `--cpu-prof` and perf, with bench.example a sending domain (DKIM, RSA
- * 2048, registered as in #6), all delivering to one smtp-sink: BENCH_MESSAGES messages of 4 KB over
- * 16 SMTP sessions with STARTTLS and AUTH (the relay load of #3, as a mail program submitting to
- * port 587 sends it); the same without TLS, for comparison; and as many REST sends of 4 KB
+ * 2048, registered as in #6) but for the second, all delivering to one smtp-sink: BENCH_MESSAGES
+ * messages of 4 KB over 16 SMTP sessions with STARTTLS and AUTH (the relay load of #3, as a mail
+ * program submitting to port 587 sends it); the same unsigned, for what signing costs each thread;
+ * the same signed without TLS, for comparison; and as many REST sends of 4 KB
  * (autocannon, 32 connections). A tenth as many go first, to warm the server up. What is measured
  * runs from the start of the load until the sink has its last message: each thread's CPU from
  * /proc, and the samples both profilers took meanwhile.
@@ -1074,7 +1086,12 @@ async function profileFigure() {
   let sent = 0
   const drained = () => waitFor(async () => sink.count() >= sent, 600_000)
   type Served = Awaited<ReturnType<typeof serve>>
-  const leg = async (name: string, title: string, load: (s: Served, messages: number) => Promise<unknown>) => {
+  const leg = async (
+    name: string,
+    title: string,
+    load: (s: Served, messages: number) => Promise<unknown>,
+    signed = true,
+  ) => {
     const dir = tempDir(`profile-${name}`)
     const cpu = tempDir(`profile-${name}-cpu`)
     const s = await serve(
@@ -1100,10 +1117,11 @@ async function profileFigure() {
     )
     const pid = s.child.pid!
     const admin = openDataDir(dir)
-    await addDomainKey(
-      { store: admin, config: { nodeName: 'bench.example' }, clock: Date.now },
-      { accountId: 1, domain: 'bench.example', algorithm: 'rsa' },
-    )
+    if (signed)
+      await addDomainKey(
+        { store: admin, config: { nodeName: 'bench.example' }, clock: Date.now },
+        { accountId: 1, domain: 'bench.example', algorithm: 'rsa' },
+      )
     await admin.close()
     await load(s, warmUp)
     sent += warmUp
@@ -1168,6 +1186,12 @@ async function profileFigure() {
     'relay',
     `Relay: ${TOTAL} × 4 KB over 16 SMTP sessions with STARTTLS and AUTH, DKIM-signed, to smtp-sink`,
     smtp(['--starttls']),
+  )
+  await leg(
+    'relay-unsigned',
+    `The same unsigned: ${TOTAL} × 4 KB over 16 SMTP sessions with STARTTLS and AUTH, no sending domain`,
+    smtp(['--starttls']),
+    false,
   )
   await leg('relay-plain', `The same without TLS: ${TOTAL} × 4 KB over 16 SMTP sessions with AUTH`, smtp([]))
   await leg('rest', `REST: ${TOTAL} POST /mail/send of 4 KB over 32 connections, DKIM-signed, to smtp-sink`, (s, n) =>

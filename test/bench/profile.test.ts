@@ -301,7 +301,12 @@ describeWith('bench profile: a run at a tiny scale', 'perf', perfMissing(), () =
       expect(await run.exited, run.stdout() + run.stderr()).toBe(0)
 
       const legs = run.stdout().split(/^### /m).slice(1)
-      expect(legs.map((l) => l.slice(0, l.indexOf(':')))).toEqual(['Relay', 'The same without TLS', 'REST'])
+      expect(legs.map((l) => l.slice(0, l.indexOf(':')))).toEqual([
+        'Relay',
+        'The same unsigned',
+        'The same without TLS',
+        'REST',
+      ])
       const number = String.raw`\d+(?:\.\d+)?`
       // A thread that perf did not catch on a core in so short a window has no shares ("—").
       const maybe = `(?:${number}|—)`
@@ -340,7 +345,7 @@ describeWith('bench profile: a run at a tiny scale', 'perf', perfMissing(), () =
       // The raw profiles were kept: each thread's --cpu-prof (the engine's is Node's thread 1), perf's
       // samples and the JIT's dump that names their code.
       const kept = readdirSync(keep)
-      for (const name of ['relay', 'relay-plain', 'rest']) {
+      for (const name of ['relay', 'relay-unsigned', 'relay-plain', 'rest']) {
         const files = kept.filter((f) => f.startsWith(`${name}.CPU.`))
         expect(files.map((f) => f.split('.')[5]).sort()).toEqual(['0', '1'])
         for (const f of files) expect(JSON.parse(readFileSync(join(keep, f), 'utf8')).samples.length).toBeGreaterThan(0)
