@@ -141,14 +141,25 @@ const SIGNED_FIELDS = new Set([
   'list-post',
   'list-owner',
   'list-archive',
+  'list-unsubscribe-post',
   'bimi-selector',
 ])
+
+/**
+ * The fields signed once more than they occur (RFC 6376 §5.4.2 and §8.15): a name in h= with no
+ * instance left to pair with signs the absence of one more, so that a field added after signing (a
+ * second From or Subject shown instead of ours, a List-Unsubscribe pointing elsewhere) breaks the
+ * signature. A field the message lacks is signed as absent. RFC 8058 §4: List-Unsubscribe and
+ * List-Unsubscribe-Post are covered by the signature.
+ */
+const OVERSIGNED = ['From', 'To', 'Subject', 'Date', 'Message-ID', 'List-Unsubscribe', 'List-Unsubscribe-Post']
 
 /**
  * The DKIM-Signature header field (RFC 6376 §3.5) of a message with CRLF line ends, folded, with
  * its CRLF, as latin1 (the message's bytes one for one). Every instance of a signed field is
  * signed, the last first: a verifier pairs the names in h= with instances from the bottom up
- * (RFC 6376 §5.4.2).
+ * (RFC 6376 §5.4.2); then each of OVERSIGNED once more, which pairs with nothing and adds nothing
+ * to the data signed.
  */
 export async function dkimSignature(message: Buffer, key: SigningKey, time: number): Promise<string> {
   const { fields, body } = splitMessage(message)
@@ -161,7 +172,7 @@ export async function dkimSignature(message: Buffer, key: SigningKey, time: numb
   const tags = ['v=1;', `a=${key.algorithm}-sha256;`, 'c=relaxed/relaxed;', `d=${d};`, `s=${key.selector};`]
   for (const tag of [...tags, `t=${Math.floor(time / 1000)};`]) line.add(tag, ' ')
   // RFC 6376 §3.5: h= may fold after each colon.
-  const names = signed.map(fieldName)
+  const names = [...signed.map(fieldName), ...OVERSIGNED]
   for (const [i, name] of names.entries())
     line.add(`${i ? '' : 'h='}${name}${i < names.length - 1 ? ':' : ';'}`, i ? '' : ' ')
   line.add(`bh=${bh};`, ' ')

@@ -295,6 +295,7 @@ describe('the signer', () => {
     } as DKIMSignOptions)
     return signatures
   }
+  const OVERSIGNED = 'From:To:Subject:Date:Message-ID:List-Unsubscribe:List-Unsubscribe-Post'
   const tag = (signature: string, name: string) =>
     signature.match(new RegExp(`[; ]${name}=([^;]*)`))?.[1].replace(/\s+/g, '')
 
@@ -332,12 +333,40 @@ describe('the signer', () => {
       `${HEAD}Received: from a\r\nto: carol@example.com\r\nsubject: again\r\nX-Other: x\r\n\r\nbody\r\n`,
     )
     const signature = await dkimSignature(message, keyOf('rsa'), Date.now())
-    expect(tag(signature, 'h')?.toLowerCase()).toBe(tag(await theirs(message), 'h')?.toLowerCase())
-    expect(tag(signature, 'h')).toMatch(/^subject:to:Content-Type:MIME-Version:Message-ID:Date:Subject:To:From$/)
+    // mailauth's h=, then the over-signed names.
+    expect(tag(signature, 'h')?.toLowerCase()).toBe(`${tag(await theirs(message), 'h')}:${OVERSIGNED}`.toLowerCase())
+    expect(tag(signature, 'h')).toBe(
+      `subject:to:Content-Type:MIME-Version:Message-ID:Date:Subject:To:From:${OVERSIGNED}`,
+    )
     expect(await verify(Buffer.concat([Buffer.from(signature), message]), records)).toEqual(['signed.test/rsa: pass'])
     // The first instance is covered as well as the last: changing it breaks the signature.
     const changed = Buffer.from(message.toString().replace('To: bob@', 'To: mallory@'))
     expect(await verify(Buffer.concat([Buffer.from(signature), changed]), records)).toEqual(['signed.test/rsa: fail'])
+  })
+
+  it('over-signs From, To, Subject, Date, Message-ID and List-Unsubscribe: adding one breaks the signature', async () => {
+    const message = Buffer.from(`${HEAD}List-Unsubscribe: <https://signed.test/u/1>\r\n\r\nbody\r\n`)
+    const signature = Buffer.from(await dkimSignature(message, keyOf('rsa'), Date.now()), 'latin1')
+    expect(await verify(Buffer.concat([signature, message]), records)).toEqual(['signed.test/rsa: pass'])
+    // A field added above the signed ones (where a mail program may show it instead), or one the
+    // message lacked (List-Unsubscribe-Post here), of any over-signed name, breaks it.
+    for (const added of [
+      'From: Someone Else <ceo@signed.test>',
+      'To: victim@example.com',
+      'Subject: Urgent: wire transfer',
+      'Date: Mon, 1 Jan 2024 00:00:00 +0000',
+      'Message-ID: <other@signed.test>',
+      'List-Unsubscribe: <https://evil.example/u>',
+      'List-Unsubscribe-Post: List-Unsubscribe=One-Click',
+    ])
+      expect(await verify(Buffer.concat([signature, Buffer.from(`${added}\r\n`), message]), records), added).toEqual([
+        'signed.test/rsa: fail',
+      ])
+    // Any other field added on the way leaves it valid: a relay's Received line, a receiver's header.
+    for (const added of ['Received: from relay.example by mx.example', 'X-Spam-Score: 0.1'])
+      expect(await verify(Buffer.concat([Buffer.from(`${added}\r\n`), signature, message]), records)).toEqual([
+        'signed.test/rsa: pass',
+      ])
   })
 
   it('signs with the key a selector has now, though another was parsed for it before', async () => {
