@@ -69,7 +69,7 @@ const Overview: FC<{ priced: boolean }> = ({ priced }) => (
           </div>
         )}
         <div id="sandbox-figure" hidden>
-          <dt>Sandbox messages (not billed)</dt>
+          <dt>Not billed (sandbox mail, reports to senders)</dt>
           <dd id="sandbox">…</dd>
         </div>
       </dl>

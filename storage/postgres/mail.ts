@@ -96,9 +96,9 @@ function statsQueries(windowed: boolean) {
       GROUP BY ${column} ORDER BY n DESC, ${column} COLLATE "C" ASC LIMIT ${limit}`
   return {
     usage: 'SELECT COUNT(*) AS n FROM messages m WHERE m.order_id = ANY($1::int[]) AND m.time >= $2 AND m.time < $3',
-    // The same of sandbox mail, from its partial index.
-    sandbox:
-      'SELECT COUNT(*) AS n FROM messages m WHERE m.order_id = ANY($1::int[]) AND m.sandbox AND m.time >= $2 AND m.time < $3',
+    // The same of what the cycle does not bill (sandbox mail, reports to senders), from its partial index.
+    unbilled:
+      "SELECT COUNT(*) AS n FROM messages m WHERE m.order_id = ANY($1::int[]) AND (m.sandbox OR m.interface = 'report') AND m.time >= $2 AND m.time < $3",
     received: `SELECT COUNT(*) AS n FROM ${messages} ${time}`,
     sent: `SELECT COUNT(*) AS n FROM ${recipients} AND d.delivered = 1 ${time}`,
     to: top('d.recipient', recipients),
@@ -143,16 +143,16 @@ export function createMailStore(
         (await reads.pool.query<{ k: string; n: number }>(text, [...window, q.top])).rows.map((r) => [r.k, r.n]),
       )
     const cycle = [q.orderIds, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)]
-    const [messages, sandbox, received, sent, to, from, ip] = await Promise.all([
+    const [messages, unbilled, received, sent, to, from, ip] = await Promise.all([
       count(sql.usage, cycle),
-      count(sql.sandbox, cycle),
+      count(sql.unbilled, cycle),
       count(sql.received, window),
       count(sql.sent, window),
       top(sql.to),
       top(sql.from),
       top(sql.ip),
     ])
-    // Sandbox mail is never billed.
-    return { usage: messages - sandbox, received, sent, volume: { to, from, ip } }
+    // Sandbox mail and reports to senders are never billed.
+    return { usage: messages - unbilled, received, sent, volume: { to, from, ip } }
   }
 }

@@ -147,8 +147,9 @@ export const messages = pgTable(
     index('messages_order_subject').on(t.orderId, t.subject, t.id, t.rcptCount),
     index('messages_order_header_from').on(t.orderId, t.headerFrom, t.id, t.rcptCount),
     index('messages_order_reply_to').on(t.orderId, t.replyTo, t.id, t.rcptCount),
-    // Sandbox mail of a billing cycle, to take out of its usage: counted from this index alone.
-    index('messages_sandbox_order_time').on(t.orderId, t.time).where(sql`sandbox`),
+    // What a billing cycle does not bill, to take out of its usage, counted from this index alone:
+    // sandbox mail, and the reports to senders mailroom writes itself (interface 'report').
+    index('messages_unbilled_order_time').on(t.orderId, t.time).where(sql`sandbox OR interface = 'report'`),
     // The sent message a received reply names (In-Reply-To, References), to put both in one thread.
     index('messages_message_id').on(t.messageId).where(sql`message_id IS NOT NULL`),
   ],

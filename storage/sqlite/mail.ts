@@ -269,10 +269,10 @@ export function createMailStore(
           (prepare(text).all(...q.orderIds, ...since, q.top) as { k: string; n: number }[]).map((r) => [r.k, r.n]),
         )
       // The billing cycle's messages are counted in full once, then only for the messages since;
-      // its sandbox mail, never billed, is taken out of its usage.
+      // what it never bills (sandbox mail, reports to senders) is taken out of its usage.
       const cycle = [...q.orderIds, Math.floor(q.cycleStart / 1000), Math.floor(q.cycleEnd / 1000)]
       return {
-        usage: keptTotal({ ...sql.usage, countParams: cycle, changing: false }) - countOf(sql.sandbox, cycle),
+        usage: keptTotal({ ...sql.usage, countParams: cycle, changing: false }) - countOf(sql.unbilled, cycle),
         received: countOf(sql.received, [...q.orderIds, ...since]),
         sent: countOf(sql.sent, [...q.orderIds, ...since]),
         volume: { to: top(sql.to), from: top(sql.from), ip: top(sql.ip) },
@@ -449,8 +449,9 @@ export function buildStatsQueries(orders: number, windowed: boolean) {
       // The messages after a row id from the (order_id) index, whose entries end in it.
       countAbove: `SELECT COUNT(*) AS n FROM messages m INDEXED BY messages_order WHERE m.order_id IN (${ids}) AND m.time >= ? AND m.time < ? AND m.id > ?`,
     },
-    // The cycle's sandbox mail, from an index that holds only that: one step per sandbox message.
-    sandbox: `SELECT COUNT(*) AS n FROM messages m INDEXED BY messages_sandbox_order_time WHERE m.order_id IN (${ids}) AND m.sandbox = 1 AND m.time >= ? AND m.time < ?`,
+    // What the cycle does not bill (sandbox mail, reports to senders), from an index that holds only
+    // that: one step per such message.
+    unbilled: `SELECT COUNT(*) AS n FROM messages m INDEXED BY messages_unbilled_order_time WHERE m.order_id IN (${ids}) AND (m.sandbox = 1 OR m.interface = 'report') AND m.time >= ? AND m.time < ?`,
     received: windowed
       ? `SELECT COUNT(*) AS n FROM messages m WHERE m.order_id IN (${ids}) ${time}`
       : `SELECT COALESCE(SUM(messages), 0) AS n FROM order_counts WHERE order_id IN (${ids})`,

@@ -644,6 +644,17 @@ describe('delivery', () => {
         ['sender@example.org', ['here@example.com']],
         ['', ['sender@example.org']],
       ])
+      // Both are in the order's statistics; only the sender's message is billed.
+      const now = t.env.clock()
+      expect(
+        await t.env.services.store.mail.stats({
+          orderIds: [t.env.orderId],
+          since: null,
+          cycleStart: now - 3_600_000,
+          cycleEnd: now + 3_600_000,
+          top: 10,
+        }),
+      ).toMatchObject({ usage: 1, received: 2 })
       const { parsed, groups, headers } = await parseReport(t.sink.messages[1].raw)
       expect(parsed.from?.value).toEqual([
         { name: 'Mail Delivery System', address: `MAILER-DAEMON@${t.env.config.nodeName}` },

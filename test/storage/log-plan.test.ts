@@ -94,7 +94,7 @@ describe('statistics (and windowed log totals) query plans, with the statistics 
         const params: Record<keyof typeof sql, unknown[]> = {
           usage: [1, 2],
           usageAbove: [1, 2, 3],
-          sandbox: [1, 2],
+          unbilled: [1, 2],
           received: windowed ? [1] : [],
           sent: windowed ? [1] : [],
           to: windowed ? [1, 5] : [5],
@@ -111,14 +111,14 @@ describe('statistics (and windowed log totals) query plans, with the statistics 
           ).toEqual([])
           // The messages of a window come from the time index; over all time, only covering indexes
           // (but for the few messages after a kept usage).
-          if (windowed && !/^(usage|sandbox)/.test(name))
+          if (windowed && !/^(usage|unbilled)/.test(name))
             expect(steps[0], name).toMatch(/messages_order_time \(order_id=\? AND time>\?\)/)
           // The usage kept from an earlier count adds the messages after it, from a seek.
           if (name === 'usageAbove') expect(steps.join(' | ')).toMatch(/rowid>\?/)
-          // The sandbox mail of the cycle, from its own index alone, which holds nothing else.
-          if (name === 'sandbox')
+          // What the cycle does not bill, from its own index alone, which holds nothing else.
+          if (name === 'unbilled')
             expect(steps.join(' | '), name).toMatch(
-              /^SEARCH m USING COVERING INDEX messages_sandbox_order_time \(order_id=\? AND time>\? AND time<\?\)/,
+              /^SEARCH m USING COVERING INDEX messages_unbilled_order_time \(order_id=\? AND time>\? AND time<\?\)/,
             )
           if (!windowed && name !== 'usageAbove')
             expect(

@@ -20,7 +20,8 @@ async function usage() {
   // Shown only where the operator set a price (the page has no place for it otherwise).
   const cost = $('#cost')
   if (cost) cost.textContent = money(stats.cost, stats.currency)
-  // Over the billing cycle every message accepted is received, and all but sandbox mail is usage.
+  // Over the billing cycle every message accepted is received, and all but sandbox mail and reports
+  // to senders is usage.
   const sandbox = stats.received - stats.usage
   $('#sandbox').textContent = count(sandbox)
   $('#sandbox-figure').hidden = sandbox === 0

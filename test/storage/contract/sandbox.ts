@@ -72,6 +72,28 @@ export function sandboxContract(f: Fixture) {
       expect(await stats(T0 - 180_000)).toMatchObject({ usage: 2, received: 5 })
     })
 
+    it('leaves the reports to senders it queues out of the usage, as sandbox mail', async () => {
+      const m = newMessage(f, { recipients: ['gone@b.example'] })
+      const { leased } = await f.store.mail.enqueue(m, { node: 'node-a', now: T0 })
+      // A report as relay/reports.ts writes it: from the null sender, interface 'report'.
+      const report = newMessage(f, { envFrom: '', recipients: [m.envFrom], transtype: 'DSN', interface: 'report' })
+      const reportSandbox = newMessage(f, { ...report, txid: `${report.txid}s`, sandbox: true })
+      await f.store.queue.record(
+        [outcome(leased![0].id, 'failed', T0 + 1000)],
+        [{ action: 'failed', rows: [leased![0].id], message: report }],
+      )
+      await f.store.mail.enqueue(reportSandbox)
+      const stats = await f.store.mail.stats({
+        orderIds: [f.orderId],
+        since: null,
+        cycleStart: T0 - 60_000,
+        cycleEnd: T0 + 60_000,
+        top: 10,
+      })
+      // Three messages stored and in the statistics; the one the account sent is billed.
+      expect(stats).toMatchObject({ usage: 1, received: 3 })
+    })
+
     it('queues a report about sandbox mail as sandbox mail', async () => {
       const m = newMessage(f, { sandbox: true, recipients: ['gone@b.example'] })
       const { leased } = await f.store.mail.enqueue(m, { node: 'node-a', now: T0 })

@@ -1,0 +1,2 @@
+DROP INDEX `messages_sandbox_order_time`;--> statement-breakpoint
+CREATE INDEX `messages_unbilled_order_time` ON `messages` (`order_id`,`time`,`sandbox`,`interface`) WHERE sandbox = 1 OR interface = 'report';
