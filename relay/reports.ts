@@ -240,6 +240,7 @@ function reportMessage(
     messageId: report.messageId,
     origin: nodeName,
     transtype: 'DSN',
+    // What the stores know a report by: it is never billed (getStats' usage leaves it out).
     interface: 'report',
     sendingZone: 'default',
     raw: [report.raw],
