@@ -10,6 +10,7 @@ import { SANDBOX_DOMAIN } from '../../relay/sandbox.js'
 import type { LogRow } from '../../storage/store.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { startMuteMx, startSink, stubResolver } from './sink.js'
+import { resolverOf } from './inbound-support.js'
 
 /** The default MAILROOM_LEASE_TIMEOUT, which these workers run with. */
 const LEASE_TIMEOUT = 10 * 60_000
@@ -701,11 +702,7 @@ describe('delivery', () => {
       const report = (await messages(t))[1]
       await t.settled(report.id, (r) => r[0].delivered === 1)
       const raw = t.sink.messages.find((m) => m.from === '')!.raw
-      const resolver = async (name: string, type: string) => {
-        if (type === 'TXT' && name === record.name) return [record.value.match(/.{1,255}/g) as string[]]
-        throw Object.assign(new Error(`queryTxt ENOTFOUND ${name}`), { code: 'ENOTFOUND' })
-      }
-      const { results } = await dkimVerify(raw, { resolver })
+      const { results } = await dkimVerify(raw, { resolver: resolverOf([record]) })
       expect(results.map((r) => `${r.signingDomain}/${r.selector}: ${r.status.result}`)).toEqual([
         'relay.test/r1: pass',
       ])
