@@ -32,7 +32,7 @@ export async function createOrder(
   accountId: number,
   comment: string | null,
   senders: string[],
-  options: { sandbox?: boolean } = {},
+  options: { sandbox?: boolean; list?: boolean } = {},
 ): Promise<{ order: MailOrder; password: string }> {
   return services.store.orders.create({ accountId, comment, senders, now: services.clock(), ...options })
 }

@@ -13,6 +13,7 @@ const orderJson = (o: MailOrder) => ({
   comment: o.comment,
   senders: o.senders,
   sandbox: o.sandbox,
+  list: o.list === true,
 })
 
 /** `order` and `sender`: mail orders (sending credentials) and their authorized senders. */
@@ -25,14 +26,16 @@ export function addOrderCommands(program: Command): void {
       .addOption(accountOption())
       .option('--comment <text>', 'a note shown in listings')
       .option('--sender <addr|@domain>', 'authorized sender (repeatable); none = any sender', collect, [])
-      .option('--sandbox', 'a sandbox order: its mail, whatever the door, is logged but never leaves'),
+      .option('--sandbox', 'a sandbox order: its mail, whatever the door, is logged but never leaves')
+      .option('--list', 'a bulk order: its mail gets a one-click unsubscribe link, one recipient per message'),
     async (rt, o) => {
       const sandbox = o.sandbox === true
-      const { order, password } = await createOrder(rt, o.account, o.comment ?? null, o.sender, { sandbox })
-      return { id: order.id, username: `mb${order.id}`, password, status: order.status, sandbox }
+      const list = o.list === true
+      const { order, password } = await createOrder(rt, o.account, o.comment ?? null, o.sender, { sandbox, list })
+      return { id: order.id, username: `mb${order.id}`, password, status: order.status, sandbox, list }
     },
     (r) =>
-      `${r.sandbox ? 'sandbox mail order' : 'mail order'} ${r.id} created\nSMTP username: ${r.username}\nSMTP password: ${r.password}`,
+      `${r.sandbox ? 'sandbox ' : ''}${r.list ? 'bulk ' : ''}mail order ${r.id} created\nSMTP username: ${r.username}\nSMTP password: ${r.password}`,
   )
   adminAction(
     order
@@ -72,7 +75,7 @@ export function addOrderCommands(program: Command): void {
       rows
         .map(
           (r) =>
-            `${r.id}\t${r.username}\t${r.status}${r.sandbox ? ' (sandbox)' : ''}\t${r.senders.join(',') || '(any sender)'}\t${r.comment ?? ''}`,
+            `${r.id}\t${r.username}\t${r.status}${r.sandbox ? ' (sandbox)' : ''}${r.list ? ' (bulk)' : ''}\t${r.senders.join(',') || '(any sender)'}\t${r.comment ?? ''}`,
         )
         .join('\n') || 'no orders',
   )

@@ -20,6 +20,7 @@ import { approvalReason, approvalUrlOf, type BoundPolicy, checkAllowed, takeSend
 import { Refusal, refusal } from './refusal.js'
 import { createSpamFilter } from './spam-filter.js'
 import { createTxidGenerator } from './txid.js'
+import { checkBulk, listHeaders } from './unsubscribe.js'
 
 export interface Submission {
   order: MailOrder
@@ -59,6 +60,11 @@ export interface Submission {
    * the Date or Message-ID it lacks. Like the Received line, not counted against the size limit.
    */
   added?: string
+  /**
+   * Bulk mail (a send's `list`, or its order's): its one recipient gets a one-click unsubscribe
+   * link (relay/unsubscribe.ts). Transactional mail, the default, carries none.
+   */
+  list?: boolean
   /** The input field each recipient (lower case) came from, when not all from `to` (cc, bcc), for refusals to name. */
   recipientFields?: Map<string, string>
   /**
@@ -282,6 +288,8 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
           { code: 452, enhanced: '4.5.3' },
         )
       }
+      const bulk = s.list === true || s.order.list === true
+      if (bulk) checkBulk(s)
       // An API send's From header is the caller's word, so every author in it is checked too; an
       // SMTP client's header is its own business, as with any submission server: only its envelope is checked.
       const rules = await store.rules.list([s.order.id])
@@ -322,6 +330,15 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
             ]
           : []),
         ...(s.added ? [Buffer.from(s.added)] : []),
+        ...(bulk
+          ? [
+              listHeaders(store.blocks, config.publicUrl, {
+                accountId: s.order.accountId,
+                txid,
+                address: s.recipients[0],
+              }),
+            ]
+          : []),
       ]
       // Signed last, over the message as it will be delivered; the signature goes on top.
       const raw = await signMessage(

@@ -17,6 +17,8 @@ export const REFUSAL_REASONS = {
   no_recipients: 'the message has no recipients',
   recipient_not_allowed: "a recipient outside the send policy's allowedRecipients (docs/approval.md)",
   rate_limited: "the send policy's maxPerHour or maxPerDay is reached (docs/approval.md)",
+  bulk_recipients: 'a bulk send (list) to more than one recipient: each gets an unsubscribe link of its own',
+  list_header: 'a bulk send (list) whose message has a List-Unsubscribe field of its own',
 } as const
 
 export type RefusalReason = keyof typeof REFUSAL_REASONS

@@ -234,6 +234,19 @@ export function createSubmissionServer(deps: SubmissionDeps, options: { secure?:
           counted(reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`), 'too_many_recipients'),
         )
       }
+      // A bulk order's message goes to one recipient, with its own unsubscribe link: the client
+      // sends the others in further transactions (RFC 5321 §4.5.3.1.10), as a 452 asks of it.
+      if (!again && order.list && rcpts.length >= 1) {
+        return callback(
+          counted(
+            reply(
+              452,
+              '4.5.3 This mail order sends bulk mail: one recipient per message, each with its own unsubscribe link',
+            ),
+            'bulk_recipients',
+          ),
+        )
+      }
       try {
         // A recipient the order's send policy does not allow is refused here, not after the data.
         await relay.checkRecipient(order, address.address, {

@@ -1,6 +1,7 @@
-import { createCipheriv, createDecipheriv, hash, randomBytes } from 'node:crypto'
+import { createCipheriv, createDecipheriv, hash, hkdfSync, randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { type Store, unsubscribeLinkOf } from './store.js'
 
 export const SECRET_FILE = 'secret.key'
 const API_KEY_PREFIX = 'mr_'
@@ -76,6 +77,36 @@ export function decrypt(secret: Buffer, stored: string): string {
   const decipher = createDecipheriv('aes-256-gcm', secret, raw.subarray(0, 12))
   decipher.setAuthTag(raw.subarray(12, 28))
   return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8')
+}
+
+/**
+ * A key for one use of the server secret (HKDF, RFC 5869), so that what is sealed for the public,
+ * such as an unsubscribe link, is never sealed under the key of the stored passwords.
+ */
+export const subkey = (secret: Buffer, purpose: string): Buffer =>
+  Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), `mailroom ${purpose}`, 32))
+
+/** A value sealed into a URL-safe token (AES-256-GCM): unreadable and unforgeable without `key`. */
+export const sealToken = (key: Buffer, value: unknown): string =>
+  Buffer.from(encrypt(key, JSON.stringify(value)).slice(3), 'base64').toString('base64url')
+
+/** What sealToken sealed under `key`, or undefined for a token it did not make (forged, altered, cut). */
+export function openToken(key: Buffer, token: string): unknown {
+  if (!/^[\w-]{40,1400}$/.test(token)) return undefined
+  try {
+    return JSON.parse(decrypt(key, `v1:${Buffer.from(token, 'base64url').toString('base64')}`))
+  } catch {
+    return undefined
+  }
+}
+
+/** The Store's unsubscribe tokens, sealed under the secret's `unsubscribe links` subkey (both backends). */
+export function unsubscribeTokens(secret: Buffer): Pick<Store['blocks'], 'unsubscribeToken' | 'openUnsubscribeToken'> {
+  const key = subkey(secret, 'unsubscribe links')
+  return {
+    unsubscribeToken: ({ accountId, txid, address }) => sealToken(key, [accountId, txid, address]),
+    openUnsubscribeToken: (token) => unsubscribeLinkOf(openToken(key, token)),
+  }
 }
 
 export function generatePassword(): string {

@@ -103,6 +103,8 @@ export interface MailOrder {
   createdAt: number
   /** A sandbox order: everything sent with it, over any door, is sandbox mail. */
   sandbox: boolean
+  /** A bulk order: everything sent with it, over any door, carries a one-click unsubscribe link. */
+  list?: boolean
   /** The order's send policy, which SMTP submission (no key) is held to; null or absent: none. */
   policy?: SendPolicy | null
 }
@@ -302,6 +304,21 @@ export interface Suppression {
   txid: string | null
 }
 
+/** What an unsubscribe link names: one recipient of one message of an account. */
+export interface UnsubscribeLink {
+  accountId: number
+  address: string
+  txid: string
+}
+
+/** The unsubscribe token's sealed form, as short as it can be: [accountId, txid, address]. */
+export function unsubscribeLinkOf(value: unknown): UnsubscribeLink | undefined {
+  if (!Array.isArray(value) || value.length !== 3) return undefined
+  const [accountId, txid, address] = value
+  if (!Number.isSafeInteger(accountId) || typeof txid !== 'string' || typeof address !== 'string') return undefined
+  return { accountId, txid, address }
+}
+
 export interface BlockEvent {
   rule: BlockRule
   createdAt: number
@@ -458,6 +475,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'message.held',
   'message.approved',
   'message.rejected',
+  'recipient.unsubscribed',
+  'recipient.complained',
 ] as const
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
 
@@ -480,6 +499,15 @@ export interface WebhookEventData {
   suppressed?: boolean
 }
 
+/** recipient.unsubscribed and recipient.complained: a recipient the account's mail no longer goes to. */
+export interface RecipientEventData {
+  recipient: string
+  /** The message whose unsubscribe link was used, or that the complaint is about; null when unknown. */
+  transactionId: string | null
+  /** unsubscribed: `one-click` (a receiver's POST, RFC 8058) or `page` (a person confirmed it on the page). complained: the report's Feedback-Type (RFC 5965), as `abuse`. */
+  via: string
+}
+
 /**
  * An event to tell the account's webhooks that subscribe to its type: written to the outbox in
  * the transaction of the change it reports, and only for an account that has such a webhook.
@@ -492,7 +520,7 @@ export interface WebhookEvent {
   /** When it happened (ms). */
   time: number
   /** message.received: the received message's summary and the new part of its text; message.held, .approved, .rejected: the hold. */
-  data: WebhookEventData | InboundSummary | HoldEventData
+  data: WebhookEventData | InboundSummary | HoldEventData | RecipientEventData
   /**
    * With queue.record: the delivery row whose outcome it reports. It is written only if the row
    * was recorded in that transaction (an outcome recorded twice is reported once).
@@ -746,6 +774,8 @@ export interface Store {
       now: number
       /** A sandbox order; not one when absent. */
       sandbox?: boolean
+      /** A bulk order (one-click unsubscribe); not one when absent. */
+      list?: boolean
     }): Promise<{ order: MailOrder; password: string }>
     get(id: number): Promise<MailOrder | undefined>
     /** Every order of the account, active and canceled, by id. */
@@ -844,6 +874,10 @@ export interface Store {
     /** `{from, subject}` pairs with more than `threshold` SUBJECT events since `since`. */
     subjectPairs(accountId: number, since: number, threshold: number): Promise<{ from: string; subject: string }[]>
     addEvent(accountId: number, event: BlockEvent): Promise<void>
+    /**
+     * Puts an address on a list of the account; true when it was not there yet. `events` (an
+     * unsubscribe's, a complaint's) are written to the outbox in the same commit, and only then.
+     */
     addToList(input: {
       accountId: number
       source: 'external' | 'internal'
@@ -851,9 +885,17 @@ export interface Store {
       address: string
       reason: string
       now: number
-      /** The message whose bounce put it there. */
+      /** The message whose bounce (unsubscribe link, complaint) put it there. */
       txid?: string
-    }): Promise<void>
+      events?: WebhookEvent[]
+    }): Promise<boolean>
+    /**
+     * The token of a recipient's unsubscribe link (RFC 8058) in a message of the account, sealed
+     * with a key derived from the server secret: the same on every node, unforgeable without it.
+     */
+    unsubscribeToken(link: UnsubscribeLink): string
+    /** What a token stands for; undefined for one mailroom did not make (forged, altered, cut short). */
+    openUnsubscribeToken(token: string): UnsubscribeLink | undefined
     /**
      * Removes the address from all three stores for the account: its list entries, the events it
      * is the sender of, and the LOCAL_BL_RCPT events of mail refused to it; returns how many records went.
@@ -863,6 +905,8 @@ export interface Store {
     blockedSender(accountId: number, address: string): Promise<BlockListEntry | undefined>
     /** Why a recipient is on the account's local block list (suppressed), if it is. */
     suppressed(accountId: number, address: string): Promise<BlockListEntry | undefined>
+    /** The account's recipients suppressed with `reason` since `since`, newest first, at most `limit`. */
+    suppressedFor(accountId: number, reason: string, since: number, limit: number): Promise<Suppression[]>
     /** A page of the account's suppressed recipients, newest first, and how many there are. */
     suppressions(
       accountId: number,

@@ -135,6 +135,7 @@ describe('mailroom command', { timeout: PROCESS_WAIT }, () => {
       password: expect.any(String),
       status: 'active',
       sandbox: false,
+      list: false,
     })
     expect(order.password.length).toBeGreaterThanOrEqual(20)
 
@@ -171,6 +172,7 @@ describe('mailroom command', { timeout: PROCESS_WAIT }, () => {
         comment: 'billing',
         senders: ['@acme.example'],
         sandbox: false,
+        list: false,
       },
     ])
 
@@ -331,6 +333,12 @@ describe('mailroom command', { timeout: PROCESS_WAIT }, () => {
   it('manages authorized senders and refuses bad arguments', async () => {
     const account = await json('account', 'create', '--json')
     const order = await json('order', 'create', '--account', String(account.id), '--json')
+    expect(order).toMatchObject({ sandbox: false, list: false })
+    const bulk = await json('order', 'create', '--account', String(account.id), '--list', '--json')
+    expect(bulk).toMatchObject({ sandbox: false, list: true })
+    expect((await run('order', 'list', '--account', String(account.id))).stdout).toContain(
+      `${bulk.id}\tmb${bulk.id}\tactive (bulk)`,
+    )
     expect((await json('sender', 'allow', '--order', String(order.id), 'Boss@Example.com', '--json')).senders).toEqual([
       'boss@example.com',
     ])

@@ -288,6 +288,15 @@ describe('accounts are isolated from each other', () => {
         reason: '5.1.1',
         now: NOW,
       })
+      await blocks.addToList({
+        accountId: a.accountId,
+        source: 'internal',
+        kind: 'recipient',
+        address: 'left@example.com',
+        reason: 'unsubscribed',
+        now: NOW,
+        txid: 'a1b2c3d4e5f6a7b8c9',
+      })
     })
 
     it("the first account's block events do not show in the other's GET /mail/blocks", async () => {
@@ -295,9 +304,11 @@ describe('accounts are isolated from each other', () => {
         local: [],
         mbtrap: [],
         subject: [],
+        unsubscribed: [],
       })
       const mine = await ok(await call(a, 'GET', '/mail/blocks'), 'getMailBlocks')
       expect(mine.local).toHaveLength(1)
+      expect(mine.unsubscribed).toHaveLength(1)
       expect(mine.mbtrap).toHaveLength(1)
       expect(mine.subject).toEqual([{ from: 'spammer@example.org', subject: 'socks5 list' }])
     })

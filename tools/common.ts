@@ -36,6 +36,7 @@ export const orderFields = (order: MailOrder) => ({
   username: `mb${order.id}`,
   ...(order.comment ? { comment: order.comment } : {}),
   ...(order.sandbox ? { sandbox: true } : {}),
+  ...(order.list ? { list: true } : {}),
 })
 
 /**
@@ -72,6 +73,7 @@ export async function sendComposed(
   ctx: ToolContext,
   order: MailOrder,
   input: Omit<ComposeInput, 'txid' | 'date'>,
+  options: { list?: boolean } = {},
 ): Promise<Submitted & { messageId: string }> {
   const txid = ctx.relay.newTxid()
   const composed = composeMessage({ ...input, txid, date: new Date(ctx.clock()) })
@@ -91,6 +93,7 @@ export async function sendComposed(
     interface: 'api',
     sandbox: ctx.sandbox,
     policy: boundPolicy(ctx),
+    list: options.list,
   })
   return { txid, hold, messageId: composed.messageId }
 }

@@ -27,9 +27,15 @@ export const createMailOrder = defineTool({
     comment: z.string().trim().max(200).optional(),
     senders: z.array(Sender).max(100).default([]),
     sandbox: z.boolean().default(false).describe('A sandbox order: its mail never leaves.'),
+    list: z
+      .boolean()
+      .default(false)
+      .describe(
+        'A bulk order: everything it sends, over SMTP too, gets a one-click unsubscribe link, one recipient per message.',
+      ),
   }),
   output: MailOrderDetail,
-  handler: async ({ comment, senders, sandbox }, ctx) => {
+  handler: async ({ comment, senders, sandbox, list }, ctx) => {
     const withheld = passwordWithheld(ctx, { sandbox })
     if (withheld) throw new MailroomError(403, `not created: ${withheld}`)
     const { order, password } = await ctx.store.orders.create({
@@ -38,8 +44,9 @@ export const createMailOrder = defineTool({
       senders: [...new Set(senders)],
       now: ctx.clock(),
       sandbox,
+      list,
     })
-    ctx.logger.info({ order: order.id, account: order.accountId, sandbox }, 'created a mail order')
+    ctx.logger.info({ order: order.id, account: order.accountId, sandbox, list }, 'created a mail order')
     return { ...orderFields(order), password }
   },
 })

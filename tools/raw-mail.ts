@@ -6,7 +6,7 @@ import { missingHeaders, readHeaders } from '../relay/message.js'
 import { defineTool } from './define.js'
 import { boundPolicy, resolveOrder, SENDS_AND_RETURNS } from './common.js'
 import { sendAnswer } from './held.js'
-import { OrderId, SendResponse } from './schemas.js'
+import { ListFlag, OrderId, SendResponse } from './schemas.js'
 
 export const rawMail = defineTool({
   name: 'rawMail',
@@ -27,6 +27,7 @@ export const rawMail = defineTool({
   input: z.object({
     raw_email: z.string().min(1).describe('The whole RFC 822 message: headers, a blank line, the body.'),
     id: OrderId.optional(),
+    list: ListFlag,
   }),
   output: SendResponse,
   handler: async (input, ctx) => {
@@ -63,6 +64,7 @@ export const rawMail = defineTool({
       interface: 'api',
       sandbox: ctx.sandbox,
       policy: boundPolicy(ctx),
+      list: input.list,
     })
     // The person asked about a held message sees the start of its text.
     return sendAnswer(ctx, submitted, submitted.hold && ctx.ask ? messageContent(raw).text : null)

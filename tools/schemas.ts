@@ -32,6 +32,7 @@ export const MailOrder = z.object({
     .describe('SMTP AUTH username, always mb<id>.'),
   comment: z.string().optional().describe('Note on the order, present when not empty.'),
   sandbox: z.boolean().optional().describe('True for a sandbox order, whose mail never leaves.'),
+  list: z.boolean().optional().describe('True for a bulk order, whose mail gets a one-click unsubscribe link.'),
 })
 
 /** What a withheld password reads as: the contract's field is a string, always present. */
@@ -173,8 +174,28 @@ export const MailBlockEvent = z
 
 export const MailBlockSubject = z.object({ from: z.string(), subject: z.string() })
 
+/** The send tools' `list`: bulk mail, with a one-click unsubscribe link (docs/sending-domains.md#one-click-unsubscribe). */
+export const ListFlag = z
+  .boolean()
+  .optional()
+  .describe(
+    'Bulk mail (a newsletter, an announcement): it gets a one-click unsubscribe link (List-Unsubscribe, RFC 8058) for its one recipient, who is suppressed when it is used. Default: transactional mail, no link; an order created with list sends only bulk mail.',
+  )
+
 export const MailBlocks = z.object({
   local: z.array(MailBlockEvent).describe('LOCAL_BL_RCPT events of the last 5 days.'),
   mbtrap: z.array(MailBlockEvent).describe('MBTRAP events of the last 5 days.'),
   subject: z.array(MailBlockSubject).describe('Senders over the spam-subject threshold in the last 3 days.'),
+  unsubscribed: z
+    .array(
+      z.object({
+        date: z.string().describe('YYYY-MM-DD, UTC.'),
+        to: z.string().describe('The recipient who unsubscribed.'),
+        mailid: z.string().nullable().describe('The message whose link was used (getMessage id).'),
+      }),
+    )
+    .optional()
+    .describe(
+      "Recipients who used a one-click unsubscribe link in the last 5 days, newest first, at most 1000 (mailroom's; always present).",
+    ),
 })

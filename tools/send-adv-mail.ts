@@ -4,7 +4,15 @@ import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { resolveOrder, SENDS_AND_RETURNS, sendComposed, singleAddress } from './common.js'
 import { sendAnswer } from './held.js'
-import { EmailAddressesTypes, EmailAddressTypes, HeaderText, MailAttachment, OrderId, SendResponse } from './schemas.js'
+import {
+  EmailAddressesTypes,
+  EmailAddressTypes,
+  HeaderText,
+  ListFlag,
+  MailAttachment,
+  OrderId,
+  SendResponse,
+} from './schemas.js'
 
 export const sendAdvMail = defineTool({
   name: 'sendAdvMail',
@@ -24,6 +32,7 @@ export const sendAdvMail = defineTool({
     bcc: EmailAddressesTypes.optional().describe('Recipients shown in no header.'),
     attachments: z.array(MailAttachment).optional(),
     id: OrderId.optional(),
+    list: ListFlag,
   }),
   output: SendResponse,
   handler: async (input, ctx) => {
@@ -40,6 +49,6 @@ export const sendAdvMail = defineTool({
     }
     if (mail.to.length + mail.cc.length + mail.bcc.length === 0) throw badInput('to: no recipient address given')
     const order = await resolveOrder(ctx, input.id)
-    return sendAnswer(ctx, await sendComposed(ctx, order, mail), mail.body)
+    return sendAnswer(ctx, await sendComposed(ctx, order, mail, { list: input.list }), mail.body)
   },
 })

@@ -3,7 +3,7 @@ import { toMailboxes } from '../relay/addresses.js'
 import { defineTool, JSON_AND_FORM } from './define.js'
 import { resolveOrder, SENDS_AND_RETURNS, sendComposed, singleAddress } from './common.js'
 import { sendAnswer } from './held.js'
-import { emailOf, HeaderText, OrderId, SendResponse } from './schemas.js'
+import { emailOf, HeaderText, ListFlag, OrderId, SendResponse } from './schemas.js'
 
 const ADV = 'sendAdvMail (POST /mail/advsend)'
 /**
@@ -35,6 +35,7 @@ export const sendMail = defineTool({
     subject: HeaderText,
     body: z.string().describe('Message body; HTML when it contains an HTML tag, else plain text.'),
     id: OrderId.optional(),
+    list: ListFlag,
   }),
   output: SendResponse,
   handler: async (input, ctx) => {
@@ -42,13 +43,18 @@ export const sendMail = defineTool({
     const from = singleAddress('from', input.from)
     const to = toMailboxes('to', input.to)
     const order = await resolveOrder(ctx, input.id)
-    const sent = await sendComposed(ctx, order, {
-      from,
-      to,
-      replyTo: [from],
-      subject: input.subject,
-      body: input.body,
-    })
+    const sent = await sendComposed(
+      ctx,
+      order,
+      {
+        from,
+        to,
+        replyTo: [from],
+        subject: input.subject,
+        body: input.body,
+      },
+      { list: input.list },
+    )
     return sendAnswer(ctx, sent, input.body)
   },
 })

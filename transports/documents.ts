@@ -114,6 +114,17 @@ const DOCS_HEADERS = {
 }
 
 /** A plain HTML page, as every page the server serves is written: `title` and `body` already escaped. */
+/**
+ * Pages are never cached, framed (clickjacking) or given a referrer (the query holds the request).
+ * No `form-action`: browsers apply it to the redirect that follows the form too, which goes to the client.
+ */
+export const PAGE_HEADERS = {
+  'Cache-Control': 'no-store',
+  'X-Frame-Options': 'DENY',
+  'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
+  'Referrer-Policy': 'no-referrer',
+}
+
 export const page = (title: string, body: string, head = '') =>
   `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
   `<title>${title}</title>${head}</head><body>${body}</body></html>`

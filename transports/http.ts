@@ -17,6 +17,7 @@ import { createAuth } from './auth.js'
 import { clientAddress } from './client-address.js'
 import { mountOAuth } from './oauth.js'
 import { mountRest } from './rest.js'
+import { mountUnsubscribe } from './unsubscribe.js'
 import {
   declaredLength,
   hasUnreadBody,
@@ -203,6 +204,7 @@ export function createHttpApp(
   mountRest(app, services, authenticate)
   mountOAuth(app, services, signIn)
   mountDocuments(app, services.config)
+  mountUnsubscribe(app, services)
   mountConsole(app, services.config)
   mountHealth(app, services.store, options.delivery)
   if (options.metrics) mountMetrics(app, options.metrics, services.config)

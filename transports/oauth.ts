@@ -6,6 +6,7 @@ import { hashApiKey } from '../storage/secrets.js'
 import type { OAuthCode, OAuthTokenHashes } from '../storage/store.js'
 import type { Services } from '../tools/define.js'
 import type { SignIn } from './auth.js'
+import { PAGE_HEADERS } from './documents.js'
 import { ClientProblem, type ClientInfo, redirectMatches, resolveClient } from './oauth-clients.js'
 import { AUTHORIZE_PARAMS, type AuthorizeParams, consentPage, problemPage, signInPage } from './oauth-page.js'
 import { mountRegistration } from './oauth-register.js'
@@ -79,17 +80,6 @@ interface CheckedRequest {
   scopes: Scope[]
   resource: string
   codeChallenge: string
-}
-
-/**
- * Pages are never cached, framed (clickjacking) or given a referrer (the query holds the request).
- * No `form-action`: browsers apply it to the redirect that follows the form too, which goes to the client.
- */
-const PAGE_HEADERS = {
-  'Cache-Control': 'no-store',
-  'X-Frame-Options': 'DENY',
-  'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
-  'Referrer-Policy': 'no-referrer',
 }
 
 /**

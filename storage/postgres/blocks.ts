@@ -3,12 +3,17 @@ import type { NodePgDatabase } from 'drizzle-orm/node-postgres'
 import type pg from 'pg'
 import { changed, transaction } from './pool.js'
 import * as schema from './schema.js'
+import { unsubscribeTokens } from '../secrets.js'
+import type { OutboxWriter } from './webhooks.js'
 import type { BlockEvent, BlockListEntry, Store } from '../store.js'
 
 const ADD_EVENT = `INSERT INTO block_events (account_id, rule, env_from, message_id, subject, rcpt_to, created_at)
   VALUES ($1, $2, $3, $4, $5, $6, $7)`
 const LISTED = `SELECT source, kind, address, reason, created_at AS "createdAt" FROM block_list
   WHERE account_id = $1 AND address = $2 AND kind = $3 ORDER BY source LIMIT 1`
+
+const ADD_TO_LIST = `INSERT INTO block_list (account_id, source, kind, address, reason, created_at, txid)
+  VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`
 
 const addEvent = (db: pg.ClientBase | pg.Pool, accountId: number, e: BlockEvent) =>
   db.query(ADD_EVENT, [accountId, e.rule, e.envFrom.toLowerCase(), e.messageId, e.subject, e.rcptTo, e.createdAt])
@@ -21,6 +26,8 @@ export function createBlockStore(
     changing: <T>(change: () => Promise<T>) => Promise<T>
     read: <T>(key: string, load: () => Promise<T>) => Promise<T>
   },
+  outbox: OutboxWriter,
+  secret: Buffer,
 ): Store['blocks'] {
   const listed = (accountId: number, address: string, kind: 'sender' | 'recipient') => {
     const lower = address.toLowerCase()
@@ -58,16 +65,37 @@ export function createBlockStore(
     async addEvent(accountId, event) {
       await addEvent(pool, accountId, event)
     },
-    async addToList({ accountId, source, kind, address, reason, now, txid }) {
-      await hot.changing(() =>
-        db
-          .insert(l)
-          .values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now, txid })
-          .onConflictDoNothing(),
+    async addToList({ accountId, source, kind, address, reason, now, txid, events }) {
+      return hot.changing(() =>
+        transaction(pool, async (client) => {
+          const added =
+            changed(
+              await client.query(ADD_TO_LIST, [
+                accountId,
+                source,
+                kind,
+                address.toLowerCase(),
+                reason,
+                now,
+                txid ?? null,
+              ]),
+            ) > 0
+          if (added && events) await outbox.write(client, events)
+          return added
+        }),
       )
     },
+    ...unsubscribeTokens(secret),
     blockedSender: (accountId, address) => listed(accountId, address, 'sender'),
     suppressed: (accountId, address) => listed(accountId, address, 'recipient'),
+    async suppressedFor(accountId, reason, since, limit) {
+      return db
+        .select({ address: l.address, reason: l.reason, createdAt: l.createdAt, txid: l.txid })
+        .from(l)
+        .where(and(eq(l.accountId, accountId), eq(l.kind, 'recipient'), eq(l.reason, reason), gte(l.createdAt, since)))
+        .orderBy(desc(l.createdAt), sql`${l.address} COLLATE "C"`)
+        .limit(limit)
+    },
     async suppressions(accountId, { skip, limit }) {
       const where = and(eq(l.accountId, accountId), eq(l.kind, 'recipient'))
       const [[{ total }], rows] = await Promise.all([

@@ -61,7 +61,7 @@ const MIGRATION_LOCK = '7881706716637179757'
 const FIRST_ACCOUNT_LOCK = '7881706716637179758'
 
 const ORDER = `SELECT id, account_id AS "accountId", status, comment, created_at AS "createdAt", sandbox,
-  send_policy AS policy FROM mail_orders`
+  bulk AS list, send_policy AS policy FROM mail_orders`
 /** An order as ORDER reads it: its policy JSON text, its senders apart. */
 type OrderRow = Omit<MailOrder, 'senders' | 'policy'> & { policy: string | null }
 const SENDERS = 'SELECT pattern FROM order_senders WHERE order_id = $1 ORDER BY pattern COLLATE "C"'
@@ -201,7 +201,7 @@ function createStore(
             await tx
               .insert(schema.apiKeys)
               .values({ accountId: made.id, prefix: apiKeyPrefix(apiKey), hash: hashApiKey(apiKey), createdAt: now })
-            const [{ passwordEnc: _, sendPolicy, ...order }] = await tx
+            const [{ passwordEnc: _, sendPolicy, bulk, ...order }] = await tx
               .insert(schema.mailOrders)
               .values({
                 accountId: made.id,
@@ -211,7 +211,12 @@ function createStore(
                 createdAt: now,
               })
               .returning()
-            return { account: made, apiKey, order: { ...order, policy: policyOf(sendPolicy), senders: [] }, password }
+            return {
+              account: made,
+              apiKey,
+              order: { ...order, list: bulk, policy: policyOf(sendPolicy), senders: [] },
+              password,
+            }
           }),
         )
       },
@@ -248,7 +253,7 @@ function createStore(
       },
     },
     orders: {
-      async create({ accountId, comment, senders, now, sandbox = false }) {
+      async create({ accountId, comment, senders, now, sandbox = false, list = false }) {
         const password = generatePassword()
         const order = await changing(() =>
           db.transaction(async (tx) => {
@@ -261,13 +266,14 @@ function createStore(
                 passwordEnc: encrypt(secret, password),
                 createdAt: now,
                 sandbox,
+                bulk: list,
               })
               .returning()
             const patterns = [...new Set(senders.map((s) => s.toLowerCase()))]
             if (patterns.length)
               await tx.insert(schema.orderSenders).values(patterns.map((pattern) => ({ orderId: row.id, pattern })))
-            const { passwordEnc: _, sendPolicy, ...fields } = row
-            return { ...fields, policy: policyOf(sendPolicy), senders: patterns.sort() }
+            const { passwordEnc: _, sendPolicy, bulk, ...fields } = row
+            return { ...fields, list: bulk, policy: policyOf(sendPolicy), senders: patterns.sort() }
           }),
         )
         return { order, password }
@@ -350,7 +356,7 @@ function createStore(
       sentBefore: (accountId, recipients) => sentBefore(pool, accountId, recipients),
     },
     queue: createQueueStore(pool, outbox),
-    blocks: createBlockStore(db, pool, hot),
+    blocks: createBlockStore(db, pool, hot, outbox, secret),
     traps: {
       async add(pattern, now) {
         const insert = db.insert(schema.traps).values({ pattern: pattern.toLowerCase(), createdAt: now })

@@ -71,6 +71,8 @@ export const mailOrders = pgTable(
     createdAt: ms('created_at').notNull(),
     /** A sandbox order: everything sent with it, whatever the door, is sandbox mail. */
     sandbox: boolean('sandbox').notNull().default(false),
+    /** A bulk (mailing-list) order: its mail carries a one-click unsubscribe link (RFC 8058). */
+    bulk: boolean('bulk').notNull().default(false),
     /** Its send policy, JSON, which SMTP submission with it follows; null: none. */
     sendPolicy: text('send_policy'),
   },

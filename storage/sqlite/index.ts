@@ -31,6 +31,7 @@ import {
   generatePassword,
   hashApiKey,
   loadOrCreateSecret,
+  unsubscribeTokens,
 } from '../secrets.js'
 import type {
   Account,
@@ -93,7 +94,11 @@ export function openDataDir(
 export type SqliteStore = Store & { db: Db; sqlite: Database.Database }
 
 /** An order as its row is read: `sandbox` is SQLite's 0 or 1, the policy JSON. */
-type OrderRow = Omit<MailOrder, 'senders' | 'sandbox' | 'policy'> & { sandbox: number; policy: string | null }
+type OrderRow = Omit<MailOrder, 'senders' | 'sandbox' | 'list' | 'policy'> & {
+  sandbox: number
+  list: number
+  policy: string | null
+}
 
 export function openSqliteStore(options: SqliteOptions): SqliteStore {
   const sqlite = options.file === ':memory:' ? memoryDatabase() : new Database(options.file)
@@ -129,10 +134,10 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       'SELECT id, account_id AS accountId, sandbox, send_policy AS policy FROM api_keys WHERE hash = ? AND revoked_at IS NULL',
     ),
     order: sqlite.prepare(
-      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox, send_policy AS policy FROM mail_orders WHERE id = ?',
+      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox, bulk AS list, send_policy AS policy FROM mail_orders WHERE id = ?',
     ),
     orders: sqlite.prepare(
-      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox, send_policy AS policy FROM mail_orders WHERE account_id = ? ORDER BY id',
+      'SELECT id, account_id AS accountId, status, comment, created_at AS createdAt, sandbox, bulk AS list, send_policy AS policy FROM mail_orders WHERE account_id = ? ORDER BY id',
     ),
     senders: sqlite.prepare('SELECT pattern FROM order_senders WHERE order_id = ? ORDER BY pattern').pluck(),
     rules: sqlite.prepare(
@@ -183,6 +188,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   const withSenders = (row: OrderRow): MailOrder => ({
     ...row,
     sandbox: row.sandbox === 1,
+    list: row.list === 1,
     senders: hot.senders.all(row.id) as string[],
     policy: policyOf(row.policy),
   })
@@ -299,7 +305,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       },
     },
     orders: {
-      async create({ accountId, comment, senders, now, sandbox = false }) {
+      async create({ accountId, comment, senders, now, sandbox = false, list = false }) {
         const password = generatePassword()
         const order = changing(() =>
           db.transaction((tx) => {
@@ -312,6 +318,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
                 passwordEnc: encrypt(secret, password),
                 createdAt: now,
                 sandbox,
+                bulk: list,
               })
               .returning()
               .get()
@@ -445,15 +452,21 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       async addEvent(accountId, event) {
         await recordEvent({ accountId, event })
       },
-      async addToList({ accountId, source, kind, address, reason, now, txid }) {
-        changing(() =>
-          db
-            .insert(schema.blockList)
-            .values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now, txid })
-            .onConflictDoNothing()
-            .run(),
+      async addToList({ accountId, source, kind, address, reason, now, txid, events }) {
+        return changing(
+          sqlite.transaction(() => {
+            const added =
+              db
+                .insert(schema.blockList)
+                .values({ accountId, source, kind, address: address.toLowerCase(), reason, createdAt: now, txid })
+                .onConflictDoNothing()
+                .run().changes > 0
+            if (added && events) outbox.write(events)
+            return added
+          }),
         )
       },
+      ...unsubscribeTokens(secret),
       async blockedSender(accountId, address) {
         const lower = address.toLowerCase()
         return cache.read(
@@ -467,6 +480,18 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
           `recipient ${accountId} ${lower}`,
           () => hot.listed.get(accountId, lower, 'recipient') as BlockListEntry | undefined,
         )
+      },
+      async suppressedFor(accountId, reason, since, limit) {
+        const t = schema.blockList
+        return db
+          .select({ address: t.address, reason: t.reason, createdAt: t.createdAt, txid: t.txid })
+          .from(t)
+          .where(
+            and(eq(t.accountId, accountId), eq(t.kind, 'recipient'), eq(t.reason, reason), gte(t.createdAt, since)),
+          )
+          .orderBy(desc(t.createdAt), asc(t.address))
+          .limit(limit)
+          .all()
       },
       async suppressions(accountId, { skip, limit }) {
         const t = schema.blockList

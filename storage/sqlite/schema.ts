@@ -50,6 +50,8 @@ export const mailOrders = sqliteTable(
     createdAt: integer('created_at').notNull(),
     /** A sandbox order: everything sent with it, whatever the door, is sandbox mail. */
     sandbox: integer('sandbox', { mode: 'boolean' }).notNull().default(false),
+    /** A bulk (mailing-list) order: its mail carries a one-click unsubscribe link (RFC 8058). */
+    bulk: integer('bulk', { mode: 'boolean' }).notNull().default(false),
     /** Its send policy, JSON, which SMTP submission with it follows; null: none. */
     sendPolicy: text('send_policy'),
   },

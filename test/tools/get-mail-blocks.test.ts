@@ -27,7 +27,7 @@ describe('getMailBlocks', () => {
 
   it('is empty for an account with no blocks', async () => {
     const result = await blocks()
-    expect(result).toEqual({ local: [], mbtrap: [], subject: [] })
+    expect(result).toEqual({ local: [], mbtrap: [], subject: [], unsubscribed: [] })
     expect(getMailBlocks.output.parse(result)).toEqual(result)
   })
 
@@ -143,7 +143,7 @@ describe('getMailBlocks', () => {
     await event('MBTRAP', HOUR, { envFrom: 'theirs@example.org' }, other.accountId)
     for (let i = 0; i < 5; i++)
       await event('SUBJECT', HOUR, { envFrom: 'theirs@example.org', subject: 'smtp' }, other.accountId)
-    expect(await blocks()).toEqual({ local: [], mbtrap: [], subject: [] })
+    expect(await blocks()).toEqual({ local: [], mbtrap: [], subject: [], unsubscribed: [] })
     expect((await blocks(other.ctx)).local).toHaveLength(1)
   })
 

@@ -319,7 +319,7 @@ describe('MCP over Streamable HTTP', () => {
     expect(JSON.parse((bcc.content as { text: string }[])[0].text)).toEqual({
       code: 400,
       message: expect.stringMatching(
-        /^bcc: sendMail has no argument bcc; its arguments are to, from, subject, body, id, idempotencyKey$/,
+        /^bcc: sendMail has no argument bcc; its arguments are to, from, subject, body, id, list, idempotencyKey$/,
       ),
     })
     const typo = await client.callTool({ name: 'viewMailLog', arguments: { mailId: '0190f3a2b4c5d6e7f8' } })

@@ -905,11 +905,12 @@ describe('REST API', () => {
   })
 
   describe('GET /mail/blocks', () => {
-    it('answers three empty lists for a clean account', async () => {
+    it('answers four empty lists for a clean account', async () => {
       expect(await expectOk(await call(env, 'GET', '/mail/blocks'), 'getMailBlocks')).toEqual({
         local: [],
         mbtrap: [],
         subject: [],
+        unsubscribed: [],
       })
     })
 
@@ -932,6 +933,19 @@ describe('REST API', () => {
       await add('MBTRAP', { createdAt: NOW - 6 * 86_400_000 }) // older than 5 days
       for (let i = 0; i < 5; i++) await add('SUBJECT', { subject: 'socks5 proxy' })
       for (let i = 0; i < 4; i++) await add('SUBJECT', { subject: 'smtp list' }) // not over the threshold
+      const list = (address: string, reason: string, now: number) =>
+        env.services.store.blocks.addToList({
+          accountId: env.accountId,
+          source: 'internal',
+          kind: 'recipient',
+          address,
+          reason,
+          now,
+          txid: 'TX1',
+        })
+      await list('left@example.com', 'unsubscribed', NOW - 3_600_000)
+      await list('long-gone@example.com', 'unsubscribed', NOW - 6 * 86_400_000) // older than 5 days
+      await list('bounced@example.com', 'an earlier message to it bounced: 550', NOW - 3_600_000)
       const body = await expectOk(await call(env, 'GET', '/mail/blocks'), 'getMailBlocks')
       expect(body).toEqual({
         local: [
@@ -953,6 +967,7 @@ describe('REST API', () => {
           },
         ],
         subject: [{ from: 'spammer@example.org', subject: 'socks5 proxy' }],
+        unsubscribed: [{ date: '2026-11-22', to: 'left@example.com', mailid: 'TX1' }],
       })
     })
   })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { type Fixture, T0 } from './fixture.js'
+import { type Fixture, LEASE_MS, T0 } from './fixture.js'
 
 export function rulesContract(f: Fixture) {
   describe('deny rules', () => {
@@ -39,6 +39,61 @@ export function blocksContract(f: Fixture) {
   describe('block lists', () => {
     const add = (kind: 'sender' | 'recipient', address: string, source: 'external' | 'internal' = 'internal') =>
       f.store.blocks.addToList({ accountId: f.accountId, source, kind, address, reason: `${kind} ${address}`, now: T0 })
+
+    it('adds an entry once, and writes its events to the outbox in the same commit, only when new', async () => {
+      await f.store.webhooks.create({
+        accountId: f.accountId,
+        url: 'https://hooks.example/in',
+        events: ['recipient.unsubscribed'],
+        description: null,
+        secret: 'whsec_c2VjcmV0',
+        now: T0,
+      })
+      const unsubscribed = (id: string) => ({
+        accountId: f.accountId,
+        source: 'internal' as const,
+        kind: 'recipient' as const,
+        address: 'Left@B.example',
+        reason: 'unsubscribed',
+        now: T0,
+        txid: 'tx1',
+        events: [
+          {
+            id,
+            type: 'recipient.unsubscribed' as const,
+            accountId: f.accountId,
+            time: T0,
+            data: { recipient: 'left@b.example', transactionId: 'tx1', via: 'one-click' },
+          },
+        ],
+      })
+      expect(await f.store.blocks.addToList(unsubscribed('msg_first'))).toBe(true)
+      expect(await f.store.blocks.addToList(unsubscribed('msg_second'))).toBe(false)
+      const claimed = await f.store.webhooks.claim({ node: 'node-a', now: T0, leaseMs: LEASE_MS, limit: 100 })
+      expect(claimed.map((c) => [c.eventId, c.type, JSON.parse(c.payload).data])).toEqual([
+        [
+          'msg_first',
+          'recipient.unsubscribed',
+          { recipient: 'left@b.example', transactionId: 'tx1', via: 'one-click' },
+        ],
+      ])
+      expect(await f.store.blocks.suppressedFor(f.accountId, 'unsubscribed', T0, 10)).toEqual([
+        { address: 'left@b.example', reason: 'unsubscribed', createdAt: T0, txid: 'tx1' },
+      ])
+      expect(await f.store.blocks.suppressedFor(f.accountId, 'unsubscribed', T0 + 1, 10)).toEqual([])
+      expect(await f.store.blocks.suppressedFor(f.otherAccountId, 'unsubscribed', T0, 10)).toEqual([])
+    })
+
+    it('seals unsubscribe tokens that another connection opens, and opens none it did not seal', async () => {
+      const link = { accountId: f.accountId, txid: 'a1b2c3d4e5f6a7b8c9', address: 'Ann@B.example' }
+      const token = f.store.blocks.unsubscribeToken(link)
+      expect(token).toMatch(/^[\w-]+$/)
+      expect(f.store.blocks.unsubscribeToken(link)).not.toBe(token) // a fresh IV each time
+      expect((await f.another()).blocks.openUnsubscribeToken(token)).toEqual(link)
+      const flipped = `${token.slice(0, 20)}${token[20] === 'A' ? 'B' : 'A'}${token.slice(21)}`
+      for (const bad of [flipped, token.slice(0, -1), '', 'x'.repeat(80), `${token}A`])
+        expect(f.store.blocks.openUnsubscribeToken(bad)).toBeUndefined()
+    })
 
     it('answers for an address in any case, of the account and the kind it was listed for', async () => {
       await add('sender', 'Spam@A.example', 'external')

@@ -1,0 +1,1 @@
+ALTER TABLE "mail_orders" ADD COLUMN "bulk" boolean DEFAULT false NOT NULL;

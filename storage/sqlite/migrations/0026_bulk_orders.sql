@@ -1,0 +1,1 @@
+ALTER TABLE `mail_orders` ADD `bulk` integer DEFAULT false NOT NULL;
