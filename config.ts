@@ -218,6 +218,15 @@ export const ConfigSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9.-]+$/, 'expected a host name')
     .default(() => hostname().replace(/[^A-Za-z0-9.-]/g, '-') || 'localhost'),
+  /**
+   * The label of each receiving domain's return path (`bounces`: mail from acme.example bounces to
+   * `b…@bounces.acme.example`, read by the MX door); `off`: mail keeps its sender as its return path.
+   */
+  MAILROOM_RETURN_PATH: z
+    .string()
+    .regex(/^(?:off|[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)$/i, 'expected off or a DNS label, as bounces')
+    .transform((v) => v.toLowerCase())
+    .default('off'),
   /** Post webhooks to endpoints at loopback, private and other non-public addresses (tests, a lab); checked at each send. */
   MAILROOM_ALLOW_PRIVATE_WEBHOOKS: z.enum(['true', 'false']).default('false'),
   /** Waits between the attempts to post a webhook event that failed; after the last one it is dropped. */
@@ -302,6 +311,8 @@ const Settings = ConfigSchema.transform((e) => ({
     retention: e.MAILROOM_INBOUND_RETENTION,
     quota: e.MAILROOM_INBOX_QUOTA,
     mxHostname: e.MAILROOM_MX_HOSTNAME,
+    /** The label of the receiving domains' return paths (`bounces`), or null when off. */
+    returnPath: e.MAILROOM_RETURN_PATH === 'off' ? null : e.MAILROOM_RETURN_PATH,
   },
   smtp: {
     host: e.MAILROOM_SMTP_HOST,

@@ -6,6 +6,7 @@ import { ConfigError, type Config } from './config.js'
 import { AUTH_FAILURE_WINDOW_MS } from './relay/auth-throttle.js'
 import { startEngineThread } from './relay/engine.js'
 import { deliveryTarget, HEARTBEAT_EXPIRY_MS, startHeartbeat } from './relay/heartbeat.js'
+import { feedbackIntake } from './relay/inbound/feedback.js'
 import { createMxServer } from './relay/inbound/mx.js'
 import { authResolver, inboundIntake } from './relay/inbound/verify.js'
 import { createSubmissionServer, submissionLimits } from './relay/submission.js'
@@ -187,6 +188,13 @@ export async function startServer(configured: Config, options: { sink?: boolean 
           tls,
           budget: rt.budget,
           metrics,
+          returnPaths: config.inbound.returnPath
+            ? {
+                label: config.inbound.returnPath,
+                open: (local) => store.queue.openReturnPathToken(local),
+                intake: feedbackIntake({ store, clock: rt.clock, logger }),
+              }
+            : undefined,
         })
   const mxPort = mx
     ? await (async () => {

@@ -6,7 +6,9 @@ import type { Services } from '../tools/define.js'
 import type { DkimAlgorithm, DkimKey } from '../storage/store.js'
 import { accountAction, accountOption, adminAction, asAccount } from './common.js'
 
-type Deps = Pick<Services, 'store' | 'clock'> & { config: Pick<Config, 'nodeName'> }
+type Deps = Pick<Services, 'store' | 'clock'> & {
+  config: Pick<Config, 'nodeName'> & { inbound?: Pick<Config['inbound'], 'returnPath'> }
+}
 
 /** A domain as stored: lower case, no trailing dot. */
 export const domainName = (value: string) => {
@@ -63,7 +65,7 @@ export async function addDomainKey(
     domain: key.domain,
     selector: key.selector,
     algorithm: key.algorithm,
-    records: dnsRecords(key, config.nodeName),
+    records: dnsRecords(key, config.nodeName, config.inbound?.returnPath ?? null),
   }
 }
 
@@ -84,6 +86,12 @@ const addedText = (r: AddedKey) =>
     table(r.records),
     '',
     `SPF: if ${r.domain} has a v=spf1 record already, add ${spfMechanism(r)} to it rather than publishing a second one.`,
+    ...r.records
+      .slice(3)
+      .map(
+        (rp) =>
+          `Return path: ${rp.name} is the envelope sender of ${r.domain}'s mail once the domain receives (mailroom domain receive prints its MX record).`,
+      ),
     'DKIM: a value longer than 255 characters is split by most DNS providers; in a zone file, write it as several quoted strings.',
     `Then run: mailroom domain check ${r.domain}`,
   ].join('\n')
@@ -140,6 +148,7 @@ export function addDomainCommands(program: Command): void {
         receiving: boolean
         catchAll: boolean
         mx: { type: 'MX'; name: string; value: string }
+        returnPathMx?: { type: 'MX'; name: string; value: string }
       }>(rt, o.account, () => import('../tools/set-domain-receiving.js').then((m) => m.setDomainReceiving), {
         domain: name,
         receiving: !o.off,
@@ -149,8 +158,8 @@ export function addDomainCommands(program: Command): void {
       r.receiving
         ? [
             `${r.domain} receives mail${r.catchAll ? ' at every address (catch-all)' : ' for its inboxes (mailroom inbox add)'}.`,
-            'Publish this DNS record (type, name, value):',
-            `${r.mx.type}\t${r.mx.name}\t${r.mx.value}`,
+            `Publish ${r.returnPathMx ? 'these DNS records' : 'this DNS record'} (type, name, value):`,
+            ...[r.mx, ...(r.returnPathMx ? [r.returnPathMx] : [])].map((x) => `${x.type}\t${x.name}\t${x.value}`),
             'The MX door must be reachable there on port 25 (MAILROOM_MX_HOSTNAME names this server).',
           ].join('\n')
         : `${r.domain} no longer receives mail; its inboxes and their messages are kept`,
@@ -204,7 +213,7 @@ export function addDomainCommands(program: Command): void {
     async (rt, _o, name: string) => {
       const keys = await keysOf(rt, name)
       const { checkRecords, domainRecords, txtLookup } = await import('../relay/domain-check.js')
-      const expected = domainRecords(keys, rt.config.nodeName)
+      const expected = domainRecords(keys, rt.config.nodeName, rt.config.inbound.returnPath)
       const records = await checkRecords(expected, txtLookup(rt.config.delivery.dnsServers))
       return { domain: name, ok: records.every((r) => r.matches), records }
     },

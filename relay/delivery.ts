@@ -16,6 +16,7 @@ import { classify, nextAttempt } from './bounces.js'
 import { localAttempt } from './inbound/local.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { senderReports } from './reports.js'
+import { attemptEach, ReturnPaths } from './return-path.js'
 import { sandboxAttempt } from './sandbox.js'
 import { cut, sameReply } from './smtp-session.js'
 import { resolveRoute, type MxResolver, type Route } from './routes.js'
@@ -92,10 +93,12 @@ export class DeliveryWorker {
   private readonly node: string
   /** Transaction ids of the reports to senders this worker queues. */
   private readonly newTxid = createTxidGenerator()
+  private readonly returnPaths: ReturnPaths
 
   constructor(private readonly deps: DeliveryDeps) {
     this.mx = new MxClient({ heloName: deps.config.nodeName, timeout: deps.config.delivery.timeout })
     this.node = deps.node ?? deps.config.nodeName
+    this.returnPaths = new ReturnPaths({ store: deps.store, label: deps.config.inbound.returnPath, clock: deps.clock })
   }
 
   /** Takes back the leases this node held before a restart, then starts working. */
@@ -300,15 +303,13 @@ export class DeliveryWorker {
   private async deliverGroup({ items, body }: Group, sent: () => void): Promise<void> {
     const { store, logger, clock } = this.deps
     const { txid, messageRowId, envFrom, domain } = items[0]
-    const recipients = items.map((i) => i.recipient)
     const bytes = body ? async () => body : () => store.queue.body(messageRowId)
     // Sandbox mail never leaves: no lookup, no connection; its replies are relay/sandbox.ts's,
     // recorded below like a destination's, reports and suppressions included. Mail to an inbox of
     // this mailroom goes straight into it (relay/inbound/local.ts), without a lookup either.
     const attempt = items[0].sandbox
       ? sandboxAttempt(items)
-      : ((await this.local(items, bytes)) ??
-        (await this.attempt(domain, { from: envFrom, to: recipients }, bytes, sent)))
+      : ((await this.local(items, bytes)) ?? (await this.remote(domain, items, bytes, sent)))
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []
@@ -415,6 +416,29 @@ export class DeliveryWorker {
       },
       items,
       bytes,
+    )
+  }
+
+  /**
+   * The SMTP transaction of a group at its destination, or with a return path of the sender's
+   * domain (MAILROOM_RETURN_PATH) one per recipient, each with its own: the bytes read once for all.
+   */
+  private async remote(
+    domain: string,
+    items: QueueItem[],
+    bytes: () => Promise<Buffer | undefined>,
+    sent: () => void,
+  ): Promise<Attempt> {
+    const returnDomain = await this.returnPaths.domainOf(items[0])
+    const to = items.map((i) => i.recipient)
+    if (!returnDomain) return this.attempt(domain, { from: items[0].envFrom, to }, bytes, sent)
+    let read: Promise<Buffer | undefined> | undefined
+    const once = () => (read ??= bytes())
+    return attemptEach(
+      items,
+      (item) => this.returnPaths.address(item.id, returnDomain),
+      (envelope, done) => this.attempt(domain, envelope, once, done),
+      sent,
     )
   }
 

@@ -37,20 +37,24 @@ export function generateDkimKey(algorithm: DkimAlgorithm): { privateKey: string;
 /**
  * The records a sending domain needs: its DKIM key (RFC 6376 §3.6.1), an SPF policy (RFC 7208)
  * naming this relay's host, and a DMARC policy (RFC 7489) that only asks for reports' worth of
- * attention (`p=none`) while the other two are checked.
+ * attention (`p=none`) while the other two are checked. With a return path (MAILROOM_RETURN_PATH),
+ * the SPF policy of its domain too: SPF checks the envelope sender's domain, which is then that one.
  */
 export function dnsRecords(
   key: Pick<SigningKey, 'domain' | 'selector' | 'algorithm' | 'publicKey'>,
   nodeName: string,
+  returnPath: string | null = null,
 ): DnsRecord[] {
+  const spf = `v=spf1 a:${nodeName} ~all`
   return [
     {
       type: 'TXT',
       name: `${key.selector}._domainkey.${key.domain}`,
       value: `v=DKIM1; k=${key.algorithm}; p=${key.publicKey}`,
     },
-    { type: 'TXT', name: key.domain, value: `v=spf1 a:${nodeName} ~all` },
+    { type: 'TXT', name: key.domain, value: spf },
     { type: 'TXT', name: `_dmarc.${key.domain}`, value: 'v=DMARC1; p=none; adkim=r; aspf=r' },
+    ...(returnPath ? [{ type: 'TXT' as const, name: `${returnPath}.${key.domain}`, value: spf }] : []),
   ]
 }
 

@@ -7,10 +7,10 @@ import { dnsRecords, type DnsRecord } from './dkim.js'
 
 /**
  * The records a sending domain needs: the DKIM record of each of its keys (the signing one, its
- * oldest, first), then its SPF and DMARC records.
+ * oldest, first), then its SPF and DMARC records, and its return path's SPF record when it has one.
  */
-export function domainRecords(keys: DkimKey[], nodeName: string): DnsRecord[] {
-  const [dkim, ...others] = dnsRecords(keys[0], nodeName)
+export function domainRecords(keys: DkimKey[], nodeName: string, returnPath: string | null = null): DnsRecord[] {
+  const [dkim, ...others] = dnsRecords(keys[0], nodeName, returnPath)
   return [dkim, ...keys.slice(1).map((k) => dnsRecords(k, nodeName)[0]), ...others]
 }
 

@@ -17,11 +17,39 @@ const MAX_DEPTH = 20
  */
 export function messageContent(raw: Buffer): MessageContent {
   const found: MessageContent = { text: null, html: null }
-  walk(raw.toString('latin1'), 0, found)
+  eachLeaf(raw, (leaf) => {
+    const field = leaf.mime === 'text/plain' ? 'text' : leaf.mime === 'text/html' ? 'html' : null
+    if (!field || leaf.disposition === 'attachment' || found[field] !== null) return
+    found[field] = textOf(decoded(leaf.body, leaf.headers.get('content-transfer-encoding') ?? ''), leaf.params.charset)
+  })
   return found
 }
 
-function walk(entity: string, depth: number, found: MessageContent): void {
+/** A part of a message that is not a multipart, as eachLeaf finds it. */
+export interface MimeLeaf {
+  /** Its content type, lower case (`text/plain` when it has none). */
+  mime: string
+  params: Record<string, string>
+  /** `inline` or `attachment` (lower case). */
+  disposition: string
+  /** Its header fields by lower-case name, the first of each. */
+  headers: Map<string, string>
+  /** Its body as it is in the message (transfer-encoded), read as latin1. */
+  body: string
+  /** The content type of the multipart it is in, or null for a message of one part. */
+  parent: { mime: string; params: Record<string, string> } | null
+}
+
+/**
+ * Calls `visit` for each leaf part of a message (RFC 2045, RFC 2046), in order, walking its
+ * multiparts to MAX_DEPTH. An inline message/rfc822 is a leaf: the walk does not go into it. The
+ * bytes are read as latin1 so that splitting never changes one.
+ */
+export function eachLeaf(raw: Buffer, visit: (leaf: MimeLeaf) => void): void {
+  walk(raw.toString('latin1'), 0, null, visit)
+}
+
+function walk(entity: string, depth: number, parent: MimeLeaf['parent'], visit: (leaf: MimeLeaf) => void): void {
   const end = /\r?\n\r?\n/.exec(entity)
   const head = end ? entity.slice(0, end.index) : entity
   const body = end ? entity.slice(end.index + end[0].length) : ''
@@ -30,17 +58,16 @@ function walk(entity: string, depth: number, found: MessageContent): void {
   const mime = type.value.toLowerCase()
   if (mime.startsWith('multipart/')) {
     const boundary = type.params.boundary
-    if (boundary && depth < MAX_DEPTH) for (const part of partsOf(body, boundary)) walk(part, depth + 1, found)
+    if (boundary && depth < MAX_DEPTH)
+      for (const part of partsOf(body, boundary)) walk(part, depth + 1, { mime, params: type.params }, visit)
     return
   }
   const disposition = libmime.parseHeaderValue(headers.get('content-disposition') ?? 'inline').value.toLowerCase()
-  const field = mime === 'text/plain' ? 'text' : mime === 'text/html' ? 'html' : null
-  if (!field || disposition === 'attachment' || found[field] !== null) return
-  found[field] = textOf(decoded(body, headers.get('content-transfer-encoding') ?? ''), type.params.charset)
+  visit({ mime, params: type.params, disposition, headers, body, parent })
 }
 
 /** A header block's fields, by lower-case name, the first of each; folded lines joined (RFC 5322 §2.2.3). */
-function headersOf(head: string): Map<string, string> {
+export function headersOf(head: string): Map<string, string> {
   const headers = new Map<string, string>()
   for (const field of head.split(/\r?\n(?![ \t])/)) {
     const colon = field.indexOf(':')
@@ -74,7 +101,8 @@ function partsOf(body: string, boundary: string): string[] {
   return parts
 }
 
-function decoded(body: string, encoding: string): Buffer {
+/** A part's body with its transfer encoding (base64, quoted-printable) undone. */
+export function decoded(body: string, encoding: string): Buffer {
   switch (encoding.trim().toLowerCase()) {
     case 'base64':
       return Buffer.from(body.replace(/[^A-Za-z0-9+/=]/g, ''), 'base64')

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, hash, hkdfSync, randomBytes } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHmac, hash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Store, unsubscribeLinkOf } from './store.js'
@@ -106,6 +106,27 @@ export function unsubscribeTokens(secret: Buffer): Pick<Store['blocks'], 'unsubs
   return {
     unsubscribeToken: ({ accountId, txid, address }) => sealToken(key, [accountId, txid, address]),
     openUnsubscribeToken: (token) => unsubscribeLinkOf(openToken(key, token)),
+  }
+}
+
+/** A return path's MAC: 64 bits, in lowercase hex. */
+const RETURN_PATH_MAC = 16
+
+/** The Store's return-path tokens (`b<row id, base 36>-<MAC>`), under the secret's `return paths` subkey. */
+export function returnPathTokens(secret: Buffer): Pick<Store['queue'], 'returnPathToken' | 'openReturnPathToken'> {
+  const key = subkey(secret, 'return paths')
+  const mac = (id: string) => createHmac('sha256', key).update(id).digest('hex').slice(0, RETURN_PATH_MAC)
+  return {
+    returnPathToken: (rowId) => {
+      const id = rowId.toString(36)
+      return `b${id}-${mac(id)}`
+    },
+    openReturnPathToken: (local) => {
+      const m = /^b([0-9a-z]{1,11})-([0-9a-f]{16})$/.exec(local.toLowerCase())
+      if (!m || !timingSafeEqual(Buffer.from(mac(m[1])), Buffer.from(m[2]))) return undefined
+      const id = Number.parseInt(m[1], 36)
+      return Number.isSafeInteger(id) ? id : undefined
+    },
   }
 }
 

@@ -400,8 +400,20 @@ export interface RecipientHistory {
   nextAttemptAt: number | null
   /** Whether the address is on the account's suppression list now, whatever put it there. */
   listed: boolean
+  /**
+   * Its entry there when this message put it there other than by an attempt's failure (its
+   * unsubscribe link, a complaint about it): why and when; else null.
+   */
+  listedBy: { reason: string; time: number } | null
   history: AttemptRecord[]
 }
+
+/** A recipient's entry on its account's suppression list, as a message's history reads it. */
+export type ListEntry = { reason: string; time: number; txid: string | null }
+
+/** RecipientHistory's listedBy: the entry if the message `txid` made it. */
+export const listedBy = (entry: ListEntry | undefined, txid: string) =>
+  entry && entry.txid === txid ? { reason: entry.reason, time: entry.time } : null
 
 /** A message of the log with its recipients' histories (getMessage). */
 export interface MessageHistory {
@@ -592,6 +604,21 @@ export interface SenderReport {
   rows: number[]
   action: 'failed' | 'delayed'
   message: NewMessage
+}
+
+/** One recipient of a message, as a report that comes back about it later needs it. */
+export interface DeliveryRef {
+  /** The delivery row. */
+  id: number
+  txid: string
+  accountId: number
+  orderId: number
+  recipient: string
+  state: RecipientHistory['state']
+  envFrom: string
+  subject: string | null
+  messageId: string | null
+  attempts: number
 }
 
 /** A recipient still to deliver, as the operator sees it in the queue. */
@@ -838,6 +865,31 @@ export interface Store {
      * transaction ids of those queued.
      */
     record(outcomes: AttemptOutcome[], reports?: SenderReport[], events?: WebhookEvent[]): Promise<string[]>
+    /** A delivery row, as a report about it after the fact (a late bounce, a complaint) needs it. */
+    delivery(id: number): Promise<DeliveryRef | undefined>
+    /**
+     * A failure reported after the destination took the message (a late bounce, RFC 3464): the
+     * delivered row `id` becomes failed, its history ends with the report's entry (`code`,
+     * `response`, `suppressed`), the volume counts a failure in the hour of `time`, and `events`
+     * are written, in one commit. False, and nothing written, when the row is not delivered
+     * (unknown, still to deliver, or failed already: a report told twice counts once).
+     */
+    lateFailure(input: {
+      id: number
+      time: number
+      code: number | null
+      response: string
+      suppressed: boolean
+      events: WebhookEvent[]
+    }): Promise<boolean>
+    /**
+     * The local part of a delivery row's return path (VERP): its id and a MAC under a key derived
+     * from the server secret, short enough for an address (RFC 5321 §4.5.3.1.1: 64 octets) and of
+     * one case, since a bounce may come back lowercased.
+     */
+    returnPathToken(rowId: number): string
+    /** The delivery row a return path's local part names; undefined for one mailroom did not make. */
+    openReturnPathToken(local: string): number | undefined
     /** Releases every lease a node holds (its previous process is gone); returns how many. */
     release(node: string): Promise<number>
     /**

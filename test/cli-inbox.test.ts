@@ -32,6 +32,17 @@ describe('mailroom domain receive and mailroom inbox', () => {
         '',
       ].join('\n'),
     )
+    // With a return path, both commands name its records.
+    const withReturnPath = { ...settings(), MAILROOM_RETURN_PATH: 'bounces' }
+    const addedRp = await runCli(['domain', 'add', 'news.example', ...a], withReturnPath)
+    expect(addedRp.stdout).toContain('TXT\tbounces.news.example\tv=spf1 a:')
+    expect(addedRp.stdout).toContain(
+      "Return path: bounces.news.example is the envelope sender of news.example's mail once the domain receives (mailroom domain receive prints its MX record).",
+    )
+    const receivedRp = await runCli(['domain', 'receive', 'news.example', ...a], withReturnPath)
+    expect(receivedRp.stdout).toContain(
+      'Publish these DNS records (type, name, value):\nMX\tnews.example\t10 mx.mailroom.example.\nMX\tbounces.news.example\t10 mx.mailroom.example.\n',
+    )
     expect(await json('domain', 'receive', 'acme.example', ...a, '--catch-all', '--json')).toMatchObject({
       receiving: true,
       catchAll: true,

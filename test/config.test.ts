@@ -43,9 +43,19 @@ describe('config', () => {
         MAILROOM_INBOUND_RETENTION: '7d',
         MAILROOM_INBOX_QUOTA: '50mb',
         MAILROOM_MX_HOSTNAME: 'mx.acme.example',
+        MAILROOM_RETURN_PATH: 'Bounces',
       }).inbound,
-    ).toEqual({ retention: 7 * 86_400_000, quota: 50 * 1024 ** 2, mxHostname: 'mx.acme.example' })
-    expect(loadConfig({}).inbound).toMatchObject({ retention: 30 * 86_400_000, quota: 1024 ** 3 })
+    ).toEqual({
+      retention: 7 * 86_400_000,
+      quota: 50 * 1024 ** 2,
+      mxHostname: 'mx.acme.example',
+      returnPath: 'bounces',
+    })
+    expect(loadConfig({}).inbound).toMatchObject({ retention: 30 * 86_400_000, quota: 1024 ** 3, returnPath: null })
+    for (const bad of ['bounces.acme', '-x', 'a'.repeat(64), 'b_x'])
+      expect(() => loadConfig({ MAILROOM_RETURN_PATH: bad }), bad).toThrow(
+        /MAILROOM_RETURN_PATH.*expected off or a DNS label, as bounces/,
+      )
   })
 
   it('reads the relay settings', () => {

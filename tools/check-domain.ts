@@ -34,7 +34,10 @@ export const checkDomain = defineTool({
       throw notFound(`domain: ${domain} is not a sending domain`)
     let records: Awaited<ReturnType<typeof checkRecords>>
     try {
-      records = await checkRecords(domainRecords(keys, ctx.config.nodeName), txtLookup(ctx.config.delivery.dnsServers))
+      records = await checkRecords(
+        domainRecords(keys, ctx.config.nodeName, ctx.config.inbound.returnPath),
+        txtLookup(ctx.config.delivery.dnsServers),
+      )
     } catch (err) {
       throw new MailroomError(422, `domain: the DNS lookup failed (${(err as NodeJS.ErrnoException).code}); try again`)
     }

@@ -38,7 +38,7 @@ export const getDomains = defineTool({
         signing: i === 0,
         created: utcDateTime(k.createdAt),
       })),
-      records: domainRecords(keys, ctx.config.nodeName),
+      records: domainRecords(keys, ctx.config.nodeName, ctx.config.inbound.returnPath),
     }))
   },
 })

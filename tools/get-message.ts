@@ -57,7 +57,7 @@ function messageOf(m: MessageHistory): z.input<typeof MailMessage> {
       recipient: r.recipient,
       status: r.state,
       // Put there by this message, and there still (it may have been delisted since).
-      suppressed: r.listed && r.history.some((a) => a.suppressed),
+      suppressed: r.listed && (r.history.some((a) => a.suppressed) || Boolean(r.listedBy)),
       nextAttemptAt: r.nextAttemptAt === null ? null : iso(r.nextAttemptAt),
       attempts: r.attempts,
       timeline: timelineOf(m.createdAt, r, m.hold ?? null),
@@ -110,6 +110,14 @@ function timelineOf(acceptedAt: number, r: RecipientHistory, hold: Hold | null):
         response: `${r.recipient} was put on this account's suppression list: sends to it are refused until it is delisted`,
       })
   }
+  // Put there by this message without a failure: its unsubscribe link was used, or a complaint came back about it.
+  if (r.listedBy && !r.history.some((a) => a.suppressed))
+    entries.push({
+      time: iso(r.listedBy.time),
+      event: 'suppressed',
+      ...NO_ATTEMPT,
+      response: `${r.recipient} was put on this account's suppression list (${r.listedBy.reason}): sends to it are refused until it is delisted`,
+    })
   return entries
 }
 

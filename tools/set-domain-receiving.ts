@@ -25,7 +25,15 @@ export const setDomainReceiving = defineTool({
     receiving: z.boolean().default(true),
     catchAll: z.boolean().default(false),
   }),
-  output: z.object({ domain: z.string(), receiving: z.boolean(), catchAll: z.boolean(), mx: MxRecord }),
+  output: z.object({
+    domain: z.string(),
+    receiving: z.boolean(),
+    catchAll: z.boolean(),
+    mx: MxRecord,
+    returnPathMx: MxRecord.optional().describe(
+      'With a return path (MAILROOM_RETURN_PATH): the MX record of its domain, where late bounces and complaints come back.',
+    ),
+  }),
   handler: async ({ domain, receiving, catchAll }, ctx) => {
     const account = accountOf(ctx)
     const set = await ctx.store.inbound.setReceiving({
@@ -37,6 +45,11 @@ export const setDomainReceiving = defineTool({
     })
     if (!set) throw notFound(`domain: ${domain} is not a sending domain of this account (getDomains)`)
     ctx.logger.info({ account, domain: set.domain, receiving, catchAll: set.catchAll }, 'set a domain receiving')
-    return { ...set, mx: mxRecord(set.domain, ctx.config.inbound.mxHostname) }
+    const { mxHostname, returnPath } = ctx.config.inbound
+    return {
+      ...set,
+      mx: mxRecord(set.domain, mxHostname),
+      ...(returnPath ? { returnPathMx: mxRecord(`${returnPath}.${set.domain}`, mxHostname) } : {}),
+    }
   },
 })

@@ -18,7 +18,8 @@ import {
   unofferedParameter,
 } from '../smtp-door.js'
 import type { InboundRecipient, Store } from '../../storage/store.js'
-import type { MessageIntake } from './intake.js'
+import { FEEDBACK_MAX_BYTES } from './feedback.js'
+import type { IntakeAnswer, MessageIntake } from './intake.js'
 
 export interface MxDeps {
   /** Looks each recipient up at RCPT. */
@@ -41,6 +42,29 @@ export interface MxDeps {
   connections?: ConnectionCounter
   /** Where messages received and refusals are counted (GET /metrics). */
   metrics?: Pick<Metrics, 'received' | 'mxRefused'>
+  /**
+   * Mail to the return paths of MAILROOM_RETURN_PATH (`<token>@<label>.<domain>`): the delivery
+   * row a local part names (undefined for one mailroom did not make), and what takes the report.
+   */
+  returnPaths?: {
+    label: string
+    open: Store['queue']['openReturnPathToken']
+    intake: (message: { raw: Buffer[]; mailFrom: string; rows: number[] }) => Promise<IntakeAnswer>
+  }
+}
+
+/** The delivery row a return-path address names, if it is one: `<token>@<label>.<domain>`. */
+function returnPathRow(address: string, returnPaths: MxDeps['returnPaths']): number | undefined {
+  if (!returnPaths) return undefined
+  const at = address.lastIndexOf('@')
+  if (
+    !address
+      .slice(at + 1)
+      .toLowerCase()
+      .startsWith(`${returnPaths.label}.`)
+  )
+    return undefined
+  return returnPaths.open(address.slice(0, at))
 }
 
 /** RFC 1870 SIZE and RFC 6152 BODY: no AUTH on the MX door, and no SMTPUTF8 or DSN. */
@@ -68,6 +92,8 @@ export function createMxServer(deps: MxDeps): SMTPServer {
   const refused = new WeakMap<SMTPServerSession, number>()
   // The account of each recipient accepted in the session's transaction.
   const accountOf = new WeakMap<SMTPServerSession, Map<string, number>>()
+  // The delivery row of each return path accepted in it: a transaction is to inboxes or to return paths, not both.
+  const rowsOf = new WeakMap<SMTPServerSession, Map<string, number>>()
   const closeWith = (session: SMTPServerSession, reason: MxRefusalReason, text: string) => {
     metrics?.mxRefused(reason)
     for (const connection of server.connections) if (connection.session === session) connection.send(421, text, false)
@@ -111,6 +137,7 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       const unoffered = unofferedParameter(address.args, MAIL_PARAMETERS)
       if (unoffered) return callback(counted('unoffered_parameter', unoffered))
       accountOf.set(session, new Map())
+      rowsOf.set(session, new Map())
       // RFC 5321 §4.5.5: the null sender (bounces, reports) is taken.
       if (address.address) {
         address.address = envelopeAddress(address.address)
@@ -153,6 +180,20 @@ export function createMxServer(deps: MxDeps): SMTPServer {
           'too_many_recipients',
           reply(452, `4.5.3 Too many recipients: ${config.maxRecipients} per message`),
         )
+      const rows = rowsOf.get(session)
+      const inboxes = accountOf.get(session)
+      const row = returnPathRow(to, deps.returnPaths)
+      if ((row === undefined ? rows?.size : inboxes?.size) && !again)
+        return callback(
+          counted(
+            'too_many_recipients',
+            reply(452, '4.5.3 Reports to a return path and mail to inboxes go in separate transactions'),
+          ),
+        )
+      if (row !== undefined) {
+        rows?.set(to.toLowerCase(), row)
+        return callback()
+      }
       let found: InboundRecipient
       try {
         found = await inbound.recipient(to.toLowerCase(), deps.quota)
@@ -213,6 +254,18 @@ export function createMxServer(deps: MxDeps): SMTPServer {
               ),
             )
           if (dropped() === 'busy') return callback(counted('busy', BUSY()))
+          const rows = rowsOf.get(session)
+          if (rows?.size && deps.returnPaths) {
+            const answer = await returnPathAnswer(deps.returnPaths, {
+              raw: body.take(),
+              mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+              rows: [...rows.values()],
+            })
+            body.clear()
+            if (answer.reason) return callback(counted(answer.reason, reply(answer.code, answer.text)))
+            refused.delete(session)
+            return callback(null, answer.text)
+          }
           // The message stays in the parts it arrived in: never joined, never copied whole.
           const raw = body.take()
           body.clear()
@@ -241,6 +294,20 @@ export function createMxServer(deps: MxDeps): SMTPServer {
 
   server.on('error', (err) => logger.error({ err }, 'MX server error'))
   return server
+}
+
+/** A report to return paths, within FEEDBACK_MAX_BYTES: a report is small, and a large one is not parsed. */
+function returnPathAnswer(
+  returnPaths: NonNullable<MxDeps['returnPaths']>,
+  message: { raw: Buffer[]; mailFrom: string; rows: number[] },
+): Promise<IntakeAnswer> | IntakeAnswer {
+  if (message.raw.reduce((n, b) => n + b.length, 0) > FEEDBACK_MAX_BYTES)
+    return {
+      code: 552,
+      text: `5.3.4 A report to a return path is at most ${FEEDBACK_MAX_BYTES} bytes`,
+      reason: 'too_large',
+    }
+  return returnPaths.intake(message)
 }
 
 /** The recipients of the transaction grouped by the account each was accepted for. */

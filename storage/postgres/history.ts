@@ -7,6 +7,7 @@ import type { HoldStore } from '../approval.js'
 import {
   type AttemptRecord,
   BUCKET_MS,
+  listedBy,
   type MessageHistory,
   type RecipientHistory,
   type Store,
@@ -110,11 +111,13 @@ export function createHistoryStore(
         holdOf(txid, accountId),
       ])
       const addresses = [...new Set(rows.map((r) => r.recipient.toLowerCase()))]
-      const { rows: listed } = await pool.query<{ address: string }>(
-        "SELECT address FROM block_list WHERE account_id = $1 AND kind = 'recipient' AND address = ANY($2::text[])",
+      const { rows: listed } = await pool.query<{ address: string; reason: string; time: number; txid: string | null }>(
+        `SELECT address, reason, created_at AS time, txid FROM block_list
+        WHERE account_id = $1 AND kind = 'recipient' AND address = ANY($2::text[]) ORDER BY source`,
         [accountId, addresses],
       )
-      const suppressed = new Set(listed.map((r) => r.address))
+      // The internal entry of an address listed on both lists: as SQLite's reader takes it.
+      const suppressed = new Map(listed.map((r) => [r.address, r]))
       const recipients = new Map<number, RecipientHistory>()
       for (const r of rows) {
         let recipient = recipients.get(r.id)
@@ -127,6 +130,7 @@ export function createHistoryStore(
               attempts: r.attempts,
               nextAttemptAt: r.nextAttemptAt,
               listed: suppressed.has(r.recipient.toLowerCase()),
+              listedBy: listedBy(suppressed.get(r.recipient.toLowerCase()), txid),
               history: [],
             }),
           )

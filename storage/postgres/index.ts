@@ -355,7 +355,7 @@ function createStore(
       ...createHistoryStore(pool, outbox, holds.get),
       sentBefore: (accountId, recipients) => sentBefore(pool, accountId, recipients),
     },
-    queue: createQueueStore(pool, outbox),
+    queue: createQueueStore(pool, outbox, secret),
     blocks: createBlockStore(db, pool, hot, outbox, secret),
     traps: {
       async add(pattern, now) {

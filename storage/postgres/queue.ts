@@ -3,9 +3,11 @@ import { insertMessage } from './enqueue.js'
 import { addVolume, volumeSlot } from './history.js'
 import { batched, changed, transaction } from './pool.js'
 import type { OutboxWriter } from './webhooks.js'
+import { returnPathTokens } from '../secrets.js'
 import { type VolumeTally, volumeTally } from '../volume-tally.js'
 import {
   type AttemptOutcome,
+  type DeliveryRef,
   joinPieces,
   type QueueChange,
   type QueueItem,
@@ -46,6 +48,16 @@ const RECORD = `SELECT id, "messageRowId", "delayReported"
 const CANCELED = `INSERT INTO delivery_attempts (delivery_id, attempt, time, state, response)
   SELECT id, attempt, $3, 'failed', $4 FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)`
 
+const DELIVERY_REF = `SELECT d.id, m.txid, m.account_id AS "accountId", m.order_id AS "orderId", d.recipient, d.state,
+    m.env_from AS "envFrom", m.subject, m.message_id AS "messageId", d.attempts
+  FROM deliveries d JOIN messages m ON m.id = d.message_id WHERE d.id = $1`
+
+/** A late failure: the row's last entry, after its attempts, as a cancel's is. */
+const FAIL_LATE = `UPDATE deliveries SET state = 'failed', delivered = 0, code = $2, response = $3
+  WHERE id = $1 AND state = 'delivered' RETURNING order_id AS "orderId", attempts + 1 AS attempt`
+const LATE_ENTRY = `INSERT INTO delivery_attempts (delivery_id, attempt, time, state, code, response, suppressed)
+  VALUES ($1, $2, $3, 'failed', $4, $5, $6)`
+
 /** Batches of outcomes recorded at once: one, for the reason ENQUEUE_CONCURRENCY is one (enqueue.ts). */
 const RECORD_CONCURRENCY = 1
 
@@ -74,7 +86,7 @@ const OF_MESSAGE = '($1::bigint IS NULL OR message_id = $1)'
  * The durable queue: the deliveries table, leased row by row. Every outcome it records, and every
  * recipient it cancels, is also an entry of the recipient's history and a count of the volume index.
  */
-export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['queue'] {
+export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter, secret: Buffer): Store['queue'] {
   /** Applies an operator's change to the rows of a transaction (all rows without txid) that no worker holds. */
   const operatorTx = (
     txid: string | undefined,
@@ -219,6 +231,22 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter): Store['qu
     async waiting({ accountId, now, leaseMs }) {
       return (await pool.query(WAITING, [now - leaseMs, accountId ?? null])).rows
     },
+    async delivery(id) {
+      return (await pool.query<DeliveryRef>(DELIVERY_REF, [id])).rows[0]
+    },
+    async lateFailure({ id, time, code, response, suppressed, events }) {
+      return transaction(pool, async (client) => {
+        const { rows } = await client.query<{ orderId: number; attempt: number }>(FAIL_LATE, [id, code, response])
+        if (rows.length === 0) return false
+        await client.query(LATE_ENTRY, [id, rows[0].attempt, time, code, response, suppressed])
+        const tally = volumeTally()
+        tally.add(rows[0].orderId, time, 'failed')
+        await addVolume(client, tally)
+        await outbox.write(client, events)
+        return true
+      })
+    },
+    ...returnPathTokens(secret),
     async retry({ txid, now, leaseMs }) {
       return operatorTx(txid, now, leaseMs, async (client, messageRowId, expired) =>
         changed(

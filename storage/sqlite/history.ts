@@ -7,6 +7,8 @@ import {
   type AttemptOutcome,
   type AttemptRecord,
   BUCKET_MS,
+  listedBy,
+  type ListEntry,
   type MessageHistory,
   type RecipientHistory,
   type Store,
@@ -85,9 +87,9 @@ export function createHistoryStore(
     mx_address AS mxAddress, tls, next_attempt_at AS nextAttemptAt, suppressed FROM delivery_attempts
     WHERE delivery_id IN (SELECT id FROM deliveries WHERE message_id = ?) ORDER BY delivery_id, attempt`)
   const holdOf = holdReader(sqlite)
-  const listed = sqlite
-    .prepare("SELECT 1 FROM block_list WHERE account_id = ? AND address = ? AND kind = 'recipient' LIMIT 1")
-    .pluck()
+  const listed = sqlite.prepare(
+    "SELECT reason, created_at AS time, txid FROM block_list WHERE account_id = ? AND address = ? AND kind = 'recipient' ORDER BY source DESC LIMIT 1",
+  )
   // Read in one transaction: the message, its rows and their attempts as of one commit.
   const read = sqlite.transaction((txid: string, accountId: number): MessageHistory | undefined => {
     const m = message.get(txid, accountId) as
@@ -111,11 +113,10 @@ export function createHistoryStore(
       ...fields,
       rowId: id,
       sandbox: sandbox === 1,
-      recipients: rows.map(({ id: row, ...r }) => ({
-        ...r,
-        listed: listed.get(accountId, r.recipient.toLowerCase()) !== undefined,
-        history: byRow.get(row) ?? [],
-      })),
+      recipients: rows.map(({ id: row, ...r }) => {
+        const entry = listed.get(accountId, r.recipient.toLowerCase()) as ListEntry | undefined
+        return { ...r, listed: entry !== undefined, listedBy: listedBy(entry, txid), history: byRow.get(row) ?? [] }
+      }),
     }
   })
 

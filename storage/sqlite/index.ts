@@ -420,7 +420,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
       ...(reader ? { ...mail, log: reader.log, stats: reader.stats } : mail),
       sentBefore: sentBeforeReader(sqlite),
     },
-    queue: createQueueStore(sqlite, outbox, volume),
+    queue: createQueueStore(sqlite, outbox, volume, secret),
     blocks: {
       async events(accountId, rule, since) {
         const t = schema.blockEvents

@@ -3,9 +3,11 @@ import { groupCommit } from './group-commit.js'
 import { attemptWriter, type VolumeCounter } from './history.js'
 import { messageInserter } from './mail.js'
 import type { OutboxWriter } from './webhooks.js'
+import { returnPathTokens } from '../secrets.js'
 import {
   joinPieces,
   type AttemptOutcome,
+  type DeliveryRef,
   type QueueChange,
   type QueueItem,
   type SenderReport,
@@ -29,6 +31,7 @@ export function createQueueStore(
   sqlite: Database.Database,
   outbox: OutboxWriter,
   volume: VolumeCounter,
+  secret: Buffer,
 ): Store['queue'] {
   // The partial index deliveries_due holds only rows with a next attempt: final rows cost nothing.
   const claim =
@@ -93,6 +96,23 @@ export function createQueueStore(
     sqlite.prepare(`UPDATE deliveries SET state = 'failed', delivered = 0, code = NULL, response = @response, locked = 0, next_attempt_at = NULL
     WHERE message_id = @messageRowId AND next_attempt_at IS NOT NULL AND NOT (${held})
     RETURNING id, order_id AS orderId, attempts + 1 AS attempt`)
+  const deliveryRef =
+    sqlite.prepare(`SELECT d.id, m.txid, m.account_id AS accountId, m.order_id AS orderId, d.recipient,
+      d.state, m.env_from AS envFrom, m.subject, m.message_id AS messageId, d.attempts
+    FROM deliveries d JOIN messages m ON m.id = d.message_id WHERE d.id = ?`)
+  // A late failure is the row's last entry, after its attempts, as a cancel's is.
+  const failLate =
+    sqlite.prepare(`UPDATE deliveries SET state = 'failed', delivered = 0, code = @code, response = @response
+    WHERE id = @id AND state = 'delivered' RETURNING order_id AS orderId, attempts + 1 AS attempt`)
+  const lateFailureTx = sqlite.transaction((input: Parameters<Store['queue']['lateFailure']>[0]): boolean => {
+    const row = failLate.get(input) as { orderId: number; attempt: number } | undefined
+    if (!row) return false
+    volume.begin()
+    writeAttempt(row, { ...input, state: 'failed', mxHostname: null, nextAttemptAt: null })
+    volume.end()
+    outbox.write(input.events)
+    return true
+  })
   /** Applies an operator's change to the rows of a transaction (all rows without txid) that no worker holds. */
   const operatorTx = sqlite.transaction(
     (
@@ -171,6 +191,13 @@ export function createQueueStore(
     async release(node) {
       return release.run(node).changes
     },
+    async delivery(id) {
+      return deliveryRef.get(id) as DeliveryRef | undefined
+    },
+    async lateFailure(input) {
+      return lateFailureTx(input)
+    },
+    ...returnPathTokens(secret),
     async renew(node, now) {
       return renew.run(now, node).changes
     },

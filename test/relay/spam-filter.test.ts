@@ -23,7 +23,7 @@ const HOUR = 60 * MINUTE
 const DAY = 24 * HOUR
 const TODAY = '2026-11-22'
 const DELIST_HINT = 'delist it with POST /mail/blocks/delete'
-const NO_BLOCKS = { local: [], mbtrap: [], subject: [] }
+const NO_BLOCKS = { local: [], mbtrap: [], subject: [], unsubscribed: [] }
 const DELISTED = { status: 200, body: { status: 'ok', text: 'record deleted' } }
 
 const SMTP: DoorName = 'SMTP submission'
@@ -166,6 +166,7 @@ describe.each(DOORS)('spam filter through %s', (door) => {
         local: [blockEntry(door, { from: 'alice@example.org', to: 'Gone@Example.net', subject: 'Your invoice' })],
         mbtrap: [],
         subject: [],
+        unsubscribed: [],
       })
       // The sender is not blocked: it still reaches everyone else.
       expectAccepted(await send({ from: 'alice@example.org', to: ['bob@example.net'], subject: 'Your invoice' }))
@@ -223,6 +224,7 @@ describe.each(DOORS)('spam filter through %s', (door) => {
         local: [],
         mbtrap: [blockEntry(door, { from: 'alice@example.org', to: rcpt, subject: 'Quarterly numbers' })],
         subject: [],
+        unsubscribed: [],
       })
       // Blocked: an innocent message to an ordinary recipient is now refused too.
       const next = await send({ from: 'alice@example.org', to: ['bob@example.net'], subject: 'Lunch?' })
@@ -286,7 +288,7 @@ describe.each(DOORS)('spam filter through %s', (door) => {
       expect((await h.blocks()).subject).toEqual([]) // 4 is not more than 4
       expectAccepted(await send(spam))
       expect(await h.logTotal()).toBe(5)
-      expect(await h.blocks()).toEqual({ local: [], mbtrap: [], subject: [PAIR] })
+      expect(await h.blocks()).toEqual({ local: [], mbtrap: [], subject: [PAIR], unsubscribed: [] })
 
       expectRefused(door, await send(spam), { stage: 'DATA', message: subjectRepeated(SPAM, 'alice@example.org') })
       expect(await h.logTotal()).toBe(5)
@@ -572,6 +574,7 @@ describe('store.blocks.prune', () => {
       local: [expect.objectContaining({ from: 'new@example.org', to: 'gone@example.net' })],
       mbtrap: [],
       subject: [],
+      unsubscribed: [],
     })
     expect(await h.blocks(b)).toEqual(NO_BLOCKS)
     // An event exactly at `before` is not older than it.

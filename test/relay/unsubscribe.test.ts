@@ -1,68 +1,28 @@
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js'
-import { rmSync } from 'node:fs'
 import nodemailer from 'nodemailer'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { addDomainKey, type AddedKey } from '../../cli/domains.js'
-import { openRuntime, type Runtime } from '../../runtime.js'
-import type { RunningServer } from '../../serve.js'
-import { silentLogger, startTestServer } from '../helpers.js'
 import { resolverOf } from './inbound-support.js'
-import { startSink } from './sink.js'
-import { startEndpoint } from './webhook-endpoint.js'
+import { startRelayServer } from './relay-server.js'
 
 // `mailroom serve` in process, delivering to a sink, its webhooks posting to an endpoint: bulk
 // mail carries a signed one-click link, and the link, used as RFC 8058 says, suppresses its
 // recipient and nobody else. Another process adds the sending domain, as `mailroom domain add` does.
 describe('one-click unsubscribe', () => {
-  let dataDir: string
-  let server: RunningServer
-  let admin: Runtime
-  let sink: Awaited<ReturnType<typeof startSink>>
-  let endpoint: Awaited<ReturnType<typeof startEndpoint>>
-  let apiKey: string
-  let base: string
+  let t: Awaited<ReturnType<typeof startRelayServer>>
   let signed: AddedKey
-  let smtp: { user: string; pass: string }
 
   beforeAll(async () => {
-    sink = await startSink()
-    endpoint = await startEndpoint()
-    const started = await startTestServer('mailroom-unsubscribe-', {
-      MAILROOM_SMTPS_PORT: 'off',
-      MAILROOM_SMARTHOST: `127.0.0.1:${sink.port}`,
-      MAILROOM_ALLOW_PRIVATE_WEBHOOKS: 'true',
-      MAILROOM_PUBLIC_URL: 'https://mail.relay.test',
-    })
-    ;({ server, dataDir, apiKey, smtp } = started)
-    base = `http://127.0.0.1:${server.httpPort}`
-    admin = await openRuntime(started.config, { logger: silentLogger })
-    signed = await addDomainKey(admin, { accountId: 1, domain: 'news.test', algorithm: 'rsa' })
-    const hook = await api('POST', '/webhooks', {
-      url: endpoint.url,
-      events: ['recipient.unsubscribed', 'message.refused'],
-    })
-    expect(hook.status).toBe(200)
+    t = await startRelayServer('mailroom-unsubscribe-', { MAILROOM_PUBLIC_URL: 'https://mail.relay.test' }, [
+      'recipient.unsubscribed',
+      'message.refused',
+    ])
+    signed = await addDomainKey(t.admin, { accountId: 1, domain: 'news.test', algorithm: 'rsa' })
   })
-  afterAll(async () => {
-    await admin?.close()
-    await server?.stop()
-    await sink?.close()
-    await endpoint?.close()
-    rmSync(dataDir, { recursive: true, force: true })
-  })
+  afterAll(() => t?.close())
 
-  const api = (method: string, path: string, body?: unknown) =>
-    fetch(`${base}${path}`, {
-      method,
-      headers: { 'X-API-KEY': apiKey, 'Content-Type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    })
-  const arrived = async (subject: string) => {
-    await expect
-      .poll(() => sink.messages.some((m) => m.raw.includes(subject)), { timeout: 15_000, interval: 50 })
-      .toBe(true)
-    return sink.messages.find((m) => m.raw.includes(subject))!.raw
-  }
+  const api = (method: string, path: string, body?: unknown) => t.api(method, path, body)
+  const arrived = (subject: string) => t.arrived(subject)
   const header = (raw: Buffer, name: string) =>
     raw
       .toString('latin1')
@@ -76,7 +36,7 @@ describe('one-click unsubscribe', () => {
     return new URL(url).pathname
   }
   const oneClick = (path: string, body = 'List-Unsubscribe=One-Click', type = 'application/x-www-form-urlencoded') =>
-    fetch(`${base}${path}`, { method: 'POST', headers: { 'Content-Type': type }, body })
+    fetch(`${t.base}${path}`, { method: 'POST', headers: { 'Content-Type': type }, body })
   const suppressions = async () =>
     (await (await api('GET', '/mail/suppressions')).json()).suppressions as { address: string; reason: string }[]
   const send = (to: string | string[], subject: string, extra: Record<string, unknown> = { list: true }) =>
@@ -131,20 +91,20 @@ describe('one-click unsubscribe', () => {
       const res = await oneClick(`/unsubscribe/${bad}`)
       expect(res.status).toBe(404)
       expect(await res.text()).toContain('This unsubscribe link is not valid')
-      expect((await fetch(`${base}/unsubscribe/${bad}`)).status).toBe(404)
+      expect((await fetch(`${t.base}/unsubscribe/${bad}`)).status).toBe(404)
     }
     const empty = await oneClick(path, '')
     expect(empty.status).toBe(400)
     expect(await empty.text()).toContain('Nothing was changed')
     expect((await oneClick(path, 'List-Unsubscribe=Other')).status).toBe(400)
     // A GET (a link scanner, a person's click) only asks.
-    const asked = await fetch(`${base}${path}`)
+    const asked = await fetch(`${t.base}${path}`)
     expect(asked.status).toBe(200)
     const page = await asked.text()
     expect(page).toContain('bea@example.com')
     expect(page).toContain(`<form method="post" action="${path}">`)
     expect(await suppressions()).toEqual([])
-    expect(endpoint.received.filter((r) => r.event.type === 'recipient.unsubscribed')).toEqual([])
+    expect(t.endpoint.received.filter((r) => r.event.type === 'recipient.unsubscribed')).toEqual([])
   })
 
   it('the one-click POST suppresses the recipient once, tells the webhook, and the next send to them is refused', async () => {
@@ -157,7 +117,7 @@ describe('one-click unsubscribe', () => {
     // Again, as multipart (RFC 8058 allows both): already done, nothing new.
     const form = new FormData()
     form.set('List-Unsubscribe', 'One-Click')
-    expect((await fetch(`${base}${path}`, { method: 'POST', body: form })).status).toBe(200)
+    expect((await fetch(`${t.base}${path}`, { method: 'POST', body: form })).status).toBe(200)
 
     expect(await suppressions()).toEqual([
       expect.objectContaining({ address: 'cat@example.com', reason: 'unsubscribed' }),
@@ -166,12 +126,19 @@ describe('one-click unsubscribe', () => {
     const log = await (await api('GET', '/mail/log?limit=100')).json()
     const txid = log.emails.find((e: { subject: string }) => e.subject === 'bulk cat').id
     expect(blocks.unsubscribed).toEqual([{ date: expect.any(String), to: 'cat@example.com', mailid: txid }])
+    // The message's story tells it.
+    const [cat] = (await (await api('GET', `/mail/log/${txid}`)).json()).recipients
+    expect(cat).toMatchObject({ status: 'delivered', suppressed: true })
+    expect(cat.timeline.at(-1)).toMatchObject({
+      event: 'suppressed',
+      response: expect.stringContaining('(unsubscribed)'),
+    })
     await expect
-      .poll(() => endpoint.received.filter((r) => r.event.type === 'recipient.unsubscribed').length, {
+      .poll(() => t.endpoint.received.filter((r) => r.event.type === 'recipient.unsubscribed').length, {
         timeout: 10_000,
       })
       .toBe(1)
-    const [event] = endpoint.received.filter((r) => r.event.type === 'recipient.unsubscribed')
+    const [event] = t.endpoint.received.filter((r) => r.event.type === 'recipient.unsubscribed')
     expect(event.event.data).toEqual({ recipient: 'cat@example.com', transactionId: txid, via: 'one-click' })
 
     const again = await send('cat@example.com', 'bulk cat again')
@@ -191,7 +158,7 @@ describe('one-click unsubscribe', () => {
     const res = await oneClick(path, 'List-Unsubscribe=One-Click&page=1')
     expect(res.status).toBe(200)
     await expect
-      .poll(() => endpoint.received.find((r) => r.event.data.recipient === 'dan@example.com')?.event.data.via, {
+      .poll(() => t.endpoint.received.find((r) => r.event.data.recipient === 'dan@example.com')?.event.data.via, {
         timeout: 10_000,
       })
       .toBe('page')
@@ -202,7 +169,7 @@ describe('one-click unsubscribe', () => {
     expect(order).toMatchObject({ list: true, username: expect.stringMatching(/^mb\d+$/) })
     const transport = nodemailer.createTransport({
       host: '127.0.0.1',
-      port: server.smtpPort,
+      port: t.server.smtpPort,
       secure: false,
       requireTLS: true,
       auth: { user: order.username, pass: order.password },
@@ -222,7 +189,7 @@ describe('one-click unsubscribe', () => {
     )
     const raw = await arrived('bulk over smtp')
     expect(header(raw, 'List-Unsubscribe-Post')).toEqual(['List-Unsubscribe-Post: List-Unsubscribe=One-Click'])
-    expect((await fetch(`${base}${linkOf(raw)}`)).status).toBe(200)
-    expect(smtp.user).not.toBe(order.username)
+    expect((await fetch(`${t.base}${linkOf(raw)}`)).status).toBe(200)
+    expect(t.smtp.user).not.toBe(order.username)
   })
 })

@@ -47,6 +47,7 @@ export function historyContract(f: Fixture) {
           attempts: 0,
           nextAttemptAt: T0,
           listed: false,
+          listedBy: null,
           history: [],
         })),
       })
@@ -74,6 +75,7 @@ export function historyContract(f: Fixture) {
           attempts: 2,
           nextAttemptAt: null,
           listed: false,
+          listedBy: null,
           history: [
             {
               time: T0 + 1000,
@@ -148,6 +150,106 @@ export function historyContract(f: Fixture) {
       // Delisted, the address is no longer on the list; its history still says what happened.
       await f.store.blocks.delist(f.accountId, 'gone@b.example')
       expect((await story())[1]).toMatchObject({ listed: false, history: [{ suppressed: true }] })
+    })
+
+    it('fails a delivered recipient once when a bounce comes after its 250, with its event, and tells who put it on the list', async () => {
+      await f.store.webhooks.create({
+        accountId: f.accountId,
+        url: 'https://hooks.example/in',
+        events: ['message.failed'],
+        description: null,
+        secret: 'whsec_c2VjcmV0',
+        now: T0,
+      })
+      const { m, rows } = await leased(['gone@b.example', 'later@b.example', 'left@b.example'])
+      const [gone, later, left] = rows
+      await f.store.queue.record([outcome(gone.id, 'delivered'), outcome(left.id, 'delivered')])
+      expect(await f.store.queue.delivery(gone.id)).toEqual({
+        id: gone.id,
+        txid: m.txid,
+        accountId: f.accountId,
+        orderId: f.orderId,
+        recipient: 'gone@b.example',
+        state: 'delivered',
+        envFrom: m.envFrom,
+        subject: m.subject,
+        messageId: null,
+        attempts: 1,
+      })
+      expect(await f.store.queue.delivery(gone.id + 1000)).toBeUndefined()
+      const late = (id: number, eventId: string) =>
+        f.store.queue.lateFailure({
+          id,
+          time: T0 + HOUR_MS,
+          code: 550,
+          response: 'a bounce after delivery: 5.1.1 unknown user',
+          suppressed: true,
+          events: [
+            {
+              id: eventId,
+              type: 'message.failed',
+              accountId: f.accountId,
+              time: T0 + HOUR_MS,
+              data: {
+                transactionId: m.txid,
+                recipient: 'x',
+                from: 'y',
+                subject: null,
+                messageId: null,
+                code: 550,
+                response: 'r',
+                mxHost: null,
+                attempt: 2,
+              },
+            },
+          ],
+        })
+      expect(await late(gone.id, 'msg_late')).toBe(true)
+      expect(await late(gone.id, 'msg_again')).toBe(false) // failed already
+      expect(await late(later.id, 'msg_pending')).toBe(false) // still to deliver
+      const claimed = await f.store.webhooks.claim({ node: 'node-a', now: T0 + HOUR_MS, leaseMs: LEASE_MS, limit: 10 })
+      expect(claimed.map((c) => c.eventId)).toEqual(['msg_late'])
+      // The unsubscribe of `left`, by this message's link: its story says so; another message's entry would not.
+      await f.store.blocks.addToList({
+        accountId: f.accountId,
+        source: 'internal',
+        kind: 'recipient',
+        address: 'left@b.example',
+        reason: 'unsubscribed',
+        now: T0 + 2 * HOUR_MS,
+        txid: m.txid,
+      })
+      const story = (await f.store.mail.message(m.txid, f.accountId))!.recipients
+      expect(story[0]).toMatchObject({
+        state: 'failed',
+        attempts: 1,
+        listedBy: null,
+        history: [
+          expect.objectContaining({ state: 'delivered' }),
+          expect.objectContaining({ time: T0 + HOUR_MS, state: 'failed', code: 550, suppressed: true }),
+        ],
+      })
+      expect(story[1]).toMatchObject({ state: 'queued', history: [] })
+      expect(story[2]).toMatchObject({ listed: true, listedBy: { reason: 'unsubscribed', time: T0 + 2 * HOUR_MS } })
+      expect(await volume()).toEqual([counts(T0, { accepted: 3, delivered: 2 }), counts(T0 + HOUR_MS, { failed: 1 })])
+    })
+
+    it('makes return-path tokens that any connection opens, case-insensitively, and opens none it did not make', async () => {
+      const token = f.store.queue.returnPathToken(12345)
+      expect(token).toMatch(/^b9ix-[0-9a-f]{16}$/)
+      expect(token.length).toBeLessThanOrEqual(64)
+      const other = await f.another()
+      expect(other.queue.openReturnPathToken(token)).toBe(12345)
+      expect(other.queue.openReturnPathToken(token.toUpperCase())).toBe(12345)
+      const mac = token.slice(-16)
+      for (const bad of [
+        `b9iy-${mac}`,
+        `${token.slice(0, -1)}${token.endsWith('0') ? '1' : '0'}`,
+        token.slice(0, -1),
+        'b9ix',
+        `x${token}`,
+      ])
+        expect(f.store.queue.openReturnPathToken(bad), bad).toBeUndefined()
     })
 
     it("ends a canceled recipient's history with a failure without a reply, counted as failed", async () => {
