@@ -14,7 +14,7 @@ import {
 } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
 import { localAttempt } from './inbound/local.js'
-import { allowedHosts, type AppliedPolicy, StsPolicies } from './mta-sts.js'
+import { type AppliedPolicy, StsPolicies } from './mta-sts.js'
 import { outboundContext } from './mx-certificate.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { senderReports } from './reports.js'
@@ -115,7 +115,7 @@ export class DeliveryWorker {
           allowPrivate: config.webhooks.allowPrivate,
           secureContext,
           port: deps.policyPort,
-          fetchFailed: (domain, err) => this.tlsReports.count(domain, 'sts', err.resultType, ''),
+          failed: (domain, resultType, mxHost) => this.tlsReports.count(domain, 'sts', resultType, mxHost),
         })
   }
 
@@ -463,26 +463,11 @@ export class DeliveryWorker {
     const route = await this.route(domain)
     if ('error' in route) return noConnection(route.error.code, route.error.response)
     if (!this.policies) return this.mx.deliver(route.hosts, envelope, bytes, sent)
-    let policy: AppliedPolicy
-    try {
-      policy = await this.policies.lookUp(domain)
-    } catch (err) {
-      this.deps.logger.error({ err, domain }, 'MTA-STS: looking up the policy failed')
-      return noConnection(451, `4.4.3 the MTA-STS policy of ${domain} could not be looked up; tried again later`)
-    }
-    const { hosts, unlisted } = await allowedHosts(route.hosts, policy)
-    for (const host of unlisted) this.tlsReports.count(domain, 'sts', 'validation-failure', host)
-    if (hosts.length === 0)
-      return {
-        ...noConnection(
-          451,
-          `4.7.5 MTA-STS policy of ${domain} (enforce): no MX host of ${domain} is listed in the policy (${unlisted.join(', ')} not in mx: ${'policy' in policy ? policy.policy.mx.join(', ') : ''})`,
-        ),
-        policy,
-      }
-    const attempt = await this.mx.deliver(hosts, envelope, bytes, sent, policy)
+    const plan = await this.policies.plan(domain, route.hosts)
+    if ('refusal' in plan) return { ...noConnection(451, plan.refusal), policy: plan.policy }
+    const attempt = await this.mx.deliver(plan.hosts, envelope, bytes, sent, plan.policy)
     for (const s of attempt.sessions ?? []) this.tlsReports.count(domain, 'sts', s.resultType, s.mxHost)
-    return { ...attempt, policy }
+    return { ...attempt, policy: plan.policy }
   }
 
   /**

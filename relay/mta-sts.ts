@@ -55,9 +55,12 @@ export interface PolicyDeps {
   port?: number
   /** How long a fetch may take: POLICY_FETCH_TIMEOUT_MS unless a test waits less. */
   fetchTimeout?: number
-  /** Told of each fetch that failed (a TLS report counts it). */
-  fetchFailed?: (domain: string, err: PolicyFetchError) => void
+  /** Told of each failure a TLS report counts: a fetch that failed, an MX host the policy does not list. */
+  failed?: (domain: string, resultType: TlsResultType, mxHost: string) => void
 }
+
+/** The hosts a delivery may use under a domain's policy, or why it may use none (a transient refusal). */
+export type PolicyPlan = { policy: AppliedPolicy; hosts: MxHost[] } | { policy?: AppliedPolicy; refusal: string }
 
 /**
  * The MTA-STS policies of recipient domains, as a delivery needs them. RFC 8461 §5.1: a cached
@@ -77,8 +80,37 @@ export class StsPolicies {
     if (known && known.expires > now) return known.applied
     if (this.answers.size >= LOOKUP_CACHE_MAX) this.answers.clear()
     const applied = this.find(domain.toLowerCase(), now)
-    this.answers.set(domain, { applied, expires: now + LOOKUP_TTL_MS })
+    const entry = { applied, expires: now + LOOKUP_TTL_MS }
+    this.answers.set(domain, entry)
+    // A lookup that failed (the store unreachable) is not reused: the next delivery asks again.
+    applied.catch(() => this.answers.get(domain) === entry && this.answers.delete(domain))
     return applied
+  }
+
+  /**
+   * The domain's policy and the hosts of its route it lets a delivery use (RFC 8461 §4.1): under
+   * `enforce` only those its `mx` patterns list; a host not listed is counted as a failure in
+   * `testing` mode too. When none is left, or the policy could not be looked up, why not.
+   */
+  async plan(domain: string, hosts: MxHost[]): Promise<PolicyPlan> {
+    let policy: AppliedPolicy
+    try {
+      policy = await this.lookUp(domain)
+    } catch (err) {
+      this.deps.logger.error({ err, domain }, 'MTA-STS: looking up the policy failed')
+      return { refusal: `4.4.3 the MTA-STS policy of ${domain} could not be looked up; tried again later` }
+    }
+    if (policy.mode === 'none') return { policy, hosts }
+    const { validateMx } = await mtaSts()
+    const unlisted = hosts.filter((h) => !validateMx(h.name, policy.policy as never).valid).map((h) => h.name)
+    for (const host of unlisted) this.deps.failed?.(domain, 'validation-failure', host)
+    if (policy.mode === 'testing') return { policy, hosts }
+    const listed = hosts.filter((h) => !unlisted.includes(h.name))
+    if (listed.length) return { policy, hosts: listed }
+    return {
+      policy,
+      refusal: `4.7.5 MTA-STS policy of ${domain} (enforce): no MX host of ${domain} is listed in the policy (${unlisted.join(', ')} not in mx: ${policy.policy.mx.join(', ')})`,
+    }
   }
 
   private async find(domain: string, now: number): Promise<AppliedPolicy> {
@@ -102,7 +134,7 @@ export class StsPolicies {
     } catch (err) {
       const failure =
         err instanceof PolicyFetchError ? err : new PolicyFetchError('sts-policy-fetch-error', String(err))
-      this.deps.fetchFailed?.(domain, failure)
+      this.deps.failed?.(domain, failure.resultType, '')
       logger.warn(
         { domain, err: failure.message },
         'MTA-STS: fetching the policy failed; the cached policy, if any, applies',
@@ -217,19 +249,4 @@ export async function fetchPolicyFile(
     })
     req.end()
   })
-}
-
-/**
- * The hosts a policy lets a delivery use (RFC 8461 §4.1): in `enforce` mode those whose name
- * matches one of its `mx` patterns; in `testing` and `none` all of them. `unlisted` names the
- * hosts that did not match (a failure a TLS report counts in `testing` mode too).
- */
-export async function allowedHosts(
-  hosts: MxHost[],
-  applied: AppliedPolicy,
-): Promise<{ hosts: MxHost[]; unlisted: string[] }> {
-  if (applied.mode === 'none') return { hosts, unlisted: [] }
-  const { validateMx } = await mtaSts()
-  const unlisted = hosts.filter((h) => !validateMx(h.name, applied.policy as never).valid).map((h) => h.name)
-  return { hosts: applied.mode === 'enforce' ? hosts.filter((h) => !unlisted.includes(h.name)) : hosts, unlisted }
 }

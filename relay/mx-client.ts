@@ -73,7 +73,9 @@ export class MxClient {
       const check = conn.tls ? (conn.certificate ?? NO_STARTTLS) : NO_STARTTLS
       if (fresh) sessions.push({ mxHost: host.name, resultType: check.valid ? 'success' : check.resultType })
       if (check.valid || policy.mode === 'testing') return true
-      refusals.push(`${host.name} [${address}] ${check.detail}`)
+      // A kept connection and a new one to the same host are one reason, said once.
+      const why = `${host.name} [${address}] ${check.detail}`
+      if (!refusals.includes(why)) refusals.push(why)
       refused = { mxHostname: host.name, mxAddress: address, tls: conn.tls, certValid: certValidOf(conn) }
       conn.quit()
       return false

@@ -135,7 +135,7 @@ describe('MTA-STS policies', () => {
         allowPrivate: true,
         secureContext: outboundContext(ca.file),
         port,
-        fetchFailed: (domain, err) => failed.push(`${domain} ${err.resultType}`),
+        failed: (domain, resultType) => failed.push(`${domain} ${resultType}`),
       })
 
     it('applies a fetched policy, keeps it for its max_age, and fetches again only when the TXT id changes', async () => {
