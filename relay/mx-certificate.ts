@@ -1,11 +1,7 @@
+import { X509Certificate } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import {
-  checkServerIdentity,
-  createSecureContext,
-  rootCertificates,
-  type SecureContext,
-  type TLSSocket,
-} from 'node:tls'
+import { isIP } from 'node:net'
+import { createSecureContext, rootCertificates, type SecureContext, type TLSSocket } from 'node:tls'
 import { ConfigError } from '../config.js'
 
 /** Characters of the names a certificate is for, quoted in a reply. */
@@ -38,6 +34,29 @@ const UNTRUSTED = new Set([
 ])
 
 /**
+ * Whether a certificate is for `host`: RFC 8461 §4.2 (RFC 6125 §6.4) takes only its DNS-ID
+ * subjectAltNames (never the CN), a wildcard only as the whole left-most label; an IP address
+ * (a smarthost given as one) by its IP subjectAltNames.
+ */
+function namesHost(raw: Buffer, host: string): boolean {
+  try {
+    const x509 = new X509Certificate(raw)
+    if (isIP(host)) return x509.checkIP(host) !== undefined
+    return (
+      x509.checkHost(host, {
+        subject: 'never',
+        wildcards: true,
+        partialWildcards: false,
+        multiLabelWildcards: false,
+        singleLabelSubdomains: false,
+      }) !== undefined
+    )
+  } catch {
+    return false
+  }
+}
+
+/**
  * Checks a TLS peer's certificate for `hostname` (RFC 8461 §4.2, RFC 6125): the name first (the
  * most telling failure), then the chain to a trusted CA and its dates.
  */
@@ -45,7 +64,7 @@ export function checkCertificate(socket: TLSSocket, hostname: string): Certifica
   const cert = socket.getPeerCertificate()
   if (!cert || Object.keys(cert).length === 0)
     return { valid: false, resultType: 'validation-failure', detail: 'presented no certificate' }
-  if (checkServerIdentity(hostname, cert)) {
+  if (!namesHost(cert.raw, hostname)) {
     const names = (cert.subjectaltname ?? '')
       .split(', ')
       .filter((n) => n.startsWith('DNS:'))

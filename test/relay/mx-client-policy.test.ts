@@ -86,6 +86,18 @@ describe('MxClient under an MTA-STS policy', () => {
     expect(tested).toMatchObject({ certValid: false, sessions: [{ resultType: 'certificate-not-trusted' }] })
   })
 
+  it.each([
+    ['a wildcard for the whole left-most label', ['*.example.com'], true],
+    ['a wildcard for another level', ['*.mail.example.com'], false],
+    ['the name only as its subject CN (RFC 8461 §4.2: DNS-ID only)', ['mx.example.com', 'cn'], false],
+  ])('takes a certificate with %s as %s', async (_, names, valid) => {
+    const cnOnly = names[1] === 'cn'
+    const { sink, deliver } = await setup(await ca.issue(names.slice(0, cnOnly ? 1 : undefined), { cnOnly }))
+    const attempt = await deliver(1, ENFORCE)
+    expect(attempt.certValid).toBe(valid)
+    expect(sink.messages).toHaveLength(valid ? 1 : 0)
+  })
+
   it('names an expired certificate as such', async () => {
     const { deliver } = await setup(await ca.issue(['mx.example.com'], { expired: true }))
     const refused = await deliver(1, ENFORCE)

@@ -23,8 +23,11 @@ export async function startTestCa() {
   const dir = mkdtempSync(join(tmpdir(), 'mailroom-test-ca-'))
   const file = join(dir, 'ca.pem')
   writeFileSync(file, ca.cert)
-  /** A certificate this CA issues for `names` (DNS names), valid from yesterday, or expired when asked. */
-  const issue = async (names: string[], options: { expired?: boolean } = {}) => {
+  /**
+   * A certificate this CA issues for `names` (DNS names in its subjectAltName), valid from
+   * yesterday, or expired when asked; `cnOnly` names only the first, as its subject's CN.
+   */
+  const issue = async (names: string[], options: { expired?: boolean; cnOnly?: boolean } = {}) => {
     const end = options.expired ? now - DAY : now + 30 * DAY
     const leaf = await generate([{ name: 'commonName', value: names[0] }], {
       keyType: 'ec',
@@ -34,7 +37,7 @@ export async function startTestCa() {
       ca: { key: ca.private, cert: ca.cert },
       extensions: [
         { name: 'basicConstraints', cA: false },
-        { name: 'subjectAltName', altNames: names.map((value) => ({ type: 2, value })) },
+        ...(options.cnOnly ? [] : [{ name: 'subjectAltName', altNames: names.map((value) => ({ type: 2, value })) }]),
       ],
     })
     return { key: leaf.private, cert: leaf.cert }
