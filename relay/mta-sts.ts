@@ -127,10 +127,9 @@ export class StsPolicies {
     // RFC 8461 §5.1: without a record, a cached policy still applies until it expires.
     if (id === false) return applies(domain, live)
     if (live && live.id === id) return applies(domain, live)
+    let policy: CachedStsPolicy
     try {
-      const policy = await this.fetch(domain, id, now)
-      await store.tlsPolicy.savePolicy(policy)
-      return applies(domain, policy)
+      policy = await this.fetch(domain, id, now)
     } catch (err) {
       const failure =
         err instanceof PolicyFetchError ? err : new PolicyFetchError('sts-policy-fetch-error', String(err))
@@ -141,6 +140,11 @@ export class StsPolicies {
       )
       return applies(domain, live)
     }
+    // Not kept, it is fetched again by the next lookup; meanwhile it applies all the same.
+    await store.tlsPolicy
+      .savePolicy(policy)
+      .catch((err) => logger.error({ err, domain }, 'MTA-STS: keeping the policy fetched failed'))
+    return applies(domain, policy)
   }
 
   /** The id of the domain's `_mta-sts` record, or false when it has none (RFC 8461 §3.1). */
