@@ -466,7 +466,14 @@ export class DeliveryWorker {
     const plan = await this.policies.plan(domain, route.hosts)
     if ('refusal' in plan) return { ...noConnection(451, plan.refusal), policy: plan.policy }
     const attempt = await this.mx.deliver(plan.hosts, envelope, bytes, sent, plan.policy)
-    for (const s of attempt.sessions ?? []) this.tlsReports.count(domain, 'sts', s.resultType, s.mxHost)
+    // RFC 8460 §4.3: a session with a host the policy does not list failed validation, TLS or not.
+    for (const s of attempt.sessions ?? [])
+      this.tlsReports.count(
+        domain,
+        'sts',
+        plan.unlisted.includes(s.mxHost) ? 'validation-failure' : s.resultType,
+        s.mxHost,
+      )
     return { ...attempt, policy: plan.policy }
   }
 

@@ -60,7 +60,9 @@ export interface PolicyDeps {
 }
 
 /** The hosts a delivery may use under a domain's policy, or why it may use none (a transient refusal). */
-export type PolicyPlan = { policy: AppliedPolicy; hosts: MxHost[] } | { policy?: AppliedPolicy; refusal: string }
+export type PolicyPlan =
+  | { policy: AppliedPolicy; hosts: MxHost[]; unlisted: string[] }
+  | { policy?: AppliedPolicy; refusal: string }
 
 /**
  * The MTA-STS policies of recipient domains, as a delivery needs them. RFC 8461 §5.1: a cached
@@ -89,8 +91,9 @@ export class StsPolicies {
 
   /**
    * The domain's policy and the hosts of its route it lets a delivery use (RFC 8461 §4.1): under
-   * `enforce` only those its `mx` patterns list; a host not listed is counted as a failure in
-   * `testing` mode too. When none is left, or the policy could not be looked up, why not.
+   * `enforce` only those its `mx` patterns list (the others are counted as failures, not tried);
+   * under `testing` all, `unlisted` naming those a TLS report counts as failed whatever their
+   * session. When none is left, or the policy could not be looked up, why not.
    */
   async plan(domain: string, hosts: MxHost[]): Promise<PolicyPlan> {
     let policy: AppliedPolicy
@@ -100,13 +103,13 @@ export class StsPolicies {
       this.deps.logger.error({ err, domain }, 'MTA-STS: looking up the policy failed')
       return { refusal: `4.4.3 the MTA-STS policy of ${domain} could not be looked up; tried again later` }
     }
-    if (policy.mode === 'none') return { policy, hosts }
+    if (policy.mode === 'none') return { policy, hosts, unlisted: [] }
     const { validateMx } = await mtaSts()
     const unlisted = hosts.filter((h) => !validateMx(h.name, policy.policy as never).valid).map((h) => h.name)
+    if (policy.mode === 'testing') return { policy, hosts, unlisted }
     for (const host of unlisted) this.deps.failed?.(domain, 'validation-failure', host)
-    if (policy.mode === 'testing') return { policy, hosts }
     const listed = hosts.filter((h) => !unlisted.includes(h.name))
-    if (listed.length) return { policy, hosts: listed }
+    if (listed.length) return { policy, hosts: listed, unlisted: [] }
     return {
       policy,
       refusal: `4.7.5 MTA-STS policy of ${domain} (enforce): no MX host of ${domain} is listed in the policy (${unlisted.join(', ')} not in mx: ${policy.policy.mx.join(', ')})`,

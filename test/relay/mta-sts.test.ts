@@ -183,6 +183,31 @@ describe('MTA-STS policies', () => {
       await store.close()
     })
 
+    it('plans the hosts a delivery may use: under enforce the listed ones, under testing all', async () => {
+      const store = open()
+      const failed: string[] = []
+      const host = (name: string) => ({ name, addresses: ['127.0.0.1'], port: 25 })
+      const hosts = [host('mx.b.test'), host('mx9.elsewhere.test'), host('a.mail.b.test'), host('a.b.mail.b.test')]
+      serve(POLICY)
+      expect(await policies(store, () => ['v=STSv1; id=one'], failed).plan('b.test', hosts)).toMatchObject({
+        policy: { mode: 'enforce' },
+        hosts: [host('mx.b.test'), host('a.mail.b.test')],
+      })
+      expect(failed).toEqual(['b.test validation-failure', 'b.test validation-failure'])
+      expect(await policies(store, () => ['v=STSv1; id=one']).plan('b.test', [host('mx.other.test')])).toEqual({
+        policy: expect.objectContaining({ mode: 'enforce' }),
+        refusal:
+          '4.7.5 MTA-STS policy of b.test (enforce): no MX host of b.test is listed in the policy (mx.other.test not in mx: mx.b.test, *.mail.b.test)',
+      })
+      serve(POLICY.replace('enforce', 'testing'))
+      expect(await policies(store, () => ['v=STSv1; id=two']).plan('b.test', hosts)).toMatchObject({
+        policy: { mode: 'testing' },
+        hosts,
+        unlisted: ['mx9.elsewhere.test', 'a.b.mail.b.test'],
+      })
+      await store.close()
+    })
+
     it('has no policy for a domain without a record, nor for one with two', async () => {
       const store = open()
       serve(POLICY)
