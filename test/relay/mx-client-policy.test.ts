@@ -98,6 +98,14 @@ describe('MxClient under an MTA-STS policy', () => {
     expect(sink.messages).toHaveLength(valid ? 1 : 0)
   })
 
+  it('refuses a MAILROOM_OUTBOUND_CA that cannot be read or is no certificate, naming the setting', () => {
+    expect(() => outboundContext('/nonexistent/ca.pem')).toThrow(
+      /^cannot use \/nonexistent\/ca\.pem as a CA \(MAILROOM_OUTBOUND_CA\): ENOENT/,
+    )
+    expect(outboundContext(null)).toBeUndefined()
+    expect(outboundContext(ca.file)).toBeDefined()
+  })
+
   it('names an expired certificate as such', async () => {
     const { deliver } = await setup(await ca.issue(['mx.example.com'], { expired: true }))
     const refused = await deliver(1, ENFORCE)
