@@ -227,6 +227,16 @@ export const ConfigSchema = z.object({
     .regex(/^(?:off|[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)$/i, 'expected off or a DNS label, as bounces')
     .transform((v) => v.toLowerCase())
     .default('off'),
+  /** A PEM file of CAs trusted beside the system's for outbound TLS: MX certificates under MTA-STS, and MTA-STS policy hosts. */
+  MAILROOM_OUTBOUND_CA: z.string().min(1).optional(),
+  /** `mb<id>`: the mail order daily TLS reports (RFC 8460) are queued under; unset, none is sent and nothing counted. */
+  MAILROOM_TLS_REPORTS_ORDER: z
+    .string()
+    .regex(/^mb\d+$/, 'expected a mail order username such as mb1')
+    .transform((s) => Number(s.slice(2)))
+    .optional(),
+  /** The address TLS reports come from, and their contact-info; its domain is the organization-name. */
+  MAILROOM_TLS_REPORTS_FROM: z.email().optional(),
   /** Post webhooks to endpoints at loopback, private and other non-public addresses (tests, a lab); checked at each send. */
   MAILROOM_ALLOW_PRIVATE_WEBHOOKS: z.enum(['true', 'false']).default('false'),
   /** Waits between the attempts to post a webhook event that failed; after the last one it is dropped. */
@@ -347,6 +357,13 @@ const Settings = ConfigSchema.transform((e) => ({
     maxQueueAge: e.MAILROOM_MAX_QUEUE_AGE,
     timeout: e.MAILROOM_DELIVERY_TIMEOUT,
     leaseTimeout: e.MAILROOM_LEASE_TIMEOUT,
+    /** A PEM file of CAs trusted beside the system's, or null. */
+    outboundCa: e.MAILROOM_OUTBOUND_CA ? resolve(e.MAILROOM_OUTBOUND_CA) : null,
+  },
+  /** TLS reports to recipient domains (relay/tls-reports.ts): the order they are queued under, or null for none. */
+  tlsReports: {
+    orderId: e.MAILROOM_TLS_REPORTS_ORDER ?? null,
+    from: e.MAILROOM_TLS_REPORTS_FROM ?? `tlsrpt-noreply@${e.MAILROOM_NODE_NAME}`,
   },
   webhooks: {
     allowPrivate: e.MAILROOM_ALLOW_PRIVATE_WEBHOOKS === 'true',

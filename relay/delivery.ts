@@ -14,12 +14,15 @@ import {
 } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
 import { localAttempt } from './inbound/local.js'
+import { type AppliedPolicy, StsPolicies } from './mta-sts.js'
+import { outboundContext } from './mx-certificate.js'
 import { MxClient, type Attempt } from './mx-client.js'
 import { senderReports } from './reports.js'
 import { attemptEach, ReturnPaths } from './return-path.js'
 import { sandboxAttempt } from './sandbox.js'
 import { cut, sameReply } from './smtp-session.js'
 import { resolveRoute, type MxResolver, type Route } from './routes.js'
+import { TlsReports } from './tls-reports.js'
 import { createTxidGenerator } from './txid.js'
 
 /** How often a live worker renews the leases it holds, as a share of the lease timeout (MAILROOM_LEASE_TIMEOUT). */
@@ -40,7 +43,7 @@ export const MAX_STORED_RESPONSE = 4096
 
 export interface DeliveryDeps {
   store: Store
-  config: Pick<Config, 'delivery' | 'nodeName' | 'reports' | 'inbound'>
+  config: Pick<Config, 'delivery' | 'nodeName' | 'reports' | 'inbound' | 'webhooks' | 'tlsReports'>
   logger: Logger
   clock: () => number
   resolver: MxResolver
@@ -48,6 +51,8 @@ export interface DeliveryDeps {
   node?: string
   /** Where each attempt's outcome is counted, if anywhere. */
   metrics?: Pick<EngineMetrics, 'delivery'>
+  /** The port of MTA-STS policy hosts: 443 (RFC 8461 §3.3) unless a test serves elsewhere. */
+  policyPort?: number
 }
 
 /** Recipients of one message at one domain (one SMTP transaction), and the message's bytes when they are at hand. */
@@ -94,11 +99,27 @@ export class DeliveryWorker {
   /** Transaction ids of the reports to senders this worker queues. */
   private readonly newTxid = createTxidGenerator()
   private readonly returnPaths: ReturnPaths
+  /** The recipient domains' MTA-STS policies (none through a smarthost: it is no domain's MX). */
+  private readonly policies: StsPolicies | null
+  /** TLS-RPT: the sessions counted, and the daily reports to the domains that ask for them. */
+  readonly tlsReports: TlsReports
 
   constructor(private readonly deps: DeliveryDeps) {
-    this.mx = new MxClient({ heloName: deps.config.nodeName, timeout: deps.config.delivery.timeout })
-    this.node = deps.node ?? deps.config.nodeName
-    this.returnPaths = new ReturnPaths({ store: deps.store, label: deps.config.inbound.returnPath, clock: deps.clock })
+    const { config } = deps
+    const secureContext = outboundContext(config.delivery.outboundCa)
+    this.mx = new MxClient({ heloName: config.nodeName, timeout: config.delivery.timeout, secureContext })
+    this.node = deps.node ?? config.nodeName
+    this.returnPaths = new ReturnPaths({ store: deps.store, label: config.inbound.returnPath, clock: deps.clock })
+    this.tlsReports = new TlsReports({ ...deps, node: this.node, newTxid: this.newTxid, queued: () => this.kick() })
+    this.policies = config.delivery.smarthost
+      ? null
+      : new StsPolicies({
+          ...deps,
+          allowPrivate: config.webhooks.allowPrivate,
+          secureContext,
+          port: deps.policyPort,
+          failed: (domain, resultType, mxHost) => this.tlsReports.count(domain, 'sts', resultType, mxHost),
+        })
   }
 
   /** Takes back the leases this node held before a restart, then starts working. */
@@ -107,6 +128,7 @@ export class DeliveryWorker {
     if (released) this.deps.logger.info({ released }, 'took back deliveries leased before the restart')
     this.running = true
     this.loopDone = this.loop()
+    this.tlsReports.start()
   }
 
   /** Why the worker is not delivering (not started, or stopped), or null while it is. */
@@ -178,6 +200,7 @@ export class DeliveryWorker {
     await this.loopDone
     await Promise.all(this.inFlight)
     await Promise.all(this.recording)
+    await this.tlsReports.stop()
     this.mx.close()
     await this.deps.store.queue
       .release(this.node)
@@ -307,7 +330,7 @@ export class DeliveryWorker {
     // Sandbox mail never leaves: no lookup, no connection; its replies are relay/sandbox.ts's,
     // recorded below like a destination's, reports and suppressions included. Mail to an inbox of
     // this mailroom goes straight into it (relay/inbound/local.ts), without a lookup either.
-    const attempt = items[0].sandbox
+    const attempt: Attempt & { policy?: AppliedPolicy } = items[0].sandbox
       ? sandboxAttempt(items)
       : ((await this.local(items, bytes)) ?? (await this.remote(domain, items, bytes, sent)))
     const now = clock()
@@ -350,6 +373,9 @@ export class DeliveryWorker {
         mxHostname: attempt.mxHostname,
         mxAddress: attempt.mxAddress,
         tls: attempt.tls,
+        tlsPolicy: attempt.policy?.mode ?? null,
+        tlsPolicyDomain: attempt.policy?.domain ?? null,
+        certValid: attempt.certValid ?? null,
         nextAttemptAt: next,
         time: now,
         suppressed,
@@ -428,7 +454,7 @@ export class DeliveryWorker {
     items: QueueItem[],
     bytes: () => Promise<Buffer | undefined>,
     sent: () => void,
-  ): Promise<Attempt> {
+  ): Promise<Attempt & { policy?: AppliedPolicy }> {
     const returnDomain = await this.returnPaths.domainOf(items[0])
     const to = items.map((i) => i.recipient)
     if (!returnDomain) return this.attempt(domain, { from: items[0].envFrom, to }, bytes, sent)
@@ -442,22 +468,37 @@ export class DeliveryWorker {
     )
   }
 
-  /** An attempt at the destination: the domain's route, then an SMTP transaction on it. */
+  /**
+   * An attempt at the destination: the domain's route and its MTA-STS policy (RFC 8461 §5: looked
+   * up before each delivery), then an SMTP transaction on a host the policy allows.
+   */
   private async attempt(
     domain: string,
     envelope: { from: string; to: string[] },
     bytes: () => Promise<Buffer | undefined>,
     sent: () => void,
-  ): Promise<Attempt> {
+  ): Promise<Attempt & { policy?: AppliedPolicy }> {
+    const noConnection = (code: number, response: string) => ({
+      mxHostname: null,
+      mxAddress: null,
+      tls: null,
+      replies: sameReply(envelope.to, { code, response }),
+    })
     const route = await this.route(domain)
-    if ('error' in route)
-      return {
-        mxHostname: null,
-        mxAddress: null,
-        tls: null,
-        replies: sameReply(envelope.to, { code: route.error.code, response: route.error.response }),
-      }
-    return this.mx.deliver(route.hosts, envelope, bytes, sent)
+    if ('error' in route) return noConnection(route.error.code, route.error.response)
+    if (!this.policies) return this.mx.deliver(route.hosts, envelope, bytes, sent)
+    const plan = await this.policies.plan(domain, route.hosts)
+    if ('refusal' in plan) return { ...noConnection(451, plan.refusal), policy: plan.policy }
+    const attempt = await this.mx.deliver(plan.hosts, envelope, bytes, sent, plan.policy)
+    // RFC 8460 §4.3: a session with a host the policy does not list failed validation, TLS or not.
+    for (const s of attempt.sessions ?? [])
+      this.tlsReports.count(
+        domain,
+        'sts',
+        plan.unlisted.includes(s.mxHost) ? 'validation-failure' : s.resultType,
+        s.mxHost,
+      )
+    return { ...attempt, policy: plan.policy }
   }
 
   /**

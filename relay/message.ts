@@ -266,7 +266,7 @@ function param(key: string, value: string): string {
 
 /** A multipart body; the CRLF before each delimiter belongs to the delimiter (RFC 2046 §5.1.1), not to the part. */
 export function multipart(
-  subtype: 'alternative' | 'mixed' | 'report; report-type=delivery-status',
+  subtype: 'alternative' | 'mixed' | 'report; report-type=delivery-status' | 'report; report-type="tlsrpt"',
   boundary: string,
   parts: string[],
 ): string {

@@ -1,3 +1,6 @@
+import type { SecureContext } from 'node:tls'
+import type { AppliedPolicy } from './mta-sts.js'
+import type { CertificateCheck, TlsResultType } from './mx-certificate.js'
 import type { MxHost } from './routes.js'
 import { sameReply, SmtpNetworkError, SmtpRefusal, SmtpSession, type Reply } from './smtp-session.js'
 
@@ -7,7 +10,24 @@ export interface Attempt {
   /** The address it connected to, and whether the connection was encrypted: null when none was made. */
   mxAddress: string | null
   tls: boolean | null
+  /** Whether the MX certificate was valid for its name; null without TLS (or when not known). */
+  certValid?: boolean | null
+  /** The connections opened under an MTA-STS policy, and how each went: what a TLS report counts (RFC 8460). */
+  sessions?: TlsSession[]
   replies: Map<string, Reply>
+}
+
+/** One connection made under an MTA-STS policy, as a TLS report counts it. */
+export interface TlsSession {
+  mxHost: string
+  resultType: 'success' | TlsResultType
+}
+
+/** A connection without TLS, as a policy judges it. */
+const NO_STARTTLS: CertificateCheck = {
+  valid: false,
+  resultType: 'starttls-not-supported',
+  detail: 'did not offer STARTTLS',
 }
 
 /** How long an open connection waits for the next transaction to the same host. */
@@ -24,24 +44,44 @@ const replyOf = (err: unknown): Reply =>
 export class MxClient {
   private idle = new Map<string, { conn: SmtpSession; timer: NodeJS.Timeout; onEnd: () => void }[]>()
 
-  constructor(private readonly options: { heloName: string; timeout: number }) {}
+  constructor(private readonly options: { heloName: string; timeout: number; secureContext?: SecureContext }) {}
 
   /**
    * Delivers one message to a set of recipients at one domain, trying the hosts in order until
    * one answers. Every recipient gets a reply: the destination's, or a transient one when no
    * host could be reached or the connection broke. `sent` is called when the message is out and
    * the connection is free for another transaction, before the reply (see SmtpSession.send).
+   * Under an MTA-STS policy in `enforce` mode (RFC 8461 §4.2), a host is used only over TLS with
+   * a certificate valid for its name: else the message is not sent there, and when no host
+   * qualifies every recipient gets a transient refusal that says why.
    */
   async deliver(
     hosts: MxHost[],
     envelope: { from: string; to: string[] },
     load: () => Promise<Buffer | undefined>,
     sent?: () => void,
+    policy: AppliedPolicy | null = null,
   ): Promise<Attempt> {
     // The bytes are read once, and only once a host answered: a destination that is down costs no memory.
     let body: Promise<Buffer | undefined> | undefined
+    const sessions: TlsSession[] = []
+    const refusals: string[] = []
+    let refused: Omit<Attempt, 'replies'> | null = null
+    /** Whether the connection may carry the message under the policy; a refusal is noted. */
+    const passes = (conn: SmtpSession, host: MxHost, address: string, fresh: boolean): boolean => {
+      if (!policy || policy.mode === 'none') return true
+      const check = conn.tls ? (conn.certificate ?? NO_STARTTLS) : NO_STARTTLS
+      if (fresh) sessions.push({ mxHost: host.name, resultType: check.valid ? 'success' : check.resultType })
+      if (check.valid || policy.mode === 'testing') return true
+      // A kept connection and a new one to the same host are one reason, said once.
+      const why = `${host.name} [${address}] ${check.detail}`
+      if (!refusals.includes(why)) refusals.push(why)
+      refused = { mxHostname: host.name, mxAddress: address, tls: conn.tls, certValid: certValidOf(conn) }
+      conn.quit()
+      return false
+    }
     const run = async (conn: SmtpSession, host: MxHost, address: string, key: string): Promise<Attempt> => {
-      const on = { mxHostname: host.name, mxAddress: address, tls: conn.tls }
+      const on = { mxHostname: host.name, mxAddress: address, tls: conn.tls, certValid: certValidOf(conn), sessions }
       const raw = await (body ??= load())
       if (!raw) {
         this.park(key, conn)
@@ -59,7 +99,7 @@ export class MxClient {
         // A parked connection goes straight into the next transaction. If it turns out to have
         // died meanwhile (no reply at all), the transaction is run again on a new connection.
         const parked = this.unpark(key)
-        if (parked) {
+        if (parked && passes(parked, host, address, false)) {
           const attempt = await run(parked, host, address, key)
           if (![...attempt.replies.values()].every((r) => r.code === null)) return attempt
         }
@@ -71,16 +111,34 @@ export class MxClient {
             hostname: host.name,
             heloName: this.options.heloName,
             timeout: this.options.timeout,
+            secureContext: this.options.secureContext,
           })
         } catch (err) {
           const reply = replyOf(err)
           last = { ...reply, response: `${host.name} [${address}]:${host.port}: ${reply.response}` }
           continue
         }
-        return run(conn, host, address, key)
+        if (passes(conn, host, address, true)) return run(conn, host, address, key)
       }
     }
-    return { mxHostname: hosts[0]?.name ?? null, mxAddress: null, tls: null, replies: sameReply(envelope.to, last) }
+    // Refused by the policy: a transient failure (RFC 8461 §5.1: the policy may be fixed, or a
+    // valid certificate installed, before the message expires), saying why.
+    if (refused && policy)
+      return {
+        ...(refused as Omit<Attempt, 'replies'>),
+        sessions,
+        replies: sameReply(envelope.to, {
+          code: 451,
+          response: `4.7.5 MTA-STS policy of ${policy.domain} (enforce): ${refusals.join('; ')}`,
+        }),
+      }
+    return {
+      mxHostname: hosts[0]?.name ?? null,
+      mxAddress: null,
+      tls: null,
+      sessions,
+      replies: sameReply(envelope.to, last),
+    }
   }
 
   /** Closes every idle connection. */
@@ -145,3 +203,6 @@ export class MxClient {
     list.push(entry)
   }
 }
+
+/** Whether a connection's certificate was valid for the MX name; null without TLS. */
+const certValidOf = (conn: SmtpSession) => (conn.tls ? (conn.certificate?.valid ?? null) : null)

@@ -51,14 +51,14 @@ export class ReturnPaths {
  * keeps (the next transaction reuses the last one's): their replies as one attempt's. `sent`, which
  * frees the delivery's slot, is called once the last copy is out.
  */
-export async function attemptEach(
+export async function attemptEach<A extends Attempt>(
   items: Pick<QueueItem, 'id' | 'recipient'>[],
   from: (item: Pick<QueueItem, 'id'>) => string,
-  attempt: (envelope: { from: string; to: string[] }, sent: () => void) => Promise<Attempt>,
+  attempt: (envelope: { from: string; to: string[] }, sent: () => void) => Promise<A>,
   sent: () => void,
-): Promise<Attempt> {
+): Promise<A> {
   const replies: Attempt['replies'] = new Map()
-  let last: Attempt | undefined
+  let last: A | undefined
   for (const [n, item] of items.entries()) {
     last = await attempt({ from: from(item), to: [item.recipient] }, n === items.length - 1 ? sent : () => {})
     for (const [to, reply] of last.replies) replies.set(to, reply)

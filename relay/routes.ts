@@ -6,6 +6,11 @@ export interface MxResolver {
   resolveMx(domain: string): Promise<{ exchange: string; priority: number }[]>
   resolve4(host: string): Promise<string[]>
   resolve6(host: string): Promise<string[]>
+  /**
+   * TXT records, each as its strings: a domain's MTA-STS and TLS-RPT records (RFC 8461, RFC
+   * 8460). A stub without it answers that no domain has any.
+   */
+  resolveTxt?(name: string): Promise<string[][]>
 }
 
 export interface MxHost {

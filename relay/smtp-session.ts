@@ -1,7 +1,8 @@
 import { isAscii as isAsciiBytes } from 'node:buffer'
 import { connect as netConnect, isIP, type Socket } from 'node:net'
-import { connect as tlsConnect, type TLSSocket } from 'node:tls'
+import { connect as tlsConnect, type SecureContext, type TLSSocket } from 'node:tls'
 import { isAscii } from './addresses.js'
+import { type CertificateCheck, checkCertificate } from './mx-certificate.js'
 
 /** A destination's answer for one recipient; `code` is null when none came (timeout, dropped connection). */
 export interface Reply {
@@ -37,6 +38,8 @@ export interface SessionOptions {
   heloName: string
   /** How long connecting, and then each wait for a reply, may take. */
   timeout: number
+  /** The CAs a certificate is checked against: the system's, unless the operator added one (MAILROOM_OUTBOUND_CA). */
+  secureContext?: SecureContext
 }
 
 const CRLF = Buffer.from('\r\n')
@@ -52,7 +55,8 @@ export const cut = (text: string, max: number) => (text.length > max ? `${text.s
 
 /**
  * One SMTP client session toward a destination MX: EHLO (HELO for servers that refuse it),
- * opportunistic STARTTLS (certificates are not checked, as is usual between MTAs), then
+ * opportunistic STARTTLS (any certificate is taken, as is usual between MTAs, and what it proved
+ * is kept for an MTA-STS policy to judge), then
  * transactions. With PIPELINING (RFC 2920) MAIL, every RCPT and DATA leave in one write and the
  * message with its terminating dot in one more: a transaction costs two writes and two round
  * trips. The next transaction need not wait for the reply to the message: once the dot is out,
@@ -85,6 +89,7 @@ export class SmtpSession {
   private closedWith: Error | null = null
   private closeListeners: (() => void)[] = []
   private encrypted = false
+  private checked: CertificateCheck | null = null
 
   private constructor(
     socket: Socket,
@@ -134,6 +139,11 @@ export class SmtpSession {
   /** Whether the session was upgraded to TLS (STARTTLS). */
   get tls(): boolean {
     return this.encrypted
+  }
+
+  /** What the MX certificate proved for the host name; null without TLS. Travels with a parked connection. */
+  get certificate(): CertificateCheck | null {
+    return this.checked
   }
 
   /** Called once when the connection is gone. */
@@ -250,13 +260,17 @@ export class SmtpSession {
     plain.removeAllListeners('timeout')
     return new Promise((resolve, reject) => {
       const name = this.options.hostname
+      // Not refused here: opportunistic TLS takes any certificate; an MTA-STS policy in enforce
+      // mode refuses one that is not valid (relay/mx-client.ts), knowing why from `certificate`.
       const secure = tlsConnect({
         socket: plain,
         rejectUnauthorized: false,
+        ...(this.options.secureContext ? { secureContext: this.options.secureContext } : {}),
         ...(isIP(name) ? {} : { servername: name }),
       })
       secure.once('secureConnect', () => {
         secure.removeListener('error', reject)
+        this.checked = checkCertificate(secure, name)
         this.socket = secure
         this.encrypted = true
         this.attach(secure)

@@ -10,6 +10,10 @@ import type {
   Hold,
 } from './approval.js'
 import type { InboundStore, InboundSummary } from './inbound.js'
+import type { StsMode, TlsPolicyStore } from './tls-policy.js'
+
+// MTA-STS policies and TLS-RPT counts (Store['tlsPolicy']).
+export type { CachedStsPolicy, StsMode, TlsPolicyStore, TlsResultCount } from './tls-policy.js'
 
 // Send policies and held messages (Store['policies'], ['sendCounts'], ['holds']).
 export {
@@ -363,6 +367,12 @@ export interface AttemptOutcome {
   mxAddress?: string | null
   /** Whether that connection was encrypted (STARTTLS); null when there was none. */
   tls?: boolean | null
+  /** The MTA-STS mode applied (RFC 8461); null when no policy was looked up (sandbox, local, smarthost). */
+  tlsPolicy?: StsMode | null
+  /** The domain whose policy it was. */
+  tlsPolicyDomain?: string | null
+  /** Whether the MX certificate was valid for its name (a trusted chain, the name matched); null without TLS. */
+  certValid?: boolean | null
   /** When to try again (deferred only). */
   nextAttemptAt: number | null
   /** When the attempt ended (ms). */
@@ -388,6 +398,11 @@ export interface AttemptRecord {
   nextAttemptAt: number | null
   /** It put the recipient on the account's suppression list. */
   suppressed: boolean
+  /** The MTA-STS mode applied, and whose policy it was; null when none was looked up (a cancel, sandbox, local mail, a smarthost). */
+  tlsPolicy: StsMode | null
+  tlsPolicyDomain: string | null
+  /** Whether the MX certificate was valid for its name; null without TLS. */
+  certValid: boolean | null
 }
 
 /** One recipient of a message, with every attempt made for it, oldest first. */
@@ -1174,6 +1189,8 @@ export interface Store {
   sendCounts: SendCountStore
   /** Messages held for a person's approval. */
   holds: HoldStore
+  /** MTA-STS policies and TLS-RPT counts, shared by every node (storage/tls-policy.ts). */
+  tlsPolicy: TlsPolicyStore
   /** Housekeeping the database wants from time to time (SQLite: refresh the planner's statistics). */
   maintain(): Promise<void>
   /**

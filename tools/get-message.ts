@@ -8,8 +8,18 @@ type Entry = z.input<typeof TimelineEntry>
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
-/** The fields of an entry that is not an attempt on a connection. */
-const NO_ATTEMPT = { mxHostname: null, mxAddress: null, tls: null, code: null, response: null, nextAttemptAt: null }
+/** The fields of an entry that is not an attempt on a connection (a test of the timeline reads them too). */
+export const NO_ATTEMPT = {
+  mxHostname: null,
+  mxAddress: null,
+  tls: null,
+  tlsPolicy: null,
+  tlsPolicyDomain: null,
+  certValid: null,
+  code: null,
+  response: null,
+  nextAttemptAt: null,
+}
 
 export const getMessage = defineTool({
   name: 'getMessage',
@@ -20,7 +30,8 @@ export const getMessage = defineTool({
   description:
     "One message of the account by transaction id (a send's `text`, the log's `id`): envelope, headers, " +
     'size, door, and per recipient its status and timeline (accepted; held, approved or rejected when a send ' +
-    'policy held it, see `hold`; each delivery attempt with MX host, address, TLS and reply; suppressed when ' +
+    'policy held it, see `hold`; each delivery attempt with MX host, address, TLS, MTA-STS policy, ' +
+    'certificate validity and reply; suppressed when ' +
     'a bounce put the address on the suppression list). 404 if none.',
   input: z.object({
     id: z
@@ -127,6 +138,9 @@ const attemptEntry = (a: AttemptRecord): Entry => ({
   mxHostname: a.mxHostname,
   mxAddress: a.mxAddress,
   tls: a.tls,
+  tlsPolicy: a.tlsPolicy,
+  tlsPolicyDomain: a.tlsPolicyDomain,
+  certValid: a.certValid,
   code: a.code,
   response: a.response,
   nextAttemptAt: a.nextAttemptAt === null ? null : iso(a.nextAttemptAt),

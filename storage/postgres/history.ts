@@ -59,7 +59,8 @@ const MESSAGE = `SELECT id, txid, order_id AS "orderId", env_from AS "envFrom", 
 /** A message's recipients with their attempts, in one statement: as of one snapshot. */
 const RECIPIENTS = `SELECT d.id, d.recipient, d.state, d.attempts, d.next_attempt_at AS "nextAttemptAt",
     a.time, a.state AS "attemptState", a.code, a.response, a.mx_hostname AS "mxHostname", a.mx_address AS "mxAddress",
-    a.tls, a.next_attempt_at AS "attemptNext", a.suppressed
+    a.tls, a.next_attempt_at AS "attemptNext", a.suppressed, a.tls_policy AS "tlsPolicy",
+    a.tls_policy_domain AS "tlsPolicyDomain", a.cert_valid AS "certValid"
   FROM deliveries d LEFT JOIN delivery_attempts a ON a.delivery_id = d.id
   WHERE d.message_id = $1 ORDER BY d.seq, a.attempt`
 
@@ -145,6 +146,9 @@ export function createHistoryStore(
           tls: r.tls,
           nextAttemptAt: r.attemptNext,
           suppressed: r.suppressed,
+          tlsPolicy: r.tlsPolicy,
+          tlsPolicyDomain: r.tlsPolicyDomain,
+          certValid: r.certValid,
         })
       }
       const { id: rowId, ...fields } = m

@@ -13,6 +13,7 @@ import { policyOf } from '../approval.js'
 import { createHoldStore, createPolicyStore, createSendCountStore, sentBefore } from './approval.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createServerStore } from './servers.js'
+import { createTlsPolicyStore } from './tls-policy.js'
 import { createHistoryStore } from './history.js'
 import { createMailStore } from './mail.js'
 import { createOAuthStore } from './oauth.js'
@@ -388,6 +389,7 @@ function createStore(
     oauth: createOAuthStore(pool),
     mcpSessions: createMcpSessionStore(pool),
     servers: createServerStore(pool),
+    tlsPolicy: createTlsPolicyStore(pool),
     inbound: createInboundStore(pool, outbox),
     policies: createPolicyStore(pool, changing),
     sendCounts: createSendCountStore(pool),

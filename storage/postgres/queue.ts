@@ -42,7 +42,7 @@ const CLAIM = `WITH c AS (
  */
 const RECORD = `SELECT id, "messageRowId", "delayReported"
   FROM mailroom_record($1::bigint[], $2::text[], $3::smallint[], $4::int[], $5::text[], $6::text[], $7::bigint[],
-    $8::bigint[], $9::text[], $10::boolean[], $11::boolean[], $12::smallint)`
+    $8::bigint[], $9::text[], $10::boolean[], $11::boolean[], $12::smallint, $13::text[], $14::text[], $15::boolean[])`
 
 /** A cancel's entry in the histories of the recipients it failed. */
 const CANCELED = `INSERT INTO delivery_attempts (delivery_id, attempt, time, state, response)
@@ -150,6 +150,9 @@ export function createQueueStore(pool: pg.Pool, outbox: OutboxWriter, secret: Bu
       sorted.map((o) => o.tls ?? null),
       sorted.map((o) => o.suppressed === true),
       volumeSlot(),
+      sorted.map((o) => o.tlsPolicy ?? null),
+      sorted.map((o) => o.tlsPolicyDomain ?? null),
+      sorted.map((o) => o.certValid ?? null),
     ])
     return new Map(rows.map((r) => [r.id, r.delayReported]))
   }

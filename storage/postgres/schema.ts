@@ -238,6 +238,11 @@ export const deliveryAttempts = pgTable(
     mxAddress: text('mx_address'),
     /** Null without a connection. */
     tls: boolean('tls'),
+    /** The MTA-STS mode applied; null when no policy was looked up (sandbox, local, smarthost). */
+    tlsPolicy: text('tls_policy', { enum: ['none', 'testing', 'enforce'] }),
+    tlsPolicyDomain: text('tls_policy_domain'),
+    /** Whether the MX certificate was valid for its name; null without TLS. */
+    certValid: boolean('cert_valid'),
     nextAttemptAt: ms('next_attempt_at'),
     suppressed: boolean('suppressed').notNull().default(false),
   },
@@ -720,4 +725,44 @@ export const holds = pgTable(
     // The expiry sweep reads only the holds still waiting.
     index('holds_expires').on(t.expiresAt).where(sql`status = 'held'`),
   ],
+)
+
+/** MTA-STS policies as fetched, one per policy domain; see storage/sqlite/schema.ts. */
+export const stsPolicies = pgTable('sts_policies', {
+  domain: text('domain').primaryKey(),
+  policyId: text('policy_id').notNull(),
+  mode: text('mode', { enum: ['none', 'testing', 'enforce'] }).notNull(),
+  /** The `mx` patterns. */
+  mx: text('mx').array().notNull(),
+  /** Seconds. */
+  maxAge: integer('max_age').notNull(),
+  text: text('text').notNull(),
+  fetchedAt: ms('fetched_at').notNull(),
+  expiresAt: ms('expires_at').notNull(),
+})
+
+/** TLS-RPT counts per policy domain and UTC day; see storage/sqlite/schema.ts. */
+export const tlsResultCounts = pgTable(
+  'tls_result_counts',
+  {
+    domain: text('domain').notNull(),
+    day: ms('day').notNull(),
+    policyType: text('policy_type').notNull(),
+    resultType: text('result_type').notNull(),
+    mxHost: text('mx_host').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.domain, t.day, t.policyType, t.resultType, t.mxHost] })],
+)
+
+/** The TLS reports claimed, one per policy domain and day. */
+export const tlsReports = pgTable(
+  'tls_reports',
+  {
+    domain: text('domain').notNull(),
+    day: ms('day').notNull(),
+    node: text('node').notNull(),
+    claimedAt: ms('claimed_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.domain, t.day] }), index('tls_reports_day').on(t.day)],
 )

@@ -45,9 +45,10 @@ export type VolumeCounter = ReturnType<typeof volumeCounter>
  */
 export function attemptWriter(sqlite: Database.Database, volume: VolumeCounter) {
   const insert = sqlite.prepare(`INSERT INTO delivery_attempts (delivery_id, attempt, time, state, code, response,
-    mx_hostname, mx_address, tls, next_attempt_at, suppressed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+    mx_hostname, mx_address, tls, next_attempt_at, suppressed, tls_policy, tls_policy_domain, cert_valid)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
   return (row: { orderId: number; attempt: number }, o: AttemptOutcome) => {
-    const tls = o.tls === undefined || o.tls === null ? null : o.tls ? 1 : 0
+    const tls = asInteger(o.tls)
     const next = o.state === 'deferred' ? o.nextAttemptAt : null
     insert.run(
       o.id,
@@ -61,15 +62,23 @@ export function attemptWriter(sqlite: Database.Database, volume: VolumeCounter) 
       tls,
       next,
       o.suppressed ? 1 : 0,
+      o.tlsPolicy ?? null,
+      o.tlsPolicyDomain ?? null,
+      asInteger(o.certValid),
     )
     volume.add(row.orderId, o.time, o.state)
   }
 }
 
-type AttemptRow = Omit<AttemptRecord, 'tls' | 'suppressed'> & {
+/** A boolean as SQLite keeps it: 1, 0, or null for none. */
+const asInteger = (b: boolean | null | undefined) => (b === undefined || b === null ? null : b ? 1 : 0)
+const asBoolean = (n: number | null) => (n === null ? null : n === 1)
+
+type AttemptRow = Omit<AttemptRecord, 'tls' | 'suppressed' | 'certValid'> & {
   deliveryId: number
   tls: number | null
   suppressed: number
+  certValid: number | null
 }
 
 /** A message's history, the volume index's buckets, and refusals counted with their webhook events. */
@@ -84,7 +93,8 @@ export function createHistoryStore(
     FROM deliveries WHERE message_id = ? ORDER BY seq`)
   const attempts =
     sqlite.prepare(`SELECT delivery_id AS deliveryId, time, state, code, response, mx_hostname AS mxHostname,
-    mx_address AS mxAddress, tls, next_attempt_at AS nextAttemptAt, suppressed FROM delivery_attempts
+    mx_address AS mxAddress, tls, next_attempt_at AS nextAttemptAt, suppressed, tls_policy AS tlsPolicy,
+    tls_policy_domain AS tlsPolicyDomain, cert_valid AS certValid FROM delivery_attempts
     WHERE delivery_id IN (SELECT id FROM deliveries WHERE message_id = ?) ORDER BY delivery_id, attempt`)
   const holdOf = holdReader(sqlite)
   const listed = sqlite.prepare(
@@ -100,9 +110,9 @@ export function createHistoryStore(
       | undefined
     if (!m) return undefined
     const byRow = new Map<number, AttemptRecord[]>()
-    for (const { deliveryId, tls, suppressed, ...a } of attempts.all(m.id) as AttemptRow[]) {
+    for (const { deliveryId, tls, suppressed, certValid, ...a } of attempts.all(m.id) as AttemptRow[]) {
       const list = byRow.get(deliveryId) ?? []
-      list.push({ ...a, tls: tls === null ? null : tls === 1, suppressed: suppressed === 1 })
+      list.push({ ...a, tls: asBoolean(tls), suppressed: suppressed === 1, certValid: asBoolean(certValid) })
       byRow.set(deliveryId, list)
     }
     const rows = recipients.all(m.id) as (Omit<RecipientHistory, 'listed' | 'history'> & { id: number })[]

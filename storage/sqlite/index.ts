@@ -18,6 +18,7 @@ import { policyOf } from '../approval.js'
 import { createHoldStore, createPolicyStore, createSendCountStore, sentBeforeReader } from './approval.js'
 import { createMcpSessionStore } from './mcp-sessions.js'
 import { createServerStore } from './servers.js'
+import { createTlsPolicyStore } from './tls-policy.js'
 import { createOAuthStore } from './oauth.js'
 import { READER_THREAD, readerThread } from './reader.js'
 import { settingsCache } from './settings-cache.js'
@@ -606,6 +607,7 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
     oauth: createOAuthStore(sqlite),
     mcpSessions: createMcpSessionStore(sqlite),
     servers: createServerStore(sqlite),
+    tlsPolicy: createTlsPolicyStore(sqlite),
     inbound: createInboundStore(sqlite, outbox),
     policies: createPolicyStore(sqlite, changing),
     sendCounts: createSendCountStore(sqlite),

@@ -232,6 +232,12 @@ export const deliveryAttempts = sqliteTable(
     mxAddress: text('mx_address'),
     /** 1 when the connection was encrypted, 0 when not, null without a connection. */
     tls: integer('tls'),
+    /** The MTA-STS mode applied (`none`, `testing`, `enforce`); null when no policy was looked up (sandbox, local, smarthost). */
+    tlsPolicy: text('tls_policy', { enum: ['none', 'testing', 'enforce'] }),
+    /** The domain whose policy it was. */
+    tlsPolicyDomain: text('tls_policy_domain'),
+    /** 1 when the MX certificate was valid for its name (chain and name), 0 when not, null without TLS. */
+    certValid: integer('cert_valid'),
     nextAttemptAt: integer('next_attempt_at'),
     /** 1 when this failure put the recipient on the account's suppression list. */
     suppressed: integer('suppressed').notNull().default(0),
@@ -728,4 +734,54 @@ export const holds = sqliteTable(
     // The expiry sweep reads only the holds still waiting.
     index('holds_expires').on(t.expiresAt).where(sql`status = 'held'`),
   ],
+)
+
+/**
+ * MTA-STS policies (RFC 8461) as fetched, one per policy domain, shared by every node: a policy
+ * is used until it expires (its max_age), and fetched again when the domain's TXT id changes.
+ */
+export const stsPolicies = sqliteTable('sts_policies', {
+  domain: text('domain').primaryKey(),
+  /** The `id` of the `_mta-sts` TXT record it was fetched under. */
+  policyId: text('policy_id').notNull(),
+  mode: text('mode', { enum: ['none', 'testing', 'enforce'] }).notNull(),
+  /** The `mx` patterns, as a JSON array. */
+  mx: text('mx').notNull(),
+  /** Seconds. */
+  maxAge: integer('max_age').notNull(),
+  /** The policy file's text: what a TLS report quotes (RFC 8460 §4.3, policy-string). */
+  text: text('text').notNull(),
+  fetchedAt: integer('fetched_at').notNull(),
+  expiresAt: integer('expires_at').notNull(),
+})
+
+/**
+ * TLS-RPT counts (RFC 8460): sessions per policy domain and UTC day, by policy type, result
+ * (`success`, or a failure's result type) and receiving MX host, added to atomically by every node.
+ */
+export const tlsResultCounts = sqliteTable(
+  'tls_result_counts',
+  {
+    domain: text('domain').notNull(),
+    /** The UTC day's start. */
+    day: integer('day').notNull(),
+    policyType: text('policy_type').notNull(),
+    resultType: text('result_type').notNull(),
+    /** The receiving MX host; '' when none. */
+    mxHost: text('mx_host').notNull(),
+    count: integer('count').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.domain, t.day, t.policyType, t.resultType, t.mxHost] })],
+)
+
+/** The TLS reports claimed, one per policy domain and day: whichever node claims it first sends it. */
+export const tlsReports = sqliteTable(
+  'tls_reports',
+  {
+    domain: text('domain').notNull(),
+    day: integer('day').notNull(),
+    node: text('node').notNull(),
+    claimedAt: integer('claimed_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.domain, t.day] }), index('tls_reports_day').on(t.day)],
 )

@@ -3,7 +3,6 @@ import { simpleParser } from 'mailparser'
 import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { DeliveryWorker } from '../../relay/delivery.js'
-import { createRelay, storeIntake } from '../../relay/pipeline.js'
 import { dnsRecords, generateDkimKey } from '../../relay/dkim.js'
 import type { MxResolver } from '../../relay/routes.js'
 import { SANDBOX_DOMAIN } from '../../relay/sandbox.js'
@@ -11,6 +10,7 @@ import type { LogRow } from '../../storage/store.js'
 import { createTestEnv, type TestEnv } from '../helpers.js'
 import { startMuteMx, startSink, stubResolver } from './sink.js'
 import { resolverOf } from './inbound-support.js'
+import { relayTo } from './worker-relay.js'
 
 /** The default MAILROOM_LEASE_TIMEOUT, which these workers run with. */
 const LEASE_TIMEOUT = 10 * 60_000
@@ -60,39 +60,9 @@ describe('delivery', () => {
       resolver: options.resolver(port),
       logger: logger ?? env.services.logger,
     })
-    // Accepted messages go to the worker, as in `mailroom serve`'s engine.
-    const relay = createRelay({
-      ...env.services,
-      intake: { ...storeIntake(env.services.store), enqueue: (message) => worker.accept(message) },
-    })
     cleanup.push(() => worker.stop())
     await worker.start()
-    const send = (to: string[], extra: Record<string, unknown> = {}) =>
-      relay
-        .submit({
-          order: {
-            id: env.orderId,
-            accountId: env.accountId,
-            status: 'active',
-            comment: null,
-            senders: [],
-            createdAt: 0,
-          },
-          envFrom: 'sender@example.org',
-          recipients: to,
-          headerFrom: 'sender@example.org',
-          replyTo: null,
-          subject: 'delivery test',
-          messageId: '<t@example.org>',
-          raw: [
-            Buffer.from(`From: sender@example.org\r\nTo: ${to.join(', ')}\r\nSubject: delivery test\r\n\r\nhello\r\n`),
-          ],
-          origin: '127.0.0.1',
-          transtype: 'HTTP',
-          interface: 'api',
-          ...extra,
-        })
-        .then((submitted) => submitted.txid)
+    const { send } = relayTo(env, worker)
     const rows = async (mailid: string) =>
       (
         await env.services.store.mail.log({

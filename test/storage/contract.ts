@@ -17,6 +17,7 @@ import { queueContract } from './contract/queue.js'
 import { sandboxContract } from './contract/sandbox.js'
 import { serversContract } from './contract/servers.js'
 import { settingsContract } from './contract/settings.js'
+import { tlsPolicyContract } from './contract/tls-policy.js'
 import { webhooksContract } from './contract/webhooks.js'
 
 export type { OpenedStore }
@@ -78,6 +79,7 @@ export function storeContract(name: string, open: () => Promise<OpenedStore>): v
     mcpSessionsContract(f)
     serversContract(f)
     historyContract(f)
+    tlsPolicyContract(f)
     inboundContract(f)
     policiesContract(f)
     holdsContract(f)

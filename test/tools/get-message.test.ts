@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { SANDBOX_DOMAIN } from '../../relay/sandbox.js'
 import { getMailOrderById } from '../../tools/get-mail-order-by-id.js'
-import { getMessage } from '../../tools/get-message.js'
+import { getMessage, NO_ATTEMPT } from '../../tools/get-message.js'
 import { sendMail } from '../../tools/send-mail.js'
 import { viewMailLog } from '../../tools/view-mail-log.js'
 import { call, mcpClient } from '../helpers.js'
@@ -10,7 +10,8 @@ import { expectRefused, expectSchemaRefusal, run, storedCounts } from './support
 
 const iso = (ms: number) => new Date(ms).toISOString()
 /** What a timeline entry that is not an attempt holds. */
-const NO_ATTEMPT = { mxHostname: null, mxAddress: null, tls: null, code: null, response: null, nextAttemptAt: null }
+/** What an attempt over TLS to the test MX (its self-signed certificate, no MTA-STS record) says of its TLS. */
+const NO_POLICY_TLS = { tls: true, tlsPolicy: 'none', tlsPolicyDomain: 'example.com', certValid: false }
 
 describe('getMessage', () => {
   const envs = testEnvs()
@@ -83,7 +84,7 @@ describe('getMessage', () => {
             event: 'deferred',
             mxHostname: MX.name,
             mxAddress: MX.address,
-            tls: true,
+            ...NO_POLICY_TLS,
             code: 451,
             response: '451 4.7.1 Greylisted, try again later',
             nextAttemptAt: iso(accepted + FIRST_RETRY_MS),
@@ -93,7 +94,7 @@ describe('getMessage', () => {
             event: 'delivered',
             mxHostname: MX.name,
             mxAddress: MX.address,
-            tls: true,
+            ...NO_POLICY_TLS,
             code: 250,
             response: expect.stringMatching(/^250 2\.0\.0 Ok: queued as SINK1/),
             nextAttemptAt: null,

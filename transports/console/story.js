@@ -100,11 +100,15 @@ function recipient(r) {
 const reply = ({ code, response }) =>
   code !== null && !response?.startsWith(String(code)) ? `${code} ${response ?? ''}`.trim() : (response ?? '')
 
+/** What the MX certificate proved for its name, beside "TLS". */
+const certificate = { true: ', valid certificate', false: ', certificate not valid for the name' }
+
 function step(e) {
   const where = [
     e.mxHostname,
     e.mxAddress && `[${e.mxAddress}]`,
-    e.tls === true ? 'TLS' : e.tls === false ? 'no TLS' : null,
+    e.tls === true ? `TLS${certificate[String(e.certValid)] ?? ''}` : e.tls === false ? 'no TLS' : null,
+    e.tlsPolicy === 'testing' || e.tlsPolicy === 'enforce' ? `(MTA-STS ${e.tlsPolicy})` : null,
   ]
   return h(
     'li',

@@ -78,6 +78,9 @@ export const outcome = (
   mxHostname: `mx.${state}.example`,
   mxAddress: '192.0.2.25',
   tls: state !== 'failed',
+  tlsPolicy: 'testing',
+  tlsPolicyDomain: 'b.example',
+  certValid: state === 'failed' ? null : state === 'delivered',
   nextAttemptAt: state === 'deferred' ? nextAttemptAt : null,
   time,
 })

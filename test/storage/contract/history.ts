@@ -64,7 +64,9 @@ export function historyContract(f: Fixture) {
       await f.store.queue.record([outcome(later.id, 'deferred', retry, T0 + 1000), outcome(now.id, 'delivered')])
       const [item] = await f.store.queue.claim({ node: 'node-b', now: retry, leaseMs: LEASE_MS, limit: 10 })
       expect(item.id).toBe(later.id)
-      await f.store.queue.record([{ ...outcome(later.id, 'delivered', null, retry + 2000), mxAddress: '192.0.2.26' }])
+      await f.store.queue.record([
+        { ...outcome(later.id, 'delivered', null, retry + 2000), mxAddress: '192.0.2.26', tlsPolicy: 'enforce' },
+      ])
       // A late outcome of a row already final is not an attempt.
       await f.store.queue.record([outcome(later.id, 'failed', null, retry + 3000)])
       const story = await f.store.mail.message(m.txid, f.accountId)
@@ -87,6 +89,9 @@ export function historyContract(f: Fixture) {
               tls: true,
               nextAttemptAt: retry,
               suppressed: false,
+              tlsPolicy: 'testing',
+              tlsPolicyDomain: 'b.example',
+              certValid: false,
             },
             {
               time: retry + 2000,
@@ -98,6 +103,9 @@ export function historyContract(f: Fixture) {
               tls: true,
               nextAttemptAt: null,
               suppressed: false,
+              tlsPolicy: 'enforce',
+              tlsPolicyDomain: 'b.example',
+              certValid: true,
             },
           ],
         },
@@ -112,7 +120,15 @@ export function historyContract(f: Fixture) {
       const { m, rows } = await leased(['down@b.example', 'gone@b.example'])
       const [down, gone] = rows
       await f.store.queue.record([
-        { ...outcome(down.id, 'deferred', T0 + MIN), code: null, mxAddress: null, tls: null, response: 'timed out' },
+        {
+          ...outcome(down.id, 'deferred', T0 + MIN),
+          code: null,
+          mxAddress: null,
+          tls: null,
+          certValid: null,
+          tlsPolicy: 'none',
+          response: 'timed out',
+        },
         { ...outcome(gone.id, 'failed'), suppressed: true },
       ])
       await f.store.blocks.addToList({
@@ -136,6 +152,8 @@ export function historyContract(f: Fixture) {
               mxAddress: null,
               tls: null,
               suppressed: false,
+              tlsPolicy: 'none',
+              certValid: null,
             }),
           ],
         ],
@@ -279,6 +297,9 @@ export function historyContract(f: Fixture) {
         tls: null,
         nextAttemptAt: null,
         suppressed: false,
+        tlsPolicy: null,
+        tlsPolicyDomain: null,
+        certValid: null,
       })
       expect(await volume()).toEqual([
         counts(T0, { accepted: 2, deferred: 1 }),
