@@ -191,7 +191,7 @@ export async function startServer(configured: Config, options: { sink?: boolean 
           returnPaths: config.inbound.returnPath
             ? {
                 label: config.inbound.returnPath,
-                open: (local) => store.queue.openReturnPathToken(local),
+                open: (local, domain) => store.queue.openReturnPathToken(local, domain),
                 intake: feedbackIntake({ store, clock: rt.clock, logger }),
               }
             : undefined,

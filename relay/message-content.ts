@@ -9,6 +9,8 @@ export interface MessageContent {
 
 /** Multiparts inside multiparts deeper than this are not read (a message built to exhaust the reader). */
 const MAX_DEPTH = 20
+/** Parts past this many are not read: a message of 200,000 empty parts would hold the thread for a second. */
+const MAX_PARTS = 1000
 
 /**
  * Reads the text and HTML of a message (RFC 2045, RFC 2046): walks its MIME parts, undoes their
@@ -46,10 +48,17 @@ export interface MimeLeaf {
  * bytes are read as latin1 so that splitting never changes one.
  */
 export function eachLeaf(raw: Buffer, visit: (leaf: MimeLeaf) => void): void {
-  walk(raw.toString('latin1'), 0, null, visit)
+  walk(raw.toString('latin1'), 0, null, visit, { parts: 0 })
 }
 
-function walk(entity: string, depth: number, parent: MimeLeaf['parent'], visit: (leaf: MimeLeaf) => void): void {
+function walk(
+  entity: string,
+  depth: number,
+  parent: MimeLeaf['parent'],
+  visit: (leaf: MimeLeaf) => void,
+  seen: { parts: number },
+): void {
+  if (++seen.parts > MAX_PARTS) return
   const end = /\r?\n\r?\n/.exec(entity)
   const head = end ? entity.slice(0, end.index) : entity
   const body = end ? entity.slice(end.index + end[0].length) : ''
@@ -59,7 +68,8 @@ function walk(entity: string, depth: number, parent: MimeLeaf['parent'], visit: 
   if (mime.startsWith('multipart/')) {
     const boundary = type.params.boundary
     if (boundary && depth < MAX_DEPTH)
-      for (const part of partsOf(body, boundary)) walk(part, depth + 1, { mime, params: type.params }, visit)
+      for (const part of partsOf(body, boundary, MAX_PARTS - seen.parts))
+        walk(part, depth + 1, { mime, params: type.params }, visit, seen)
     return
   }
   const disposition = libmime.parseHeaderValue(headers.get('content-disposition') ?? 'inline').value.toLowerCase()
@@ -85,8 +95,8 @@ export function headersOf(head: string): Map<string, string> {
   return headers
 }
 
-/** The parts of a multipart body: what lies between its `--boundary` lines, up to `--boundary--`. */
-function partsOf(body: string, boundary: string): string[] {
+/** The parts of a multipart body, at most `max`: what lies between its `--boundary` lines, up to `--boundary--`. */
+function partsOf(body: string, boundary: string, max: number): string[] {
   const parts: string[] = []
   let current: string[] | null = null
   for (const line of body.split(/\r?\n/)) {
@@ -94,6 +104,7 @@ function partsOf(body: string, boundary: string): string[] {
     if (trimmed === `--${boundary}--`) break
     if (trimmed === `--${boundary}`) {
       if (current) parts.push(current.join('\r\n'))
+      if (parts.length >= max) return parts
       current = []
     } else current?.push(line)
   }

@@ -8,7 +8,7 @@ import { request, type RequestOptions } from 'node:https'
 import type { SecureContext } from 'node:tls'
 import type { Logger } from 'pino'
 import type { CachedStsPolicy, StsMode, Store } from '../storage/store.js'
-import type { TlsResultType } from './mx-certificate.js'
+import { namesHost, type TlsResultType } from './mx-certificate.js'
 import type { MxHost, MxResolver } from './routes.js'
 import { addressesFor, pinnedLookup } from './webhook-post.js'
 
@@ -205,7 +205,13 @@ export async function fetchPolicyFile(
   const deadline = AbortSignal.timeout(timeout)
   let address: string
   try {
-    ;[address] = await addressesFor(host, deps.resolver, deps.allowPrivate)
+    // The lookup counts against the same deadline as the fetch.
+    ;[address] = await Promise.race([
+      addressesFor(host, deps.resolver, deps.allowPrivate),
+      new Promise<never>((_, reject) =>
+        deadline.addEventListener('abort', () => reject(new Error(`no address within ${timeout} ms`)), { once: true }),
+      ),
+    ])
   } catch (err) {
     throw failed((err as Error).message)
   }
@@ -219,6 +225,9 @@ export async function fetchPolicyFile(
     agent: false,
     signal: deadline,
     rejectUnauthorized: true,
+    // RFC 8461 §3.3: the policy host's certificate is checked as an MX's (§4.2): DNS-ID subjectAltNames only.
+    checkServerIdentity: (name, cert) =>
+      namesHost(cert.raw, name) ? undefined : new Error(`the certificate is not for ${name} (no such subjectAltName)`),
     ...(deps.secureContext ? { secureContext: deps.secureContext } : {}),
     headers: { accept: 'text/plain' },
   }

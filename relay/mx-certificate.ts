@@ -38,7 +38,7 @@ const UNTRUSTED = new Set([
  * subjectAltNames (never the CN), a wildcard only as the whole left-most label; an IP address
  * (a smarthost given as one) by its IP subjectAltNames.
  */
-function namesHost(raw: Buffer, host: string): boolean {
+export function namesHost(raw: Buffer, host: string): boolean {
   try {
     const x509 = new X509Certificate(raw)
     if (isIP(host)) return x509.checkIP(host) !== undefined

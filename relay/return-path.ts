@@ -42,7 +42,7 @@ export class ReturnPaths {
 
   /** The envelope sender of one recipient's copy. */
   address(rowId: number, domain: string): string {
-    return `${this.deps.store.queue.returnPathToken(rowId)}@${domain}`
+    return `${this.deps.store.queue.returnPathToken(rowId, domain)}@${domain}`
   }
 }
 

@@ -26,7 +26,9 @@ export function checkBulk(message: { recipients: string[]; raw: Buffer[] }): voi
       { code: 452, enhanced: '4.5.3' },
     )
   }
-  if (HAS_LIST_UNSUBSCRIBE.test(messageHead(message.raw).toString('latin1'))) {
+  // Its header block only: a body may quote one (a forwarded newsletter).
+  const head = messageHead(message.raw).toString('latin1')
+  if (HAS_LIST_UNSUBSCRIBE.test(head.slice(0, head.search(/\r?\n\r?\n/) + 1 || undefined))) {
     throw refusal(
       'list_header',
       "the message has a List-Unsubscribe field of its own, and bulk mail (list) gets mailroom's: remove the field, or send it as transactional mail",

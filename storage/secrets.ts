@@ -115,15 +115,16 @@ const RETURN_PATH_MAC = 16
 /** The Store's return-path tokens (`b<row id, base 36>-<MAC>`), under the secret's `return paths` subkey. */
 export function returnPathTokens(secret: Buffer): Pick<Store['queue'], 'returnPathToken' | 'openReturnPathToken'> {
   const key = subkey(secret, 'return paths')
-  const mac = (id: string) => createHmac('sha256', key).update(id).digest('hex').slice(0, RETURN_PATH_MAC)
+  const mac = (id: string, domain: string) =>
+    createHmac('sha256', key).update(`${id}@${domain.toLowerCase()}`).digest('hex').slice(0, RETURN_PATH_MAC)
   return {
-    returnPathToken: (rowId) => {
+    returnPathToken: (rowId, domain) => {
       const id = rowId.toString(36)
-      return `b${id}-${mac(id)}`
+      return `b${id}-${mac(id, domain)}`
     },
-    openReturnPathToken: (local) => {
+    openReturnPathToken: (local, domain) => {
       const m = /^b([0-9a-z]{1,11})-([0-9a-f]{16})$/.exec(local.toLowerCase())
-      if (!m || !timingSafeEqual(Buffer.from(mac(m[1])), Buffer.from(m[2]))) return undefined
+      if (!m || !timingSafeEqual(Buffer.from(mac(m[1], domain)), Buffer.from(m[2]))) return undefined
       const id = Number.parseInt(m[1], 36)
       return Number.isSafeInteger(id) ? id : undefined
     },

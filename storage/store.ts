@@ -898,13 +898,13 @@ export interface Store {
       events: WebhookEvent[]
     }): Promise<boolean>
     /**
-     * The local part of a delivery row's return path (VERP): its id and a MAC under a key derived
-     * from the server secret, short enough for an address (RFC 5321 §4.5.3.1.1: 64 octets) and of
-     * one case, since a bounce may come back lowercased.
+     * The local part of a delivery row's return path (VERP) at `domain`: its id and a MAC of both
+     * under a key derived from the server secret, short enough for an address (RFC 5321
+     * §4.5.3.1.1: 64 octets) and of one case, since a bounce may come back lowercased.
      */
-    returnPathToken(rowId: number): string
-    /** The delivery row a return path's local part names; undefined for one mailroom did not make. */
-    openReturnPathToken(local: string): number | undefined
+    returnPathToken(rowId: number, domain: string): string
+    /** The delivery row a return path names; undefined for one mailroom did not make for that domain. */
+    openReturnPathToken(local: string, domain: string): number | undefined
     /** Releases every lease a node holds (its previous process is gone); returns how many. */
     release(node: string): Promise<number>
     /**
@@ -1064,6 +1064,8 @@ export interface Store {
     sweep(before: number): Promise<number>
   }
   webhooks: {
+    /** Writes events that go with no other change (a complaint about a recipient suppressed already) to the outbox. */
+    emit(events: WebhookEvent[]): Promise<void>
     /** Adds an endpoint; `secret` (`whsec_…`) is stored encrypted. */
     create(input: {
       accountId: number

@@ -10,12 +10,13 @@ const INVALID = page(
 )
 
 /** The page a person sees at the link: the question first, as RFC 8058 §3.2 asks of a GET (mail scanners follow links). */
-const askPage = (token: string, address: string) =>
+/** No form action: it posts to the page's own address, whatever path a proxy serves it under. */
+const askPage = (address: string) =>
   page(
     'Unsubscribe: mailroom',
     String(html`<main><h1>Unsubscribe?</h1>
 <p>Mail of this kind will no longer be sent to <strong>${address}</strong>.</p>
-<form method="post" action="${UNSUBSCRIBE_PATH}/${token}">
+<form method="post">
 <input type="hidden" name="List-Unsubscribe" value="One-Click"><input type="hidden" name="page" value="1">
 <p><button type="submit">Unsubscribe</button></p>
 </form></main>`),
@@ -50,12 +51,13 @@ export function mountUnsubscribe(
   app.get(`${UNSUBSCRIBE_PATH}/:token`, (c) => {
     const link = store.blocks.openUnsubscribeToken(c.req.param('token'))
     if (!link) return c.html(INVALID, 404, PAGE_HEADERS)
-    return c.html(askPage(c.req.param('token'), link.address), 200, PAGE_HEADERS)
+    return c.html(askPage(link.address), 200, PAGE_HEADERS)
   })
   app.post(`${UNSUBSCRIBE_PATH}/:token`, async (c) => {
     const token = c.req.param('token')
     if (!store.blocks.openUnsubscribeToken(token)) return c.html(INVALID, 404, PAGE_HEADERS)
-    const form = await formOf(c)
+    // A body that is no form (a multipart without its boundary, say) is no request either.
+    const form = await formOf(c).catch(() => new URLSearchParams())
     if (form.get('List-Unsubscribe') !== 'One-Click') {
       const body = page(
         'Unsubscribe: mailroom',

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { joinPieces, newEventId, type DeliveryRef, type Store } from '../../storage/store.js'
+import { joinPieces, newEventId, type DeliveryRef, type Store, type WebhookEvent } from '../../storage/store.js'
 import { classify } from '../bounces.js'
 import { decoded, eachLeaf, headersOf } from '../message-content.js'
 import type { IntakeAnswer } from './intake.js'
@@ -55,21 +55,32 @@ function dsnFailure(text: string, recipient: string): Feedback {
 }
 
 /**
- * A bounce that is not a DSN (older servers write their own text): a permanent failure only when it
- * came from the null sender (RFC 5321 §4.5.5) and a line of it is an SMTP reply or enhanced status
- * code of class 5 (RFC 3463); anything else, an auto-reply among them, changes nothing.
+ * A permanent failure as a bounce's text quotes it: an SMTP reply of class 5 with its enhanced
+ * status code (RFC 3463: `550 5.1.1 …`, as `#550 5.1.1` too), or qmail's `(#5.1.1)`. A bare number
+ * or date (`5.12.26`) is not one.
  */
-function plainFailure(text: string, mailFrom: string): Feedback {
+const FAILURE_LINE = /^\s*#?(5\d\d)[ -]#?5\.[0-7]\.\d{1,3}\b|\(#5\.[0-7]\.\d{1,3}\)/
+
+/**
+ * A bounce that is not a DSN (older servers write their own text): a permanent failure only when it
+ * came from the null sender (RFC 5321 §4.5.5), is no auto-reply (RFC 3834 §5: `Auto-Submitted:
+ * auto-replied`, as an out-of-office is) and a line of it quotes a failure (FAILURE_LINE);
+ * anything else changes nothing.
+ */
+function plainFailure(text: string, mailFrom: string, autoSubmitted: string): Feedback {
   if (mailFrom !== '' && !/^(mailer-daemon|postmaster)@/i.test(mailFrom))
     return { kind: 'none', why: 'not a report, and not from the null sender' }
-  const line = text.split(/\r?\n/).find((l) => /^\s*5\d\d[ -]|\b5\.\d{1,3}\.\d{1,3}\b/.test(l))
+  if (/^auto-replied\b/i.test(autoSubmitted))
+    return { kind: 'none', why: 'an auto-reply (Auto-Submitted: auto-replied)' }
+  const line = text.split(/\r?\n/).find((l) => FAILURE_LINE.test(l))
   if (!line) return { kind: 'none', why: 'no permanent failure in the text' }
-  const code = /^\s*(5\d\d)[ -]/.exec(line)?.[1]
+  const code = /^\s*#?(5\d\d)[ -]/.exec(line)?.[1]
   return { kind: 'failed', code: code ? Number(code) : 550, response: line.trim().slice(0, MAX_RESPONSE) }
 }
 
 /** Reads what came back to the return path of `recipient` (lower case), sent from `mailFrom`. */
 export function readFeedback(raw: Buffer, mailFrom: string, recipient: string): Feedback {
+  recipient = recipient.toLowerCase()
   let found: Feedback | undefined
   let text = ''
   eachLeaf(raw, (leaf) => {
@@ -84,11 +95,16 @@ export function readFeedback(raw: Buffer, mailFrom: string, recipient: string): 
         : { kind: 'none', why: `a feedback report of type ${type || 'none'}, not a complaint` }
     } else if (leaf.mime === 'text/plain' && !text) text = body()
   })
-  return found ?? plainFailure(text, mailFrom)
+  const head = raw.subarray(0, Math.max(0, raw.indexOf('\r\n\r\n'))).toString('latin1')
+  return found ?? plainFailure(text, mailFrom, headersOf(head).get('auto-submitted') ?? '')
 }
 
 export interface FeedbackDeps {
-  store: { queue: Pick<Store['queue'], 'delivery' | 'lateFailure'>; blocks: Pick<Store['blocks'], 'addToList'> }
+  store: {
+    queue: Pick<Store['queue'], 'delivery' | 'lateFailure'>
+    blocks: Pick<Store['blocks'], 'addToList'>
+    webhooks: Pick<Store['webhooks'], 'emit'>
+  }
   clock: () => number
   logger: Logger
 }
@@ -103,6 +119,13 @@ async function apply(deps: FeedbackDeps, row: DeliveryRef, feedback: Feedback): 
     return 'done'
   }
   if (feedback.kind === 'complaint') {
+    const complained: WebhookEvent = {
+      id: newEventId(),
+      type: 'recipient.complained',
+      accountId: row.accountId,
+      time: now,
+      data: { recipient: row.recipient, transactionId: row.txid, via: feedback.feedbackType },
+    }
     const added = await store.blocks.addToList({
       accountId: row.accountId,
       source: 'internal',
@@ -111,16 +134,10 @@ async function apply(deps: FeedbackDeps, row: DeliveryRef, feedback: Feedback): 
       reason: `complained: ${feedback.feedbackType} report from a feedback loop`,
       now,
       txid: row.txid,
-      events: [
-        {
-          id: newEventId(),
-          type: 'recipient.complained',
-          accountId: row.accountId,
-          time: now,
-          data: { recipient: row.recipient, transactionId: row.txid, via: feedback.feedbackType },
-        },
-      ],
+      events: [complained],
     })
+    // A recipient suppressed already (unsubscribed, bounced) complained all the same: the account hears of it.
+    if (!added) await store.webhooks.emit([complained])
     logger.info({ ...log, added }, 'return path: complaint, recipient suppressed')
     return 'done'
   }

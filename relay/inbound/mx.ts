@@ -57,14 +57,10 @@ export interface MxDeps {
 function returnPathRow(address: string, returnPaths: MxDeps['returnPaths']): number | undefined {
   if (!returnPaths) return undefined
   const at = address.lastIndexOf('@')
-  if (
-    !address
-      .slice(at + 1)
-      .toLowerCase()
-      .startsWith(`${returnPaths.label}.`)
-  )
-    return undefined
-  return returnPaths.open(address.slice(0, at))
+  const domain = address.slice(at + 1).toLowerCase()
+  // The MAC covers the domain: a token is good only at the return path it was made for.
+  if (!domain.startsWith(`${returnPaths.label}.`)) return undefined
+  return returnPaths.open(address.slice(0, at), domain)
 }
 
 /** RFC 1870 SIZE and RFC 6152 BODY: no AUTH on the MX door, and no SMTPUTF8 or DSN. */
@@ -183,11 +179,18 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       const rows = rowsOf.get(session)
       const inboxes = accountOf.get(session)
       const row = returnPathRow(to, deps.returnPaths)
-      if ((row === undefined ? rows?.size : inboxes?.size) && !again)
+      // A report is about one message's recipient: one return path a transaction (each is read
+      // on this thread), and never mixed with mail to inboxes. A 452 has the client send the rest apart.
+      if (row === undefined ? rows?.size && !again : (rows?.size || inboxes?.size) && !again)
         return callback(
           counted(
             'too_many_recipients',
-            reply(452, '4.5.3 Reports to a return path and mail to inboxes go in separate transactions'),
+            reply(
+              452,
+              row !== undefined && rows?.size
+                ? '4.5.3 One return path per transaction: send the others in another one'
+                : '4.5.3 Reports to a return path and mail to inboxes go in separate transactions',
+            ),
           ),
         )
       if (row !== undefined) {

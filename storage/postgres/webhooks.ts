@@ -91,6 +91,9 @@ export function createWebhookStore(
   changing: <T>(change: () => Promise<T>) => Promise<T>,
 ): Store['webhooks'] {
   return {
+    async emit(events) {
+      await outbox.write(pool, events)
+    },
     async create({ accountId, url, events, description, secret: signing, now }) {
       const { rows } = await changing(() =>
         pool.query(

@@ -136,6 +136,9 @@ export function createWebhookStore(
   }).immediate
 
   return {
+    async emit(events) {
+      outbox.write(events)
+    },
     async create({ accountId, url, events, description, secret: signing, now }) {
       const row = changing(() =>
         insert.get(accountId, url, events.join(','), description, encrypt(secret, signing), now),

@@ -161,6 +161,8 @@ describeChromium('console: keys, orders, webhooks, domains and content', () => {
           'message.held',
           'message.approved',
           'message.rejected',
+          'recipient.unsubscribed',
+          'recipient.complained',
         ],
       })
       await page.locator('#webhooks tbody tr').filter({ hasText: hook.url }).waitFor()

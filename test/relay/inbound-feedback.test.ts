@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { readFeedback } from '../../relay/inbound/feedback.js'
+import { eachLeaf } from '../../relay/message-content.js'
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url))
 /** Postfix 3.7's own bounce of a message to an unknown local user, as it sent it to the message's return path. */
@@ -74,6 +75,39 @@ describe('reading what comes back to a return path', () => {
       { kind: 'none', why: 'no permanent failure in the text' },
     ],
     [
+      'an auto-reply whose date reads like a status code',
+      plain('Thanks for your message. I am on holiday and back on 5.1.26.\r\n550 people wrote today.\r\n'),
+      '',
+      'ann@dest.test',
+      { kind: 'none', why: 'no permanent failure in the text' },
+    ],
+    [
+      'an auto-reply that quotes a failure (RFC 3834)',
+      Buffer.from(
+        'From: ann@dest.test\r\nAuto-Submitted: auto-replied\r\n\r\nAway. Your last mail got 550 5.1.1 from my old address.\r\n',
+      ),
+      '',
+      'ann@dest.test',
+      { kind: 'none', why: 'an auto-reply (Auto-Submitted: auto-replied)' },
+    ],
+    [
+      "qmail's bounce",
+      plain('<ann@dest.test>:\r\nSorry, no mailbox here by that name. (#5.1.1)\r\n'),
+      '',
+      'ann@dest.test',
+      { kind: 'failed', code: 550, response: 'Sorry, no mailbox here by that name. (#5.1.1)' },
+    ],
+    [
+      'a DSN naming the recipient in another case, among two',
+      dsn(
+        'Final-Recipient: rfc822; other@dest.test\r\nAction: delivered\r\nStatus: 2.0.0\r\n\r\n' +
+          'Final-Recipient: rfc822; DAVE@dest.test\r\nAction: failed\r\nStatus: 5.1.1',
+      ),
+      '',
+      'DAVE@dest.test',
+      { kind: 'failed', code: 550, response: '5.1.1' },
+    ],
+    [
       'a person quoting a failure',
       plain('Why did I get 550 5.1.1 from you?\r\n'),
       'ann@dest.test',
@@ -82,5 +116,16 @@ describe('reading what comes back to a return path', () => {
     ],
   ])('%s', (_name, raw, mailFrom, recipient, expected) => {
     expect(readFeedback(raw, mailFrom, recipient)).toEqual(expected)
+  })
+
+  it('reads at most 1,000 parts of a message, however many it has', () => {
+    const many = Buffer.from(
+      `Content-Type: multipart/mixed; boundary=b\r\n\r\n${'--b\r\n\r\n'.repeat(200_000)}--b\r\nContent-Type: message/delivery-status\r\n\r\n\r\nFinal-Recipient: rfc822; ann@dest.test\r\nAction: failed\r\n--b--\r\n`,
+    )
+    let parts = 0
+    eachLeaf(many, () => parts++)
+    expect(parts).toBe(999)
+    // The report past them is not read.
+    expect(readFeedback(many, '', 'ann@dest.test')).toEqual({ kind: 'none', why: 'no permanent failure in the text' })
   })
 })

@@ -83,6 +83,21 @@ describe('MTA-STS policies', () => {
     expect(await failure(fetch({ trusted: false }))).toMatchObject({ resultType: 'sts-webpki-invalid' })
   })
 
+  it("checks the policy host's name as an MX's: a subjectAltName, never the CN, no partial wildcard (RFC 8461 §3.3)", async () => {
+    serve(POLICY)
+    try {
+      for (const cert of [await ca.issue(['mta-sts.b.test'], { cnOnly: true }), await ca.issue(['m*.b.test'])]) {
+        server.setSecureContext(cert)
+        server.closeAllConnections()
+        expect((await failure(fetch())).message).toContain('the certificate is not for mta-sts.b.test')
+      }
+    } finally {
+      server.setSecureContext(await ca.issue(['mta-sts.b.test']))
+      server.closeAllConnections()
+    }
+    expect(await fetch()).toBe(POLICY)
+  })
+
   it('refuses a redirect, any status but 200, a body past 64 KB and a host that stalls', async () => {
     serve('', 301, { location: 'https://elsewhere.test/' })
     expect(await failure(fetch())).toEqual({

@@ -106,7 +106,9 @@ describe('late bounces and complaints at the return path', () => {
   it('a forged or altered return path is refused at RCPT, and nothing changes', async () => {
     const real = returnPathOf('bob@dest.test')
     const altered = real.replace(/[0-9a-f](?=@)/, (c) => (c === '0' ? '1' : '0'))
-    for (const to of [altered, 'b1-0000000000000000@bounces.news.test']) {
+    // The MAC covers the domain: bob's token is good at bounces.news.test only.
+    const elsewhere = `${real.split('@')[0]}@bounces.other.test`
+    for (const to of [altered, 'b1-0000000000000000@bounces.news.test', elsewhere]) {
       const refused = await report(to, POSTFIX_DSN)
       expect(refused).toMatchObject({ responseCode: 550 })
       expect((refused as Error).message).toContain('relay not permitted')
@@ -181,6 +183,18 @@ describe('late bounces and complaints at the return path', () => {
       response:
         "ann@dest.test was put on this account's suppression list (complained: abuse report from a feedback loop): sends to it are refused until it is delisted",
     })
+    // A complaint about a recipient suppressed already (nosuch bounced) is told all the same.
+    await report(returnPathOf('nosuch@dest.test'), ARF)
+    await expect
+      .poll(() => t.endpoint.received.filter((r) => r.event.type === 'recipient.complained').length, {
+        timeout: 10_000,
+      })
+      .toBe(2)
+    expect(t.endpoint.received.filter((r) => r.event.type === 'recipient.complained')[1].event.data).toEqual({
+      recipient: 'nosuch@dest.test',
+      transactionId: txid,
+      via: 'abuse',
+    })
     // Reports are not mail sent: the order's usage counts the two sends only.
     expect((await json('/mail/stats')).usage).toBe(2)
     expect(
@@ -232,6 +246,15 @@ describe('late bounces and complaints at the return path', () => {
       expect(mixed.rejected).toEqual(['desk@news.test'])
       expect(mixed.rejectedErrors?.[0].message).toContain(
         '452 4.5.3 Reports to a return path and mail to inboxes go in separate transactions',
+      )
+      // One return path a transaction: each report is read apart.
+      const two = await transport.sendMail({
+        envelope: { from: '', to: [returnPathOf('bob@dest.test'), returnPathOf('ann@dest.test')] },
+        raw: 'From: bob@dest.test\r\nSubject: Away\r\n\r\nI am away until Monday.\r\n',
+      })
+      expect(two.rejected).toEqual([returnPathOf('ann@dest.test')])
+      expect(two.rejectedErrors?.[0].message).toContain(
+        '452 4.5.3 One return path per transaction: send the others in another one',
       )
     } finally {
       transport.close()

@@ -253,12 +253,15 @@ export function historyContract(f: Fixture) {
     })
 
     it('makes return-path tokens that any connection opens, case-insensitively, and opens none it did not make', async () => {
-      const token = f.store.queue.returnPathToken(12345)
+      const domain = 'bounces.a.example'
+      const token = f.store.queue.returnPathToken(12345, domain)
       expect(token).toMatch(/^b9ix-[0-9a-f]{16}$/)
       expect(token.length).toBeLessThanOrEqual(64)
       const other = await f.another()
-      expect(other.queue.openReturnPathToken(token)).toBe(12345)
-      expect(other.queue.openReturnPathToken(token.toUpperCase())).toBe(12345)
+      expect(other.queue.openReturnPathToken(token, domain)).toBe(12345)
+      expect(other.queue.openReturnPathToken(token.toUpperCase(), 'Bounces.A.example')).toBe(12345)
+      // Good only at the domain it was made for.
+      expect(f.store.queue.openReturnPathToken(token, 'bounces.b.example')).toBeUndefined()
       const mac = token.slice(-16)
       for (const bad of [
         `b9iy-${mac}`,
@@ -267,7 +270,7 @@ export function historyContract(f: Fixture) {
         'b9ix',
         `x${token}`,
       ])
-        expect(f.store.queue.openReturnPathToken(bad), bad).toBeUndefined()
+        expect(f.store.queue.openReturnPathToken(bad, domain), bad).toBeUndefined()
     })
 
     it("ends a canceled recipient's history with a failure without a reply, counted as failed", async () => {
