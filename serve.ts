@@ -25,6 +25,8 @@ import { UNUSED_CLIENT_MS } from './transports/oauth.js'
 
 /** How long a stop waits for deliveries in flight (a slow destination's reply) before it exits anyway. */
 const SHUTDOWN_GRACE_MS = 30_000
+/** How long past its expiry an MTA-STS policy is kept (the same 30 days TLS report claims are kept). */
+const TLS_POLICY_KEPT_MS = 30 * DAY_MS
 
 export interface RunningServer {
   httpPort: number
@@ -95,7 +97,8 @@ export async function startServer(configured: Config, options: { sink?: boolean 
   // Hourly housekeeping: spam-filter events are kept past their windows, then pruned, and
   // idempotency keys and counts of wrong keys past theirs swept, and expired OAuth codes and tokens
   // (and registered clients never granted anything), and idle MCP sessions, and received messages
-  // past MAILROOM_INBOUND_RETENTION, so that no table grows without end; the database refreshes its statistics.
+  // past MAILROOM_INBOUND_RETENTION, and MTA-STS policies long expired, so that no table grows without
+  // end; the database refreshes its statistics.
   const prune = () =>
     store.blocks
       .prune(rt.clock() - config.blockEventRetention)
@@ -112,6 +115,9 @@ export async function startServer(configured: Config, options: { sink?: boolean 
       .then((n) => n && logger.info({ swept: n }, 'heartbeats of servers gone without a word swept'))
       .then(() => store.inbound.expireInbound(rt.clock() - config.inbound.retention))
       .then((n) => n && logger.info({ expired: n }, 'received messages past MAILROOM_INBOUND_RETENTION deleted'))
+      // MTA-STS policies expired a month ago (and old TLS-RPT claims), whether or not TLS reports are sent.
+      .then(() => store.tlsPolicy.prune(rt.clock() - TLS_POLICY_KEPT_MS))
+      .then((n) => n && logger.info({ pruned: n }, 'expired MTA-STS policies and old TLS report claims pruned'))
       // A send policy's counters are read for the current UTC hour and day only.
       .then(() => store.sendCounts.sweep(rt.clock() - 2 * DAY_MS))
       .then((n) => n && logger.info({ swept: n }, 'send counters of past days swept'))

@@ -52,6 +52,10 @@ export interface TlsPolicyStore {
    * (which go with the claim), every later one undefined.
    */
   claimReport(input: { domain: string; day: number; node: string; now: number }): Promise<TlsResultCount[] | undefined>
-  /** Deletes the claims, and counts left behind (counted after their report), of days before `before`; returns how many rows went. */
+  /**
+   * Deletes the claims, and counts left behind (counted after their report), of days before
+   * `before`, and the policies that expired before it (no longer used: RFC 8461 §5.1), however
+   * many domains were ever mailed; returns how many rows went.
+   */
   prune(before: number): Promise<number>
 }

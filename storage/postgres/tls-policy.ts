@@ -64,7 +64,8 @@ export function createTlsPolicyStore(pool: pg.Pool): TlsPolicyStore {
     },
     async prune(before) {
       const claims = changed(await pool.query('DELETE FROM tls_reports WHERE day < $1', [before]))
-      return claims + changed(await pool.query('DELETE FROM tls_result_counts WHERE day < $1', [before]))
+      const counts = changed(await pool.query('DELETE FROM tls_result_counts WHERE day < $1', [before]))
+      return claims + counts + changed(await pool.query('DELETE FROM sts_policies WHERE expires_at < $1', [before]))
     },
   }
 }

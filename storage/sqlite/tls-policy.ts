@@ -27,6 +27,7 @@ export function createTlsPolicyStore(sqlite: Database.Database): TlsPolicyStore 
     drop: sqlite.prepare('DELETE FROM tls_result_counts WHERE domain = ? AND day = ?'),
     pruneClaims: sqlite.prepare('DELETE FROM tls_reports WHERE day < ?'),
     pruneCounts: sqlite.prepare('DELETE FROM tls_result_counts WHERE day < ?'),
+    prunePolicies: sqlite.prepare('DELETE FROM sts_policies WHERE expires_at < ?'),
   }
   // The writes of one turn of the event loop share a commit and its fsync (group-commit.ts).
   const commit = groupCommit(sqlite, (work: () => unknown) => work())
@@ -56,7 +57,10 @@ export function createTlsPolicyStore(sqlite: Database.Database): TlsPolicyStore 
       })
     },
     async prune(before) {
-      return write(() => q.pruneClaims.run(before).changes + q.pruneCounts.run(before).changes)
+      return write(
+        () =>
+          q.pruneClaims.run(before).changes + q.pruneCounts.run(before).changes + q.prunePolicies.run(before).changes,
+      )
     },
   }
 }

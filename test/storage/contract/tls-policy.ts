@@ -40,6 +40,17 @@ export function tlsPolicyContract(f: Fixture) {
       expect(await f.store.tlsPolicy.policy('c.example')).toBeUndefined()
     })
 
+    it('prunes the policies that expired before the time given, and keeps the rest', async () => {
+      await f.store.tlsPolicy.savePolicy(policy())
+      await f.store.tlsPolicy.savePolicy(policy({ domain: 'c.example', expiresAt: T0 + 3 * DAY_MS }))
+      expect(await f.store.tlsPolicy.prune(T0 + DAY_MS)).toBe(0) // expiring at that moment: not before it
+      expect(await f.store.tlsPolicy.prune(T0 + 2 * DAY_MS)).toBe(1)
+      expect(await f.store.tlsPolicy.policy('b.example')).toBeUndefined()
+      expect(await f.store.tlsPolicy.policy('c.example')).toEqual(
+        policy({ domain: 'c.example', expiresAt: T0 + 3 * DAY_MS }),
+      )
+    })
+
     it('adds counts from several connections, and hands a day over to one claim only, its counts with it', async () => {
       const other = await f.another()
       await Promise.all([
