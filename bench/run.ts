@@ -117,7 +117,8 @@ function autocannon(
     let err = ''
     child.stdout.on('data', (d) => (out += d))
     child.stderr.on('data', (d) => (err += d))
-    child.on('exit', (code) => {
+    // 'close', not 'exit': at 'exit' its stdout may still hold the result (Node's child_process docs).
+    child.on('close', (code) => {
       // It may refuse its options with status 0 and no result: a rejection, not a throw here,
       // which would end the run without its clean-up.
       let r: Record<string, number>
@@ -359,9 +360,15 @@ function smtpLoad(
         const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
         let out = ''
         child.stdout.on('data', (d) => (out += d))
-        child.on('exit', (code) =>
-          code === 0 ? resolve(JSON.parse(out).ms) : reject(new Error(`load client exited ${code}`)),
-        )
+        // 'close', not 'exit': at 'exit' its stdout may still hold the result (Node's child_process docs).
+        child.on('close', (code) => {
+          if (code !== 0) return reject(new Error(`load client exited ${code}`))
+          try {
+            resolve(JSON.parse(out).ms)
+          } catch {
+            reject(new Error(`load client exited 0 without a result: ${JSON.stringify(out.slice(0, 200))}`))
+          }
+        })
       }),
   )
   return Promise.all(procs).then((ms) => Math.max(...ms))
