@@ -292,7 +292,12 @@ export const RULES: Rule[] = [
   { phase: 'record', url: ours('storage/sqlite/queue') },
   // The delivery worker's own scheduling, the route, and the SMTP session toward the MX (here the
   // sink).
-  { phase: 'outbound session', url: ours('relay/(?:delivery|mx-client|smtp-session|routes|sandbox|inbound/local)') },
+  {
+    phase: 'outbound session',
+    url: ours(
+      'relay/(?:delivery|destinations|mx-client|smtp-session|routes|sandbox|inbound/local|return-path|mta-sts|mx-certificate)',
+    ),
+  },
   { phase: 'outbound session', url: dep('nodemailer') },
 
   // The submission door: smtp-server's parsing and state, our handlers, the message's header read.

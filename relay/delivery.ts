@@ -13,24 +13,20 @@ import {
   newEventId,
 } from '../storage/store.js'
 import { classify, nextAttempt } from './bounces.js'
-import { localAttempt } from './inbound/local.js'
-import { type AppliedPolicy, StsPolicies } from './mta-sts.js'
-import { outboundContext } from './mx-certificate.js'
-import { MxClient, type Attempt } from './mx-client.js'
+import { Destinations } from './destinations.js'
+import type { AppliedPolicy } from './mta-sts.js'
+import type { Attempt } from './mx-client.js'
 import { senderReports } from './reports.js'
-import { attemptEach, ReturnPaths } from './return-path.js'
 import { sandboxAttempt } from './sandbox.js'
-import { cut, sameReply } from './smtp-session.js'
-import { resolveRoute, type MxResolver, type Route } from './routes.js'
-import { TlsReports } from './tls-reports.js'
+import { cut } from './smtp-session.js'
+import type { MxResolver } from './routes.js'
+import type { TlsReports } from './tls-reports.js'
 import { createTxidGenerator } from './txid.js'
 
 /** How often a live worker renews the leases it holds, as a share of the lease timeout (MAILROOM_LEASE_TIMEOUT). */
 const RENEW_SHARE = 1 / 5
 /** How often the queue is looked at when nothing wakes the worker. */
 const POLL_MS = 1_000
-/** Successful MX lookups are reused this long. */
-const ROUTE_TTL_MS = 60_000
 /** Most recipients in one SMTP transaction (RFC 5321 §4.5.3.1.8 requires servers to take 100). */
 const MAX_RCPTS_PER_TRANSACTION = 100
 /**
@@ -92,34 +88,19 @@ export class DeliveryWorker {
    * come due, other nodes' leases expire). A delivery that frees a slot claims only then.
    */
   private due = true
-  private routes = new Map<string, { route: Route; expires: number }>()
   private renewedAt = 0
-  private readonly mx: MxClient
   private readonly node: string
   /** Transaction ids of the reports to senders this worker queues. */
   private readonly newTxid = createTxidGenerator()
-  private readonly returnPaths: ReturnPaths
-  /** The recipient domains' MTA-STS policies (none through a smarthost: it is no domain's MX). */
-  private readonly policies: StsPolicies | null
+  /** Where each group goes, and its attempt there. */
+  private readonly destinations: Destinations
   /** TLS-RPT: the sessions counted, and the daily reports to the domains that ask for them. */
   readonly tlsReports: TlsReports
 
   constructor(private readonly deps: DeliveryDeps) {
-    const { config } = deps
-    const secureContext = outboundContext(config.delivery.outboundCa)
-    this.mx = new MxClient({ heloName: config.nodeName, timeout: config.delivery.timeout, secureContext })
-    this.node = deps.node ?? config.nodeName
-    this.returnPaths = new ReturnPaths({ store: deps.store, label: config.inbound.returnPath, clock: deps.clock })
-    this.tlsReports = new TlsReports({ ...deps, node: this.node, newTxid: this.newTxid, queued: () => this.kick() })
-    this.policies = config.delivery.smarthost
-      ? null
-      : new StsPolicies({
-          ...deps,
-          allowPrivate: config.webhooks.allowPrivate,
-          secureContext,
-          port: deps.policyPort,
-          failed: (domain, resultType, mxHost) => this.tlsReports.count(domain, 'sts', resultType, mxHost),
-        })
+    this.node = deps.node ?? deps.config.nodeName
+    this.destinations = new Destinations(deps, { node: this.node, newTxid: this.newTxid, queued: () => this.kick() })
+    this.tlsReports = this.destinations.tlsReports
   }
 
   /** Takes back the leases this node held before a restart, then starts working. */
@@ -128,7 +109,7 @@ export class DeliveryWorker {
     if (released) this.deps.logger.info({ released }, 'took back deliveries leased before the restart')
     this.running = true
     this.loopDone = this.loop()
-    this.tlsReports.start()
+    this.destinations.start()
   }
 
   /** Why the worker is not delivering (not started, or stopped), or null while it is. */
@@ -200,8 +181,7 @@ export class DeliveryWorker {
     await this.loopDone
     await Promise.all(this.inFlight)
     await Promise.all(this.recording)
-    await this.tlsReports.stop()
-    this.mx.close()
+    await this.destinations.stop()
     await this.deps.store.queue
       .release(this.node)
       .catch((err) => this.deps.logger.error({ err }, 'handing back the leases failed; they expire'))
@@ -312,16 +292,6 @@ export class DeliveryWorker {
     }
   }
 
-  private async route(domain: string): Promise<Route> {
-    const now = this.deps.clock()
-    const cached = this.routes.get(domain)
-    if (cached && cached.expires > now) return cached.route
-    const { mxPort, smarthost, allowPrivateMx } = this.deps.config.delivery
-    const route = await resolveRoute(this.deps.resolver, domain, { mxPort, smarthost, allowPrivateMx })
-    if ('hosts' in route) this.routes.set(domain, { route, expires: now + ROUTE_TTL_MS })
-    return route
-  }
-
   /** One SMTP transaction for the recipients of one message at one domain. */
   private async deliverGroup({ items, body }: Group, sent: () => void): Promise<void> {
     const { store, logger, clock } = this.deps
@@ -332,7 +302,7 @@ export class DeliveryWorker {
     // this mailroom goes straight into it (relay/inbound/local.ts), without a lookup either.
     const attempt: Attempt & { policy?: AppliedPolicy } = items[0].sandbox
       ? sandboxAttempt(items)
-      : ((await this.local(items, bytes)) ?? (await this.remote(domain, items, bytes, sent)))
+      : await this.destinations.attempt(domain, items, bytes, sent)
     const now = clock()
     const { retrySchedule, maxQueueAge } = this.deps.config.delivery
     const outcomes: AttemptOutcome[] = []
@@ -427,78 +397,6 @@ export class DeliveryWorker {
       )
       .finally(() => this.recording.delete(recorded))
     this.recording.add(recorded)
-  }
-
-  /** The attempt of recipients at a receiving domain of this mailroom, or undefined for any other domain. */
-  private local(items: QueueItem[], bytes: () => Promise<Buffer | undefined>): Promise<Attempt | undefined> {
-    const { store, config, logger, clock } = this.deps
-    return localAttempt(
-      {
-        inbound: store.inbound,
-        quota: config.inbound.quota,
-        hostname: config.inbound.mxHostname ?? config.nodeName,
-        logger,
-        clock,
-      },
-      items,
-      bytes,
-    )
-  }
-
-  /**
-   * The SMTP transaction of a group at its destination, or with a return path of the sender's
-   * domain (MAILROOM_RETURN_PATH) one per recipient, each with its own: the bytes read once for all.
-   */
-  private async remote(
-    domain: string,
-    items: QueueItem[],
-    bytes: () => Promise<Buffer | undefined>,
-    sent: () => void,
-  ): Promise<Attempt & { policy?: AppliedPolicy }> {
-    const returnDomain = await this.returnPaths.domainOf(items[0])
-    const to = items.map((i) => i.recipient)
-    if (!returnDomain) return this.attempt(domain, { from: items[0].envFrom, to }, bytes, sent)
-    let read: Promise<Buffer | undefined> | undefined
-    const once = () => (read ??= bytes())
-    return attemptEach(
-      items,
-      (item) => this.returnPaths.address(item.id, returnDomain),
-      (envelope, done) => this.attempt(domain, envelope, once, done),
-      sent,
-    )
-  }
-
-  /**
-   * An attempt at the destination: the domain's route and its MTA-STS policy (RFC 8461 §5: looked
-   * up before each delivery), then an SMTP transaction on a host the policy allows.
-   */
-  private async attempt(
-    domain: string,
-    envelope: { from: string; to: string[] },
-    bytes: () => Promise<Buffer | undefined>,
-    sent: () => void,
-  ): Promise<Attempt & { policy?: AppliedPolicy }> {
-    const noConnection = (code: number, response: string) => ({
-      mxHostname: null,
-      mxAddress: null,
-      tls: null,
-      replies: sameReply(envelope.to, { code, response }),
-    })
-    const route = await this.route(domain)
-    if ('error' in route) return noConnection(route.error.code, route.error.response)
-    if (!this.policies) return this.mx.deliver(route.hosts, envelope, bytes, sent)
-    const plan = await this.policies.plan(domain, route.hosts)
-    if ('refusal' in plan) return { ...noConnection(451, plan.refusal), policy: plan.policy }
-    const attempt = await this.mx.deliver(plan.hosts, envelope, bytes, sent, plan.policy)
-    // RFC 8460 §4.3: a session with a host the policy does not list failed validation, TLS or not.
-    for (const s of attempt.sessions ?? [])
-      this.tlsReports.count(
-        domain,
-        'sts',
-        plan.unlisted.includes(s.mxHost) ? 'validation-failure' : s.resultType,
-        s.mxHost,
-      )
-    return { ...attempt, policy: plan.policy }
   }
 
   /**
