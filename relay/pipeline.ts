@@ -20,7 +20,7 @@ import { approvalReason, approvalUrlOf, type BoundPolicy, checkAllowed, takeSend
 import { Refusal, refusal } from './refusal.js'
 import { createSpamFilter } from './spam-filter.js'
 import { createTxidGenerator } from './txid.js'
-import { checkBulk, listHeaders } from './unsubscribe.js'
+import { bulkMail } from './unsubscribe.js'
 
 export interface Submission {
   order: MailOrder
@@ -153,6 +153,7 @@ const DENIED = { code: 550, enhanced: '5.7.1' }
 
 export function createRelay({ store, intake = storeIntake(store), config, logger, clock, metrics }: RelayDeps): Relay {
   const newTxid = createTxidGenerator()
+  const bulkMails = bulkMail({ store: store.blocks, publicUrl: config.publicUrl, logger })
   const filter = createSpamFilter({ store, intake, logger, clock })
 
   /**
@@ -289,7 +290,7 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
         )
       }
       const bulk = s.list === true || s.order.list === true
-      if (bulk) checkBulk(s)
+      if (bulk) bulkMails.check(s)
       // An API send's From header is the caller's word, so every author in it is checked too; an
       // SMTP client's header is its own business, as with any submission server: only its envelope is checked.
       const rules = await store.rules.list([s.order.id])
@@ -330,15 +331,7 @@ export function createRelay({ store, intake = storeIntake(store), config, logger
             ]
           : []),
         ...(s.added ? [Buffer.from(s.added)] : []),
-        ...(bulk
-          ? [
-              listHeaders(store.blocks, config.publicUrl, {
-                accountId: s.order.accountId,
-                txid,
-                address: s.recipients[0],
-              }),
-            ]
-          : []),
+        ...(bulk ? [bulkMails.headers({ accountId: s.order.accountId, txid, address: s.recipients[0] })] : []),
       ]
       // Signed last, over the message as it will be delivered; the signature goes on top.
       const raw = await signMessage(

@@ -1,3 +1,4 @@
+import type { Logger } from 'pino'
 import { newEventId, type Store, type UnsubscribeLink } from '../storage/store.js'
 import { messageHead } from './message.js'
 import { refusal } from './refusal.js'
@@ -52,6 +53,31 @@ export function listHeaders(
   return Buffer.from(
     `List-Unsubscribe: <${publicUrl}${UNSUBSCRIBE_PATH}/${token}>\r\nList-Unsubscribe-Post: ${ONE_CLICK}\r\n`,
   )
+}
+
+/**
+ * Bulk mail as the pipeline handles it: checked (checkBulk), then given its header lines
+ * (listHeaders). An http:// link is said once a process: receivers use only https:// ones for
+ * one-click unsubscribe (Gmail, Yahoo), and a local trial's is http://localhost.
+ */
+export function bulkMail(deps: {
+  store: Pick<Store['blocks'], 'unsubscribeToken'>
+  publicUrl: string
+  logger: Pick<Logger, 'warn'>
+}) {
+  let warned = !deps.publicUrl.startsWith('http://')
+  return {
+    check(message: { recipients: string[]; raw: Buffer[] }): void {
+      checkBulk(message)
+      if (warned) return
+      warned = true
+      deps.logger.warn(
+        { publicUrl: deps.publicUrl },
+        'bulk mail carries an http:// unsubscribe link, which Gmail and Yahoo do not use for one-click unsubscribe: set MAILROOM_PUBLIC_URL to the https:// address the service is reached at',
+      )
+    },
+    headers: (link: UnsubscribeLink) => listHeaders(deps.store, deps.publicUrl, link),
+  }
 }
 
 /**

@@ -3,6 +3,7 @@ import nodemailer from 'nodemailer'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { addDomainKey, type AddedKey } from '../../cli/domains.js'
 import { resolverOf } from './inbound-support.js'
+import { bulkMail } from '../../relay/unsubscribe.js'
 import { startRelayServer } from './relay-server.js'
 
 // `mailroom serve` in process, delivering to a sink, its webhooks posting to an endpoint: bulk
@@ -205,5 +206,27 @@ describe('one-click unsubscribe', () => {
     expect(header(raw, 'List-Unsubscribe-Post')).toEqual(['List-Unsubscribe-Post: List-Unsubscribe=One-Click'])
     expect((await fetch(`${t.base}${linkOf(raw)}`)).status).toBe(200)
     expect(t.smtp.user).not.toBe(order.username)
+  })
+})
+
+describe('bulk mail in the pipeline', () => {
+  const message = { recipients: ['ann@example.com'], raw: [Buffer.from('Subject: s\r\n\r\nhi\r\n')] }
+  const store = { unsubscribeToken: () => 'token' }
+
+  it('warns once a process of an http:// unsubscribe link, and never of an https:// one', () => {
+    for (const [publicUrl, warnings] of [
+      ['http://localhost:8080', 1],
+      ['https://mail.example.com', 0],
+    ] as const) {
+      const warned: string[] = []
+      const bulk = bulkMail({ store, publicUrl, logger: { warn: (_: unknown, text: string) => warned.push(text) } })
+      bulk.check(message)
+      bulk.check(message)
+      expect(warned, publicUrl).toHaveLength(warnings)
+      if (warnings) expect(warned[0]).toMatch(/^bulk mail carries an http:\/\/ unsubscribe link/)
+      expect(bulk.headers({ accountId: 1, txid: 't', address: 'ann@example.com' }).toString()).toBe(
+        `List-Unsubscribe: <${publicUrl}/unsubscribe/token>\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n`,
+      )
+    }
   })
 })
