@@ -141,7 +141,11 @@ export type Dropped = 'too_large' | 'busy' | 'gone'
  * spooled to disk: the commit takes the message in memory all the same, so a spool would only
  * move the peak there). A client that goes away before the end drops it too.
  */
-export function readWithin(stream: SMTPServerDataStream, held: Reservation, options: { keep?: boolean } = {}) {
+export function readWithin(
+  stream: SMTPServerDataStream,
+  held: Reservation,
+  options: { keep?: boolean; max?: number } = {},
+) {
   const body = new MessageBuffer(options)
   let dropped: Dropped | null = null
   const drop = (why: Dropped) => {
@@ -151,7 +155,8 @@ export function readWithin(stream: SMTPServerDataStream, held: Reservation, opti
   }
   stream.on('data', (chunk: Buffer) => {
     if (dropped) return
-    if (stream.sizeExceeded) return drop('too_large')
+    if (stream.sizeExceeded || body.bytes + chunk.length > (options.max ?? Number.POSITIVE_INFINITY))
+      return drop('too_large')
     const more = body.bytes + chunk.length - held.bytes
     if (more > 0 && !held.grow(more)) return drop('busy')
     body.push(chunk)

@@ -238,14 +238,16 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       // Held in memory until stored: reserved from the budget every door shares, for the account
       // when the message is for one only.
       const declared = declaredSize(session.envelope.mailFrom ? session.envelope.mailFrom.args : false)
+      // A report to a return path is small: past FEEDBACK_MAX_BYTES it is dropped as it arrives, not held.
+      const limit = rowsOf.get(session)?.size ? FEEDBACK_MAX_BYTES : config.maxMessageSize
       const held = budget.reserve(
-        declared !== undefined ? Math.min(declared, config.maxMessageSize) : FIRST_RESERVATION,
+        declared !== undefined ? Math.min(declared, limit) : FIRST_RESERVATION,
         byAccount.size === 1 ? [...byAccount.keys()][0] : null,
       )
       if (!held) return callback(counted('busy', BUSY()))
       // Kept in the chunks it arrives in: checked and parsed in place, then stored (bodyParts
       // joins the small ones), never copied whole.
-      const { body, dropped } = readWithin(stream, held, { keep: true })
+      const { body, dropped } = readWithin(stream, held, { keep: true, max: limit })
       stream.on('end', async () => {
         clearTimeout(deadline)
         try {
@@ -253,13 +255,18 @@ export function createMxServer(deps: MxDeps): SMTPServer {
             return callback(
               counted(
                 'too_large',
-                reply(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`),
+                reply(
+                  552,
+                  limit === FEEDBACK_MAX_BYTES
+                    ? `5.3.4 A report to a return path is at most ${FEEDBACK_MAX_BYTES} bytes`
+                    : `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`,
+                ),
               ),
             )
           if (dropped() === 'busy') return callback(counted('busy', BUSY()))
           const rows = rowsOf.get(session)
           if (rows?.size && deps.returnPaths) {
-            const answer = await returnPathAnswer(deps.returnPaths, {
+            const answer = await deps.returnPaths.intake({
               raw: body.take(),
               mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
               rows: [...rows.values()],
@@ -297,20 +304,6 @@ export function createMxServer(deps: MxDeps): SMTPServer {
 
   server.on('error', (err) => logger.error({ err }, 'MX server error'))
   return server
-}
-
-/** A report to return paths, within FEEDBACK_MAX_BYTES: a report is small, and a large one is not parsed. */
-function returnPathAnswer(
-  returnPaths: NonNullable<MxDeps['returnPaths']>,
-  message: { raw: Buffer[]; mailFrom: string; rows: number[] },
-): Promise<IntakeAnswer> | IntakeAnswer {
-  if (message.raw.reduce((n, b) => n + b.length, 0) > FEEDBACK_MAX_BYTES)
-    return {
-      code: 552,
-      text: `5.3.4 A report to a return path is at most ${FEEDBACK_MAX_BYTES} bytes`,
-      reason: 'too_large',
-    }
-  return returnPaths.intake(message)
 }
 
 /** The recipients of the transaction grouped by the account each was accepted for. */
