@@ -6,9 +6,9 @@ const LOOKUP_TTL_MS = 60_000
 
 /**
  * The return paths of MAILROOM_RETURN_PATH (VERP): mail whose sender's domain is a receiving
- * domain of the message's account leaves with `b<row>-<MAC>@<label>.<domain>` as its envelope
- * sender, one per recipient, so that whatever comes back there after a `250` (a late bounce, a
- * complaint) names the message and the recipient it is about, whatever its own text says. The
+ * domain of the message's account leaves with `b<sealed row id and MAC>@<label>.<domain>` as its
+ * envelope sender, one per recipient, so that whatever comes back there after a `250` (a late
+ * bounce, a complaint) names the message and the recipient it is about, whatever its own text says. The
  * label's domain has an MX record naming this server's MX door, which takes it
  * (relay/inbound/feedback.ts).
  */

@@ -109,24 +109,35 @@ export function unsubscribeTokens(secret: Buffer): Pick<Store['blocks'], 'unsubs
   }
 }
 
-/** A return path's MAC: 64 bits, in lowercase hex. */
-const RETURN_PATH_MAC = 16
-
-/** The Store's return-path tokens (`b<row id, base 36>-<MAC>`), under the secret's `return paths` subkey. */
+/**
+ * The Store's return-path tokens: `b` and one AES block in lowercase hex, under the secret's
+ * `return paths` subkey. The block holds the delivery row's id and 64 bits of a MAC of the return
+ * path's domain, so a token opens only at its domain, nobody without the secret can make one, and
+ * the id (a count of the server's mail, every tenant's) is not shown. AES on one block of a
+ * never-repeated plaintext (each row's id is new) needs no mode: ECB is the block cipher itself.
+ */
 export function returnPathTokens(secret: Buffer): Pick<Store['queue'], 'returnPathToken' | 'openReturnPathToken'> {
   const key = subkey(secret, 'return paths')
-  const mac = (id: string, domain: string) =>
-    createHmac('sha256', key).update(`${id}@${domain.toLowerCase()}`).digest('hex').slice(0, RETURN_PATH_MAC)
+  const tagKey = subkey(secret, 'return path domains')
+  const tag = (domain: string) => createHmac('sha256', tagKey).update(domain.toLowerCase()).digest().subarray(0, 8)
+  const block = (cipher: ReturnType<typeof createCipheriv>, input: Buffer) => {
+    cipher.setAutoPadding(false)
+    return Buffer.concat([cipher.update(input), cipher.final()])
+  }
   return {
     returnPathToken: (rowId, domain) => {
-      const id = rowId.toString(36)
-      return `b${id}-${mac(id, domain)}`
+      const plain = Buffer.alloc(16)
+      plain.writeBigUInt64BE(BigInt(rowId))
+      tag(domain).copy(plain, 8)
+      return `b${block(createCipheriv('aes-256-ecb', key, null), plain).toString('hex')}`
     },
     openReturnPathToken: (local, domain) => {
-      const m = /^b([0-9a-z]{1,11})-([0-9a-f]{16})$/.exec(local.toLowerCase())
-      if (!m || !timingSafeEqual(Buffer.from(mac(m[1], domain)), Buffer.from(m[2]))) return undefined
-      const id = Number.parseInt(m[1], 36)
-      return Number.isSafeInteger(id) ? id : undefined
+      const m = /^b([0-9a-f]{32})$/.exec(local.toLowerCase())
+      if (!m) return undefined
+      const plain = block(createDecipheriv('aes-256-ecb', key, null), Buffer.from(m[1], 'hex'))
+      if (!timingSafeEqual(plain.subarray(8), tag(domain))) return undefined
+      const id = plain.readBigUInt64BE(0)
+      return id <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(id) : undefined
     },
   }
 }

@@ -898,9 +898,10 @@ export interface Store {
       events: WebhookEvent[]
     }): Promise<boolean>
     /**
-     * The local part of a delivery row's return path (VERP) at `domain`: its id and a MAC of both
-     * under a key derived from the server secret, short enough for an address (RFC 5321
-     * §4.5.3.1.1: 64 octets) and of one case, since a bounce may come back lowercased.
+     * The local part of a delivery row's return path (VERP) at `domain`: its id and a MAC of the
+     * domain, sealed under a key derived from the server secret (the id is not shown), short
+     * enough for an address (RFC 5321 §4.5.3.1.1: 64 octets) and of one case, since a bounce may
+     * come back lowercased.
      */
     returnPathToken(rowId: number, domain: string): string
     /** The delivery row a return path names; undefined for one mailroom did not make for that domain. */

@@ -255,21 +255,17 @@ export function historyContract(f: Fixture) {
     it('makes return-path tokens that any connection opens, case-insensitively, and opens none it did not make', async () => {
       const domain = 'bounces.a.example'
       const token = f.store.queue.returnPathToken(12345, domain)
-      expect(token).toMatch(/^b9ix-[0-9a-f]{16}$/)
+      expect(token).toMatch(/^b[0-9a-f]{32}$/)
+      expect(token).not.toContain('9ix') // the id, 12345 in base 36, is not shown
+      expect(f.store.queue.returnPathToken(12346, domain).slice(0, 8)).not.toBe(token.slice(0, 8))
       expect(token.length).toBeLessThanOrEqual(64)
       const other = await f.another()
       expect(other.queue.openReturnPathToken(token, domain)).toBe(12345)
       expect(other.queue.openReturnPathToken(token.toUpperCase(), 'Bounces.A.example')).toBe(12345)
       // Good only at the domain it was made for.
       expect(f.store.queue.openReturnPathToken(token, 'bounces.b.example')).toBeUndefined()
-      const mac = token.slice(-16)
-      for (const bad of [
-        `b9iy-${mac}`,
-        `${token.slice(0, -1)}${token.endsWith('0') ? '1' : '0'}`,
-        token.slice(0, -1),
-        'b9ix',
-        `x${token}`,
-      ])
+      const flip = (at: number) => `${token.slice(0, at)}${token[at] === '0' ? '1' : '0'}${token.slice(at + 1)}`
+      for (const bad of [flip(1), flip(16), flip(32), token.slice(0, -1), `${token}0`, `x${token.slice(1)}`, 'b'])
         expect(f.store.queue.openReturnPathToken(bad, domain), bad).toBeUndefined()
     })
 
