@@ -18,7 +18,7 @@ const HAS_LIST_UNSUBSCRIBE = /^list-unsubscribe(?:-post)?[ \t]*:/im
  * Whether a message may go as bulk mail: to one recipient, since each link names its recipient, and
  * without a List-Unsubscribe of its own, which is refused rather than the message given two.
  */
-export function checkBulk(message: { recipients: string[]; raw: Buffer[] }): void {
+function checkBulk(message: { recipients: string[]; raw: Buffer[] }): void {
   const { recipients } = message
   if (recipients.length !== 1) {
     throw refusal(
@@ -43,7 +43,7 @@ export function checkBulk(message: { recipients: string[]; raw: Buffer[] }): voi
  * to mailroom, and the one-click POST field. They go in front of the message before it is signed,
  * so the signature covers them (relay/dkim.ts signs both, and once more than they occur).
  */
-export function listHeaders(
+function listHeaders(
   store: Pick<Store['blocks'], 'unsubscribeToken'>,
   publicUrl: string,
   link: UnsubscribeLink,
@@ -81,20 +81,18 @@ export function bulkMail(deps: {
 }
 
 /**
- * What an unsubscribe link does when used: the recipient it names goes on its account's
- * suppression list (reason `unsubscribed`), and the account's webhooks hear `recipient.unsubscribed`
- * in the same commit. Undefined for a token mailroom did not make; `added` false when the
- * recipient was suppressed already (a second click changes nothing, and tells nobody again).
+ * What an unsubscribe link does when used (its token opened: openUnsubscribeToken): the recipient
+ * it names goes on its account's suppression list (reason `unsubscribed`), and the account's
+ * webhooks hear `recipient.unsubscribed` in the same commit. False when the recipient was
+ * suppressed already (a second click changes nothing, and tells nobody again).
  */
-export async function unsubscribe(
-  store: Pick<Store['blocks'], 'openUnsubscribeToken' | 'addToList'>,
-  token: string,
+export function unsubscribe(
+  store: Pick<Store['blocks'], 'addToList'>,
+  link: UnsubscribeLink,
   via: 'one-click' | 'page',
   now: number,
-): Promise<(UnsubscribeLink & { added: boolean }) | undefined> {
-  const link = store.openUnsubscribeToken(token)
-  if (!link) return undefined
-  const added = await store.addToList({
+): Promise<boolean> {
+  return store.addToList({
     accountId: link.accountId,
     source: 'internal',
     kind: 'recipient',
@@ -112,5 +110,4 @@ export async function unsubscribe(
       },
     ],
   })
-  return { ...link, added }
 }

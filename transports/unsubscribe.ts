@@ -9,8 +9,11 @@ const INVALID = page(
   '<main><h1>This unsubscribe link is not valid</h1><p role="alert">It was cut short or changed on the way. Nothing was changed; use the link of the message as it came.</p></main>',
 )
 
-/** The page a person sees at the link: the question first, as RFC 8058 §3.2 asks of a GET (mail scanners follow links). */
-/** No form action: it posts to the page's own address, whatever path a proxy serves it under. */
+/**
+ * The page a person sees at the link: the question first, as RFC 8058 §3.2 asks of a GET (mail
+ * scanners follow links). No form action: it posts to the page's own address, whatever path a
+ * proxy serves it under.
+ */
 const askPage = (address: string) =>
   page(
     'Unsubscribe: mailroom',
@@ -54,8 +57,8 @@ export function mountUnsubscribe(
     return c.html(askPage(link.address), 200, PAGE_HEADERS)
   })
   app.post(`${UNSUBSCRIBE_PATH}/:token`, async (c) => {
-    const token = c.req.param('token')
-    if (!store.blocks.openUnsubscribeToken(token)) return c.html(INVALID, 404, PAGE_HEADERS)
+    const link = store.blocks.openUnsubscribeToken(c.req.param('token'))
+    if (!link) return c.html(INVALID, 404, PAGE_HEADERS)
     // A body that is no form (a multipart without its boundary, say) is no request either.
     const form = await formOf(c).catch(() => new URLSearchParams())
     if (form.get('List-Unsubscribe') !== 'One-Click') {
@@ -65,12 +68,8 @@ export function mountUnsubscribe(
       )
       return c.html(body, 400, PAGE_HEADERS)
     }
-    const done = await unsubscribe(store.blocks, token, form.get('page') === '1' ? 'page' : 'one-click', clock())
-    if (!done) return c.html(INVALID, 404, PAGE_HEADERS)
-    logger.info(
-      { req: c.get('requestId'), account: done.accountId, txid: done.txid, added: done.added },
-      'recipient unsubscribed',
-    )
-    return c.html(donePage(done.address), 200, PAGE_HEADERS)
+    const added = await unsubscribe(store.blocks, link, form.get('page') === '1' ? 'page' : 'one-click', clock())
+    logger.info({ req: c.get('requestId'), account: link.accountId, txid: link.txid, added }, 'recipient unsubscribed')
+    return c.html(donePage(link.address), 200, PAGE_HEADERS)
   })
 }

@@ -239,7 +239,8 @@ export function createMxServer(deps: MxDeps): SMTPServer {
       // when the message is for one only.
       const declared = declaredSize(session.envelope.mailFrom ? session.envelope.mailFrom.args : false)
       // A report to a return path is small: past FEEDBACK_MAX_BYTES it is dropped as it arrives, not held.
-      const limit = rowsOf.get(session)?.size ? FEEDBACK_MAX_BYTES : config.maxMessageSize
+      const reportRows = [...(rowsOf.get(session)?.values() ?? [])]
+      const limit = reportRows.length ? FEEDBACK_MAX_BYTES : config.maxMessageSize
       const held = budget.reserve(
         declared !== undefined ? Math.min(declared, limit) : FIRST_RESERVATION,
         byAccount.size === 1 ? [...byAccount.keys()][0] : null,
@@ -257,19 +258,18 @@ export function createMxServer(deps: MxDeps): SMTPServer {
                 'too_large',
                 reply(
                   552,
-                  limit === FEEDBACK_MAX_BYTES
+                  reportRows.length
                     ? `5.3.4 A report to a return path is at most ${FEEDBACK_MAX_BYTES} bytes`
                     : `5.3.4 Message exceeds the maximum size of ${config.maxMessageSize} bytes`,
                 ),
               ),
             )
           if (dropped() === 'busy') return callback(counted('busy', BUSY()))
-          const rows = rowsOf.get(session)
-          if (rows?.size && deps.returnPaths) {
+          if (reportRows.length && deps.returnPaths) {
             const answer = await deps.returnPaths.intake({
               raw: body.take(),
               mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-              rows: [...rows.values()],
+              rows: reportRows,
             })
             body.clear()
             if (answer.reason) return callback(counted(answer.reason, reply(answer.code, answer.text)))
